@@ -1,0 +1,738 @@
+"""The evaluation plan as typed, immutable values, loaded from the JSON that `rulec compile` writes.
+
+The runtime reads only plans (never the compiler or Lark). Loading validates every closed
+vocabulary and compiles each JMESPath expression once, so evaluation does no parsing. The JSON
+contract is documented in docs/plan.md; this module is its single reader.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, TypeAlias, Union
+
+import jmespath
+import jmespath.exceptions
+import jmespath.parser
+
+PLAN_VERSION = 1
+
+PHASES = ("Pending", "Running", "Suspended", "Restarting", "Succeeded", "Failed")
+POD_STATES = ("pending", "running", "succeeded", "failed", "evicted", "terminating")
+TASK_STATES = ("pending", "running", "succeeded", "failed")
+EVENTS = (
+    "podPending", "podRunning", "podSucceeded", "podFailed", "podEvicted", "podDeleted",
+    "containerRestarted", "taskCompleted", "taskFailed", "jobVerdictChanged",
+    "jobRunningLongerThan",
+)
+ACTIONS = (
+    "failJob", "completeJob", "restartJob", "restartTask", "restartPod", "abortJob",
+    "terminateJob", "ignore",
+)
+COMPARATORS = ("<", "<=", "==", "!=", ">=", ">")
+PLACEHOLDERS = (
+    "job", "namespace", "kind", "task", "pod", "container", "container_reason", "exit_code",
+    "pod_reason", "phase", "count", "total", "restarts", "event", "budget_used", "budget_max",
+    "argv",
+)
+
+
+class PlanError(ValueError):
+    """A plan that cannot be used: wrong version, unknown vocabulary, or a malformed value."""
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    path: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}:{self.column}"
+
+
+@dataclass(frozen=True, slots=True)
+class Expr:
+    """A JMESPath expression, compiled once at load; `source` is kept for messages."""
+
+    source: str
+    span: Span
+    compiled: jmespath.parser.ParsedResult
+
+
+@dataclass(frozen=True, slots=True)
+class Var:
+    """A template placeholder such as `{pod}`."""
+
+    name: str
+
+
+Part: TypeAlias = Union[str, Var, Expr]
+Template: TypeAlias = tuple[Part, ...]
+
+
+# Boolean structure shared by verdict conditions, pod filters and injection filters.
+@dataclass(frozen=True, slots=True)
+class And:
+    args: tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Or:
+    args: tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Not:
+    arg: Any
+
+
+# Pod filters.
+@dataclass(frozen=True, slots=True)
+class ExitCode:
+    codes: frozenset[int]
+    ranges: tuple[tuple[int, int], ...]
+    negate: bool
+    container: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerReason:
+    values: frozenset[str]
+    negate: bool
+    container: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PodReason:
+    values: frozenset[str]
+    negate: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PodCondition:
+    type: str
+    reasons: frozenset[str]
+    negate: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TaskIs:
+    values: frozenset[str]
+    negate: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Restarts:
+    cmp: str
+    value: int
+    container: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class LabelIs:
+    """A label (or, in injection filters, annotation) test; `values` None means "exists"."""
+
+    key: str
+    values: frozenset[str] | None
+    negate: bool
+    annotation: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class JmesPath:
+    expr: Expr
+
+
+# Verdict condition atoms.
+@dataclass(frozen=True, slots=True)
+class Pods:
+    quant: str  # any | all | none
+    task: str | None
+    state: str | None
+    filter: Any | None
+    for_seconds: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Count:
+    task: str | None
+    state: str | None
+    filter: Any | None
+    cmp: str
+    value: Template
+
+
+@dataclass(frozen=True, slots=True)
+class TaskState:
+    quant: str  # any | all
+    task: str | None
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobAge:
+    longer_than: int
+
+
+# Injection filter atoms (besides LabelIs, TaskIs, JmesPath and the boolean structure).
+@dataclass(frozen=True, slots=True)
+class NamespaceIs:
+    values: frozenset[str]
+    negate: bool
+
+
+@dataclass(frozen=True, slots=True)
+class IsPrimary:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    span: Span
+    phase: str
+    when: Any | None  # None: `otherwise`
+    reason: Template | None
+    message: Template | None
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    max: int
+    per: str  # job | task
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    action: str
+    reason: Template | None
+    message: Template | None
+    budget: Budget | None
+    fallback: Action | None
+    delay: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    id: str
+    span: Span
+    event: str
+    task: str | None
+    filter: Any | None
+    for_seconds: int | None
+    to: str | None
+    action: Action
+
+
+@dataclass(frozen=True, slots=True)
+class StatusField:
+    path: tuple[str, ...]
+    map: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    phase: StatusField | None
+    reason: StatusField | None
+    message: StatusField | None
+    condition: str | None
+    annotations: bool
+    events: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    name: str
+    span: Span
+    group: str
+    version: str
+    kind: str
+    plural: str
+    api_version: str
+    pods_owned: bool
+    pod_labels: tuple[tuple[str, Template], ...]
+    task_label: str | None
+    task_expr: Expr | None
+    primary_pods: Any | None
+    primary_containers: tuple[str, ...] | None
+    verdicts: tuple[Verdict, ...]
+    policies: tuple[Policy, ...]
+    status: Status
+
+
+@dataclass(frozen=True, slots=True)
+class Containers:
+    select: str  # primary | all | named
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Annotate:
+    span: Span
+    key: str
+    value: Template
+
+
+@dataclass(frozen=True, slots=True)
+class Label:
+    span: Span
+    key: str
+    value: Template
+
+
+@dataclass(frozen=True, slots=True)
+class Env:
+    span: Span
+    name: str
+    value: Template
+    containers: Containers
+
+
+@dataclass(frozen=True, slots=True)
+class Volume:
+    span: Span
+    name: str
+    source: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Mount:
+    span: Span
+    volume: str
+    path: str
+    read_only: bool
+    containers: Containers
+
+
+@dataclass(frozen=True, slots=True)
+class SidecarMount:
+    volume: str
+    path: str
+    read_only: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Sidecar:
+    span: Span
+    name: str
+    native: bool
+    image: Template
+    command: tuple[Template, ...] | None
+    args: tuple[Template, ...] | None
+    env: tuple[tuple[str, Template], ...]
+    mounts: tuple[SidecarMount, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Wrap:
+    span: Span
+    containers: Containers
+    argv: tuple[Template, ...] | None
+    shell: Template | None
+
+
+Op: TypeAlias = Union[Annotate, Label, Env, Volume, Mount, Sidecar, Wrap]
+
+
+@dataclass(frozen=True, slots=True)
+class Injection:
+    name: str
+    span: Span
+    kinds: tuple[str, ...]
+    match: Any | None
+    ops: tuple[Op, ...]
+    completion_containers: tuple[str, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Webhook:
+    failure_policy: str  # Ignore | Fail
+    timeout_seconds: int
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    version: int
+    files: tuple[tuple[str, str], ...]  # (path, sha256)
+    kinds: tuple[Kind, ...]
+    injections: tuple[Injection, ...]
+    webhook: Webhook
+    digest: str  # sha256 of the plan text, to tell plans apart in logs and metrics
+
+    def kind_named(self, name: str) -> Kind:
+        for kind in self.kinds:
+            if kind.name == name:
+                return kind
+        raise KeyError(name)
+
+    def kind_for(self, api_version: str, kind: str) -> Kind | None:
+        """The kind declared for an object's apiVersion + kind, if any."""
+        for declared in self.kinds:
+            if declared.api_version == api_version and declared.kind == kind:
+                return declared
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+
+
+def load_file(path: str | Path) -> Plan:
+    """Read and load a plan file; every problem is a PlanError naming the file."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as err:
+        raise PlanError(f"{path}: cannot read plan: {err.strerror or err}") from None
+    try:
+        return loads(text)
+    except PlanError as err:
+        raise PlanError(f"{path}: {err}") from None
+
+
+def loads(text: str) -> Plan:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise PlanError(f"not JSON: {err}") from None
+    return load(data, digest=hashlib.sha256(text.encode()).hexdigest())
+
+
+def load(data: Any, digest: str = "") -> Plan:
+    """Build a Plan from decoded JSON, validating it completely."""
+    obj = _obj(data, "plan")
+    version = obj.get("planVersion")
+    if version != PLAN_VERSION:
+        raise PlanError(f"unsupported planVersion {version!r} (this runtime reads {PLAN_VERSION})")
+    files = tuple((_str(f["path"], "files.path"), _str(f["sha256"], "files.sha256"))
+                  for f in _list(obj.get("files", []), "files"))
+    kinds = tuple(_kind(k) for k in _list(obj.get("kinds", []), "kinds"))
+    names = {k.name for k in kinds}
+    injections = tuple(_injection(i, names) for i in _list(obj.get("injections", []), "injections"))
+    hook = _obj(obj.get("webhook", {}), "webhook")
+    webhook = Webhook(
+        failure_policy=_choice(hook.get("failurePolicy", "Ignore"), ("Ignore", "Fail"),
+                               "webhook.failurePolicy"),
+        timeout_seconds=_int(hook.get("timeoutSeconds", 5), "webhook.timeoutSeconds"),
+    )
+    return Plan(PLAN_VERSION, files, kinds, injections, webhook, digest)
+
+
+def _obj(value: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise PlanError(f"{where}: expected an object, got {type(value).__name__}")
+    return value
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise PlanError(f"{where}: expected a list, got {type(value).__name__}")
+    return value
+
+
+def _str(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise PlanError(f"{where}: expected a string, got {type(value).__name__}")
+    return value
+
+
+def _int(value: Any, where: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise PlanError(f"{where}: expected an integer, got {value!r}")
+    return value
+
+
+def _opt_int(value: Any, where: str) -> int | None:
+    return None if value is None else _int(value, where)
+
+
+def _choice(value: Any, allowed: tuple[str, ...], where: str) -> str:
+    if value not in allowed:
+        raise PlanError(f"{where}: {value!r} is not one of {', '.join(allowed)}")
+    return value
+
+
+def _strs(value: Any, where: str) -> tuple[str, ...]:
+    return tuple(_str(v, where) for v in _list(value, where))
+
+
+def _span(value: Any) -> Span:
+    s = _obj(value, "span")
+    try:
+        return Span(str(s["path"]), int(s["line"]), int(s["column"]),
+                    int(s["endLine"]), int(s["endColumn"]))
+    except (KeyError, TypeError, ValueError) as err:
+        raise PlanError(f"span: malformed ({err})") from None
+
+
+def _expr(source: Any, span: Any) -> Expr:
+    text = _str(source, "expr")
+    where = _span(span)
+    try:
+        compiled = jmespath.compile(text)
+    except jmespath.exceptions.JMESPathError as err:
+        raise PlanError(f"{where}: invalid JMESPath {text!r}: {err}") from None
+    return Expr(text, where, compiled)
+
+
+def _template(value: Any, where: str) -> Template:
+    parts: list[Part] = []
+    for part in _list(value, where):
+        if isinstance(part, str):
+            parts.append(part)
+        elif isinstance(part, dict) and "var" in part:
+            parts.append(Var(_choice(part["var"], PLACEHOLDERS, f"{where}.var")))
+        elif isinstance(part, dict) and "expr" in part:
+            parts.append(_expr(part["expr"], part.get("span")))
+        else:
+            raise PlanError(f"{where}: malformed template part {part!r}")
+    return tuple(parts)
+
+
+def _opt_template(value: Any, where: str) -> Template | None:
+    return None if value is None else _template(value, where)
+
+
+def _boolean(node: Mapping[str, Any], leaf, where: str) -> Any:
+    op = node.get("op")
+    if op in ("and", "or"):
+        args = tuple(leaf(_obj(a, where), where) for a in _list(node.get("args"), where))
+        return And(args) if op == "and" else Or(args)
+    if op == "not":
+        return Not(leaf(_obj(node.get("arg"), where), where))
+    return None
+
+
+def _pod_filter(node: Mapping[str, Any], where: str = "filter") -> Any:
+    combined = _boolean(node, _pod_filter, where)
+    if combined is not None:
+        return combined
+    op = node.get("op")
+    negate = bool(node.get("negate", False))
+    container = node.get("container")
+    if op == "exitCode":
+        ranges = tuple((_int(lo, where), _int(hi, where)) for lo, hi in node.get("ranges", []))
+        return ExitCode(frozenset(_int(c, where) for c in node.get("codes", [])), ranges, negate,
+                        container)
+    if op == "containerReason":
+        return ContainerReason(frozenset(_strs(node["values"], where)), negate, container)
+    if op == "podReason":
+        return PodReason(frozenset(_strs(node["values"], where)), negate)
+    if op == "condition":
+        return PodCondition(_str(node["type"], where), frozenset(_strs(node.get("reasons", []), where)),
+                            negate)
+    if op == "task":
+        return TaskIs(frozenset(_strs(node["values"], where)), negate)
+    if op == "restarts":
+        return Restarts(_choice(node["cmp"], COMPARATORS, where), _int(node["value"], where),
+                        container)
+    if op == "label":
+        return _label(node, where)
+    if op == "jmespath":
+        return JmesPath(_expr(node["expr"], node.get("span")))
+    raise PlanError(f"{where}: unknown pod filter op {op!r}")
+
+
+def _label(node: Mapping[str, Any], where: str, annotation: bool = False) -> LabelIs:
+    values = node.get("values")
+    return LabelIs(_str(node["key"], where),
+                   None if values is None else frozenset(_strs(values, where)),
+                   bool(node.get("negate", False)), annotation)
+
+
+def _opt_pod_filter(value: Any, where: str) -> Any:
+    return None if value is None else _pod_filter(_obj(value, where), where)
+
+
+def _condition(node: Mapping[str, Any], where: str = "when") -> Any:
+    combined = _boolean(node, _condition, where)
+    if combined is not None:
+        return combined
+    op = node.get("op")
+    if op == "jmespath":
+        return JmesPath(_expr(node["expr"], node.get("span")))
+    if op == "pods":
+        return Pods(_choice(node["quant"], ("any", "all", "none"), where), node.get("task"),
+                    _opt_state(node.get("state"), POD_STATES, where),
+                    _opt_pod_filter(node.get("filter"), where), _opt_int(node.get("for"), where))
+    if op == "count":
+        return Count(node.get("task"), _opt_state(node.get("state"), POD_STATES, where),
+                     _opt_pod_filter(node.get("filter"), where),
+                     _choice(node["cmp"], COMPARATORS, where), _template(node["value"], where))
+    if op == "task":
+        return TaskState(_choice(node["quant"], ("any", "all"), where), node.get("task"),
+                         _choice(node["state"], TASK_STATES, where))
+    if op == "jobAge":
+        return JobAge(_int(node["longerThan"], where))
+    raise PlanError(f"{where}: unknown condition op {op!r}")
+
+
+def _opt_state(value: Any, allowed: tuple[str, ...], where: str) -> str | None:
+    return None if value is None else _choice(value, allowed, where)
+
+
+def _action(node: Any, where: str) -> Action:
+    a = _obj(node, where)
+    budget = a.get("budget")
+    return Action(
+        action=_choice(a.get("action"), ACTIONS, f"{where}.action"),
+        reason=_opt_template(a.get("reason"), f"{where}.reason"),
+        message=_opt_template(a.get("message"), f"{where}.message"),
+        budget=None if budget is None else Budget(
+            _int(budget["max"], f"{where}.budget.max"),
+            _choice(budget.get("per", "job"), ("job", "task"), f"{where}.budget.per"),
+            _str(budget["key"], f"{where}.budget.key")),
+        fallback=None if a.get("fallback") is None else _action(a["fallback"], f"{where}.fallback"),
+        delay=_opt_int(a.get("delay"), f"{where}.delay"),
+    )
+
+
+def _status_field(value: Any, where: str) -> StatusField | None:
+    if value is None:
+        return None
+    f = _obj(value, where)
+    mapping = _obj(f.get("map", {}), f"{where}.map")
+    for phase in mapping:
+        _choice(phase, PHASES, f"{where}.map")
+    return StatusField(_strs(f["path"], f"{where}.path"), dict(sorted(mapping.items())))
+
+
+def _kind(value: Any) -> Kind:
+    k = _obj(value, "kind")
+    name = _str(k.get("name"), "kind.name")
+    where = f"kind {name}"
+    pods = _obj(k.get("pods", {}), f"{where}.pods")
+    labels = _obj(pods.get("labels", {}), f"{where}.pods.labels")
+    task = k.get("task")
+    status = _obj(k.get("status", {}), f"{where}.status")
+    primary = k.get("primaryContainers")
+    return Kind(
+        name=name,
+        span=_span(k.get("span")),
+        group=_str(k.get("group", ""), f"{where}.group"),
+        version=_str(k.get("version"), f"{where}.version"),
+        kind=_str(k.get("kind"), f"{where}.kind"),
+        plural=_str(k.get("plural"), f"{where}.plural"),
+        api_version=_str(k.get("apiVersion"), f"{where}.apiVersion"),
+        pods_owned=bool(pods.get("owned", False)),
+        pod_labels=tuple((key, _template(v, f"{where}.pods.labels")) for key, v in sorted(labels.items())),
+        task_label=task.get("label") if isinstance(task, dict) else None,
+        task_expr=_expr(task["expr"], task.get("span")) if isinstance(task, dict) and "expr" in task else None,
+        primary_pods=_opt_pod_filter(k.get("primaryPods"), f"{where}.primaryPods"),
+        primary_containers=None if primary is None else _strs(primary, f"{where}.primaryContainers"),
+        verdicts=tuple(
+            Verdict(
+                span=_span(v.get("span")),
+                phase=_choice(v.get("phase"), PHASES, f"{where}.verdicts.phase"),
+                when=None if v.get("when") is None else _condition(_obj(v["when"], where), where),
+                reason=_opt_template(v.get("reason"), f"{where}.verdicts.reason"),
+                message=_opt_template(v.get("message"), f"{where}.verdicts.message"),
+            )
+            for v in map(lambda x: _obj(x, f"{where}.verdicts"), _list(k.get("verdicts", []), where))
+        ),
+        policies=tuple(
+            Policy(
+                id=_str(p.get("id"), f"{where}.policies.id"),
+                span=_span(p.get("span")),
+                event=_choice(p.get("event"), EVENTS, f"{where}.policies.event"),
+                task=p.get("task"),
+                filter=_opt_pod_filter(p.get("filter"), f"{where}.policies.filter"),
+                for_seconds=_opt_int(p.get("for"), f"{where}.policies.for"),
+                to=_opt_state(p.get("to"), PHASES, f"{where}.policies.to"),
+                action=_action(p.get("action"), f"{where}.policies.action"),
+            )
+            for p in map(lambda x: _obj(x, f"{where}.policies"), _list(k.get("policies", []), where))
+        ),
+        status=Status(
+            phase=_status_field(status.get("phase"), f"{where}.status.phase"),
+            reason=_status_field(status.get("reason"), f"{where}.status.reason"),
+            message=_status_field(status.get("message"), f"{where}.status.message"),
+            condition=status.get("condition"),
+            annotations=bool(status.get("annotations", True)),
+            events=bool(status.get("events", True)),
+        ),
+    )
+
+
+def _inject_filter(node: Mapping[str, Any], where: str = "match") -> Any:
+    combined = _boolean(node, _inject_filter, where)
+    if combined is not None:
+        return combined
+    op = node.get("op")
+    if op in ("label", "annotation"):
+        return _label(node, where, annotation=op == "annotation")
+    if op == "namespace":
+        return NamespaceIs(frozenset(_strs(node["values"], where)), bool(node.get("negate", False)))
+    if op == "task":
+        return TaskIs(frozenset(_strs(node["values"], where)), bool(node.get("negate", False)))
+    if op == "primary":
+        return IsPrimary()
+    if op == "jmespath":
+        return JmesPath(_expr(node["expr"], node.get("span")))
+    raise PlanError(f"{where}: unknown injection filter op {op!r}")
+
+
+def _containers(value: Any, where: str) -> Containers:
+    c = _obj(value, where)
+    return Containers(_choice(c.get("select"), ("primary", "all", "named"), where),
+                      _strs(c.get("names", []), where))
+
+
+def _op(value: Any, where: str) -> Op:
+    o = _obj(value, where)
+    op = o.get("op")
+    span = _span(o.get("span"))
+    if op == "annotate":
+        return Annotate(span, _str(o["key"], where), _template(o["value"], where))
+    if op == "label":
+        return Label(span, _str(o["key"], where), _template(o["value"], where))
+    if op == "env":
+        return Env(span, _str(o["name"], where), _template(o["value"], where),
+                   _containers(o["containers"], where))
+    if op == "volume":
+        source = _obj(o["source"], where)
+        if len(source) != 1 or next(iter(source)) not in ("emptyDir", "configMap", "secret"):
+            raise PlanError(f"{where}: volume source must be one of emptyDir, configMap, secret")
+        return Volume(span, _str(o["name"], where), source)
+    if op == "mount":
+        return Mount(span, _str(o["volume"], where), _str(o["path"], where),
+                     bool(o.get("readOnly", False)), _containers(o["containers"], where))
+    if op == "sidecar":
+        def templates(v: Any) -> tuple[Template, ...] | None:
+            return None if v is None else tuple(_template(t, where) for t in _list(v, where))
+        return Sidecar(
+            span, _str(o["name"], where), bool(o.get("native", False)),
+            _template(o["image"], where), templates(o.get("command")), templates(o.get("args")),
+            tuple((_str(e["name"], where), _template(e["value"], where)) for e in o.get("env", [])),
+            tuple(SidecarMount(_str(m["volume"], where), _str(m["path"], where),
+                               bool(m.get("readOnly", False))) for m in o.get("mounts", [])),
+        )
+    if op == "wrap":
+        argv = o.get("argv")
+        return Wrap(span, _containers(o["containers"], where),
+                    None if argv is None else tuple(_template(t, where) for t in _list(argv, where)),
+                    _opt_template(o.get("shell"), where))
+    raise PlanError(f"{where}: unknown injection op {op!r}")
+
+
+def _injection(value: Any, kind_names: set[str]) -> Injection:
+    i = _obj(value, "injection")
+    name = _str(i.get("name"), "injection.name")
+    where = f"injection {name}"
+    kinds = _strs(i.get("kinds", []), f"{where}.kinds")
+    for kind in kinds:
+        if kind not in kind_names:
+            raise PlanError(f"{where}: unknown kind {kind!r}")
+    completion = i.get("completionContainers")
+    return Injection(
+        name=name,
+        span=_span(i.get("span")),
+        kinds=kinds,
+        match=None if i.get("match") is None else _inject_filter(_obj(i["match"], where), where),
+        ops=tuple(_op(o, f"{where}.ops") for o in _list(i.get("ops", []), where)),
+        completion_containers=None if completion is None else _strs(completion, where),
+    )
