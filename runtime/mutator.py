@@ -1,0 +1,648 @@
+"""Pod injection at admission: the plan's injections that apply to a pod, as one RFC 6902 patch.
+
+Pure: no I/O and no API call. The owner comes from the pod's own ownerReferences, and the patch is
+computed against exactly the pod received, because that is the object the API server applies it
+to: containers are addressed by their index in that pod (guarded by a `test` of their name), and
+everything new is appended with `/-`. Every decision (conflicts, idempotence, malformed pods) is
+written down in docs/injection.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import shlex
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import jmespath.exceptions
+
+from runtime import patch as jp
+from runtime.plan import (
+    And,
+    Annotate,
+    Containers,
+    Env,
+    Expr,
+    Injection,
+    IsPrimary,
+    JmesPath,
+    Kind,
+    Label,
+    LabelIs,
+    Mount,
+    NamespaceIs,
+    Not,
+    Or,
+    Plan,
+    Sidecar,
+    Span,
+    TaskIs,
+    Template,
+    Var,
+    Volume,
+    Wrap,
+)
+
+RECORD_ANNOTATION = "jobrules.dev/injected"
+COMPLETION_ANNOTATION = "jobrules.dev/completion-containers"
+COMPLETION_ENV = "JOBRULES_COMPLETION_CONTAINERS"
+
+_LISTS = ("containers", "initContainers")
+_LABEL_VALUE = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+_UNSET: Any = object()
+
+
+@dataclass(frozen=True, slots=True)
+class Mutation:
+    patch: tuple[dict, ...]  # RFC 6902 ops that apply to the exact pod received
+    applied: tuple[str, ...]  # injections that matched and changed something, in plan order
+    kind: str | None  # plan kind the pod belongs to (None: no declared owner kind)
+
+
+class MutationError(Exception):
+    """An injection that matched but cannot be applied to this pod; cites the rule."""
+
+    def __init__(self, injection: str, span: Span, message: str) -> None:
+        super().__init__(f"{span}: injection {injection}: {message}")
+        self.injection = injection
+        self.span = span
+        self.message = message
+
+
+def mutate(plan: Plan, pod: dict, owner: dict | None = None,
+           namespace: str | None = None) -> Mutation:
+    """The patch that applies every matching injection of `plan` to `pod`.
+
+    `owner` is the owner job object when the caller has it (else a stub is built from the owner
+    reference); `namespace` is the request's namespace, since pods at CREATE may lack it.
+    """
+    if not isinstance(pod, dict):
+        return Mutation((), (), None)
+    index = _index(_PlanKey(plan))
+    view = _Pod(pod, index, owner if isinstance(owner, dict) else None, namespace)
+    kind_name = view.kind.name if view.kind else None
+    candidates = index.candidates.get(kind_name, ())
+    if not candidates:
+        return Mutation((), (), kind_name)
+    draft = _Draft(view)
+    for injection in candidates:
+        if injection.match is None or _matches(injection.match, view, injection):
+            draft.inject(injection)
+    applied = draft.finish(candidates, plan.digest[:12])
+    return Mutation(tuple(draft.ops), applied, kind_name)
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-plan index, built once per Plan object
+
+
+@dataclass(frozen=True, slots=True)
+class _Index:
+    kinds: dict[tuple[str, str], Kind]  # (apiVersion, kind) -> first declared kind
+    candidates: dict[str | None, tuple[Injection, ...]]  # kind name (None: no kind) -> injections
+    sidecars: frozenset[str]  # every sidecar name in the plan: never a target of other ops
+
+
+class _PlanKey:
+    """Hashes a Plan by identity (its dict-valued fields make it unhashable by value)."""
+
+    __slots__ = ("plan",)
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+
+    def __hash__(self) -> int:
+        return id(self.plan)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _PlanKey) and other.plan is self.plan
+
+
+@functools.lru_cache(maxsize=16)
+def _index(key: _PlanKey) -> _Index:
+    plan = key.plan
+    kinds: dict[tuple[str, str], Kind] = {}
+    for kind in plan.kinds:
+        kinds.setdefault((kind.api_version, kind.kind), kind)
+    names: list[str | None] = [k.name for k in plan.kinds]
+    candidates = {
+        name: tuple(i for i in plan.injections if not i.kinds or name in i.kinds)
+        for name in names + [None]
+    }
+    sidecars = frozenset(op.name for i in plan.injections for op in i.ops if isinstance(op, Sidecar))
+    return _Index(kinds, candidates, sidecars)
+
+
+# ---------------------------------------------------------------------------------------------
+# The received pod, read defensively
+
+
+def _dict(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list:
+    return value if isinstance(value, list) else []
+
+
+def _owner_reference(meta: dict) -> dict | None:
+    """The controlling owner reference, else the first one (docs/plan.md, Injection)."""
+    refs = [r for r in _list(meta.get("ownerReferences")) if isinstance(r, dict)]
+    for ref in refs:
+        if ref.get("controller") is True:
+            return ref
+    return refs[0] if refs else None
+
+
+class _Pod:
+    """The received pod with the facts filters and templates need, computed at most once."""
+
+    __slots__ = ("pod", "meta", "labels", "annotations", "spec", "kind", "owner", "namespace",
+                 "sidecars", "_data", "_task", "_primary")
+
+    def __init__(self, pod: dict, index: _Index, owner: dict | None, namespace: str | None) -> None:
+        self.pod = pod
+        self.meta = _dict(pod.get("metadata"))
+        self.labels = _dict(self.meta.get("labels"))
+        self.annotations = _dict(self.meta.get("annotations"))
+        self.spec = _dict(pod.get("spec"))
+        self.sidecars = index.sidecars
+        ref = _owner_reference(self.meta)
+        source = _dict(ref if ref is not None else owner)
+        api_version, kind = source.get("apiVersion"), source.get("kind")
+        self.kind = (index.kinds.get((api_version, kind))
+                     if isinstance(api_version, str) and isinstance(kind, str) else None)
+        if owner is None and ref is not None:
+            owner = {"apiVersion": ref.get("apiVersion"), "kind": ref.get("kind"),
+                     "metadata": {"name": ref.get("name"), "uid": ref.get("uid")}}
+        self.owner = owner
+        if namespace is None and isinstance(self.meta.get("namespace"), str):
+            namespace = self.meta["namespace"]
+        self.namespace = namespace
+        self._data: dict | None = None
+        self._task: Any = _UNSET
+        self._primary: Any = _UNSET
+
+    def search(self, expr: Expr, injection: Injection, data: Any = None) -> Any:
+        """Evaluate `expr` over `data` (default: {pod, owner, namespace}); failures cite it."""
+        if data is None:
+            if self._data is None:
+                self._data = {"pod": self.pod, "owner": self.owner, "namespace": self.namespace}
+            data = self._data
+        try:
+            return expr.compiled.search(data)
+        except (jmespath.exceptions.JMESPathError, TypeError, ValueError) as err:
+            raise MutationError(injection.name, expr.span,
+                                f"JMESPath {expr.source!r} failed: {err}") from None
+
+    def task(self, injection: Injection) -> str | None:
+        """The pod's task from the kind's task label or expression (over the pod)."""
+        if self._task is _UNSET:
+            task = None
+            if self.kind is not None and self.kind.task_label is not None:
+                task = self.labels.get(self.kind.task_label)
+            elif self.kind is not None and self.kind.task_expr is not None:
+                task = self.search(self.kind.task_expr, injection, self.pod)
+            self._task = task if isinstance(task, str) else None
+        return self._task
+
+    def primary(self, injection: Injection) -> bool:
+        """Whether the kind's `primary pods` filter holds; every pod is primary without one."""
+        if self._primary is _UNSET:
+            rule = self.kind.primary_pods if self.kind is not None else None
+            self._primary = rule is None or _pod_filter(rule, self, injection)
+        return self._primary
+
+    def containers(self, field: str) -> Iterable[tuple[int, dict, str]]:
+        """(index, container, name) of the well-formed containers of spec.<field>."""
+        for i, container in enumerate(_list(self.spec.get(field))):
+            if isinstance(container, dict) and isinstance(container.get("name"), str):
+                yield i, container, container["name"]
+
+    def select(self, which: Containers) -> list[tuple[str, int, dict, str]]:
+        """The pod's own containers an op targets; sidecars declared in the plan never are."""
+        if which.select == "named":
+            names, fields = set(which.names), _LISTS
+        elif which.select == "primary" and self.kind is not None \
+                and self.kind.primary_containers is not None:
+            names, fields = set(self.kind.primary_containers), ("containers",)
+        else:
+            names, fields = None, ("containers",)
+        return [(field, i, c, name) for field in fields for i, c, name in self.containers(field)
+                if (names is None or name in names) and name not in self.sidecars]
+
+
+# ---------------------------------------------------------------------------------------------
+# Matching
+
+
+def _matches(node: Any, pod: _Pod, injection: Injection) -> bool:
+    match node:
+        case And(args):
+            return all(_matches(a, pod, injection) for a in args)
+        case Or(args):
+            return any(_matches(a, pod, injection) for a in args)
+        case Not(arg):
+            return not _matches(arg, pod, injection)
+        case LabelIs(key, values, negate, annotation):
+            return _has(pod.annotations if annotation else pod.labels, key, values) != negate
+        case NamespaceIs(values, negate):
+            return (pod.namespace in values) != negate
+        case TaskIs(values, negate):
+            return (pod.task(injection) in values) != negate
+        case IsPrimary():
+            return pod.primary(injection)
+        case JmesPath(expr):
+            return _truthy(pod.search(expr, injection))
+    raise MutationError(injection.name, injection.span, f"unknown filter {type(node).__name__}")
+
+
+def _pod_filter(node: Any, pod: _Pod, injection: Injection) -> bool:
+    """The admission-time subset of a pod filter: labels, task, JMESPath over the pod.
+
+    Status terms (exit codes, reasons, conditions, restarts) describe a pod that has run; a pod
+    being created has none, so they are false here (and `not` of them true).
+    """
+    match node:
+        case And(args):
+            return all(_pod_filter(a, pod, injection) for a in args)
+        case Or(args):
+            return any(_pod_filter(a, pod, injection) for a in args)
+        case Not(arg):
+            return not _pod_filter(arg, pod, injection)
+        case LabelIs(key, values, negate, _):
+            return _has(pod.labels, key, values) != negate
+        case TaskIs(values, negate):
+            return (pod.task(injection) in values) != negate
+        case JmesPath(expr):
+            return _truthy(pod.search(expr, injection, pod.pod))
+    return False
+
+
+def _has(mapping: dict, key: str, values: frozenset[str] | None) -> bool:
+    if values is None:
+        return key in mapping
+    value = mapping.get(key)
+    return isinstance(value, str) and value in values
+
+
+def _truthy(value: Any) -> bool:
+    """JMESPath truthiness: false, null, and empty strings, lists and objects are false."""
+    if value is None or value is False:
+        return False
+    if isinstance(value, (str, list, dict)):
+        return len(value) > 0
+    return True
+
+
+# ---------------------------------------------------------------------------------------------
+# Templates
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+
+
+def _render(template: Template, pod: _Pod, injection: Injection, span: Span,
+            container: str | None = None, argv: str | None = None) -> str:
+    """A template as text; `container` and `argv` are the placeholders an op's context gives."""
+    if len(template) == 1 and isinstance(template[0], str):
+        return template[0]
+    out: list[str] = []
+    for part in template:
+        if isinstance(part, str):
+            out.append(part)
+        elif isinstance(part, Var):
+            out.append(_var(part.name, pod, injection, span, container, argv))
+        else:
+            out.append(_text(pod.search(part, injection)))
+    return "".join(out)
+
+
+def _var(name: str, pod: _Pod, injection: Injection, span: Span, container: str | None,
+         argv: str | None) -> str:
+    if name == "job":
+        meta = _dict(pod.owner.get("metadata")) if pod.owner else {}
+        return _text(meta.get("name"))
+    if name == "namespace":
+        return pod.namespace or ""
+    if name == "kind":
+        return pod.kind.name if pod.kind else ""
+    if name == "task":
+        return pod.task(injection) or ""
+    if name == "pod":
+        name_ = pod.meta.get("name") or pod.meta.get("generateName")
+        return name_ if isinstance(name_, str) else ""
+    if name == "container" and container is not None:
+        return container
+    if name == "argv" and argv is not None:
+        return argv
+    where = "outside `wrap ... shell`" if name == "argv" else \
+        "outside a container op" if name == "container" else "at admission"
+    raise MutationError(injection.name, span, f"placeholder {{{name}}} has no value {where}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Drafting: what the matched injections want, checked field by field against the received pod
+
+
+class _Edit:
+    """Changes to one container of the received pod, addressed by its index there."""
+
+    __slots__ = ("field", "index", "name", "container", "env", "env_names", "mounts",
+                 "mount_paths", "command", "args", "wrapped", "owners")
+
+    def __init__(self, field: str, index: int, name: str, container: dict) -> None:
+        self.field, self.index, self.name, self.container = field, index, name, container
+        self.env: list[dict] = []
+        self.env_names = _strs(container.get("env"), "name")
+        self.mounts: list[dict] = []
+        self.mount_paths = _strs(container.get("volumeMounts"), "mountPath")
+        self.command: Any = container.get("command")
+        self.args: Any = container.get("args")
+        self.wrapped = False
+        self.owners: set[str] = set()
+
+
+class _Draft:
+    """Gathers the changes of every matched injection, then emits them as patch ops."""
+
+    def __init__(self, pod: _Pod) -> None:
+        self.pod = pod
+        self.meta: dict[str, dict[str, tuple[str, str]]] = {"annotations": {}, "labels": {}}
+        self.volumes: list[tuple[dict, str]] = []
+        self.volume_names = _strs(pod.spec.get("volumes"), "name")
+        self.edits: dict[tuple[str, int], _Edit] = {}
+        self.sidecars: dict[str, list[tuple[dict, str]]] = {field: [] for field in _LISTS}
+        self.container_names = {name for field in _LISTS for _, _, name in pod.containers(field)}
+        self.recorded = _recorded(pod.annotations)
+        self.ops: list[dict] = []
+
+    # -- ops ------------------------------------------------------------------------------------
+
+    def inject(self, injection: Injection) -> None:
+        for op in injection.ops:
+            match op:
+                case Annotate(span, key, value):
+                    self._meta("annotations", key, _render(value, self.pod, injection, span),
+                               injection, span)
+                case Label(span, key, value):
+                    text = _render(value, self.pod, injection, span)
+                    if not _LABEL_VALUE.fullmatch(text) or len(text) > 63:
+                        raise MutationError(injection.name, span,
+                                            f"label {key!r}: {text!r} is not a valid label value")
+                    self._meta("labels", key, text, injection, span)
+                case Env():
+                    self._env(op, injection)
+                case Volume(span, name, source):
+                    self._volume(name, source, injection, span)
+                case Mount():
+                    self._mount(op, injection)
+                case Sidecar():
+                    self._sidecar(op, injection)
+                case Wrap():
+                    if injection.name not in self.recorded:
+                        self._wrap(op, injection)
+        if injection.completion_containers is not None:
+            self._meta("annotations", COMPLETION_ANNOTATION,
+                       ",".join(injection.completion_containers), injection, injection.span)
+
+    def _meta(self, field: str, key: str, value: str, injection: Injection, span: Span) -> None:
+        self._writable(("metadata", field), dict, injection, span)
+        self.meta[field][key] = (value, injection.name)
+
+    def _env(self, op: Env, injection: Injection) -> None:
+        for field, i, container, name in self.pod.select(op.containers):
+            edit = self._edit(field, i, container, name)
+            if op.name in edit.env_names:
+                continue  # the pod's own variable wins (docs/injection.md)
+            self._container_list(edit, "env", injection, op.span)
+            edit.env.append({"name": op.name, "value": _render(op.value, self.pod, injection,
+                                                                op.span, container=name)})
+            edit.env_names.add(op.name)
+            edit.owners.add(injection.name)
+
+    def _volume(self, name: str, source: Any, injection: Injection, span: Span) -> None:
+        if name in self.volume_names:
+            return  # a volume of that name already exists: the pod's wins
+        self._writable(("spec", "volumes"), list, injection, span)
+        volume = {"name": name}
+        volume.update({k: dict(v) if isinstance(v, dict) else v for k, v in source.items()})
+        self.volumes.append((volume, injection.name))
+        self.volume_names.add(name)
+
+    def _mount(self, op: Mount, injection: Injection) -> None:
+        self._known_volume(op.volume, injection, op.span)
+        for field, i, container, name in self.pod.select(op.containers):
+            edit = self._edit(field, i, container, name)
+            if op.path in edit.mount_paths:
+                continue  # something is mounted there already
+            self._container_list(edit, "volumeMounts", injection, op.span)
+            edit.mounts.append(_mount(op.volume, op.path, op.read_only))
+            edit.mount_paths.add(op.path)
+            edit.owners.add(injection.name)
+
+    def _sidecar(self, op: Sidecar, injection: Injection) -> None:
+        if op.name in self.container_names:
+            return  # already there (injected before, or the pod brings its own)
+        field = "initContainers" if op.native else "containers"
+        self._writable(("spec", field), list, injection, op.span)
+        image = _render(op.image, self.pod, injection, op.span, container=op.name)
+        if not image:
+            raise MutationError(injection.name, op.span, f"sidecar {op.name!r}: image is empty")
+        container: dict[str, Any] = {"name": op.name, "image": image}
+        for key, templates in (("command", op.command), ("args", op.args)):
+            if templates is not None:
+                container[key] = [_render(t, self.pod, injection, op.span, container=op.name)
+                                  for t in templates]
+        env = [{"name": name, "value": _render(value, self.pod, injection, op.span,
+                                               container=op.name)} for name, value in op.env]
+        if injection.completion_containers is not None \
+                and all(e["name"] != COMPLETION_ENV for e in env):
+            env.append({"name": COMPLETION_ENV, "value": ",".join(injection.completion_containers)})
+        if env:
+            container["env"] = env
+        for m in op.mounts:
+            self._known_volume(m.volume, injection, op.span)
+        if op.mounts:
+            container["volumeMounts"] = [_mount(m.volume, m.path, m.read_only) for m in op.mounts]
+        if op.native:
+            container["restartPolicy"] = "Always"
+        self.sidecars[field].append((container, injection.name))
+        self.container_names.add(op.name)
+
+    def _wrap(self, op: Wrap, injection: Injection) -> None:
+        if (op.argv is None) == (op.shell is None):
+            raise MutationError(injection.name, op.span, "wrap needs exactly one of argv or shell")
+        for field, i, container, name in self.pod.select(op.containers):
+            edit = self._edit(field, i, container, name)
+            if not edit.command:
+                raise MutationError(
+                    injection.name, op.span,
+                    f"container {name!r} has no command: its entrypoint is in the image, which "
+                    f"the webhook does not read; spell the command out in the pod template")
+            if not _strings(edit.command) or not (edit.args is None or _strings(edit.args)):
+                raise MutationError(injection.name, op.span,
+                                    f"container {name!r}: command and args must be string lists")
+            original = list(edit.command) + list(edit.args or [])
+            if op.argv is not None:
+                edit.command = [_render(t, self.pod, injection, op.span, container=name)
+                                for t in op.argv] + original
+            else:
+                assert op.shell is not None
+                edit.command = ["/bin/sh", "-c", _render(op.shell, self.pod, injection, op.span,
+                                                         container=name, argv=shlex.join(original))]
+            edit.args = None
+            edit.wrapped = True
+            edit.owners.add(injection.name)
+
+    # -- checks and helpers ---------------------------------------------------------------------
+
+    def _edit(self, field: str, index: int, container: dict, name: str) -> _Edit:
+        edit = self.edits.get((field, index))
+        if edit is None:
+            edit = self.edits[(field, index)] = _Edit(field, index, name, container)
+        return edit
+
+    def _writable(self, path: tuple[str, ...], leaf: type, injection: Injection, span: Span) -> None:
+        """Raise unless each level of `path` in the pod is absent/null or of the right type."""
+        node: Any = self.pod.pod
+        for depth, key in enumerate(path):
+            node = node.get(key)
+            want = leaf if depth == len(path) - 1 else dict
+            if node is None:
+                return
+            if not isinstance(node, want):
+                raise MutationError(injection.name, span,
+                                    f"pod field {'.'.join(path[:depth + 1])} is a "
+                                    f"{type(node).__name__}, not {_JSON_TYPE[want]}")
+
+    def _container_list(self, edit: _Edit, key: str, injection: Injection, span: Span) -> None:
+        value = edit.container.get(key)
+        if value is not None and not isinstance(value, list):
+            raise MutationError(injection.name, span,
+                                f"container {edit.name!r}: {key} is a {type(value).__name__}, "
+                                f"not an array")
+
+    def _known_volume(self, volume: str, injection: Injection, span: Span) -> None:
+        if volume not in self.volume_names:
+            raise MutationError(injection.name, span,
+                                f"mount of volume {volume!r}, which neither the pod nor an "
+                                f"earlier `volume` op declares")
+
+    # -- emitting -------------------------------------------------------------------------------
+
+    def finish(self, candidates: tuple[Injection, ...], digest: str) -> tuple[str, ...]:
+        """Emit the ops into self.ops; return the injections that contributed one, in plan order."""
+        owners: set[str] = set()
+        for field, current in (("annotations", self.pod.annotations), ("labels", self.pod.labels)):
+            for key, (value, owner) in list(self.meta[field].items()):
+                if current.get(key) == value:
+                    del self.meta[field][key]  # already so: no op, no credit
+                else:
+                    owners.add(owner)
+        owners.update(owner for _, owner in self.volumes)
+        owners.update(owner for field in _LISTS for _, owner in self.sidecars[field])
+        for edit in self.edits.values():
+            owners.update(edit.owners)
+        applied = tuple(i.name for i in candidates if i.name in owners)
+        new = [i for i in candidates if i.name in owners and i.name not in self.recorded]
+        if new:
+            self._writable(("metadata", "annotations"), dict, new[0], new[0].span)
+            entries = list(self.recorded.values()) + [f"{i.name}@{digest}" for i in new]
+            self.meta["annotations"][RECORD_ANNOTATION] = (
+                json.dumps(entries, separators=(",", ":"), ensure_ascii=False), "")
+        created: set[tuple[str, ...]] = set()
+        for field in ("annotations", "labels"):
+            self._emit_map(("metadata", field), {k: v for k, (v, _) in self.meta[field].items()},
+                           created)
+        self._emit_list(("spec", "volumes"), [v for v, _ in self.volumes], created)
+        for key in sorted(self.edits, key=lambda k: (_LISTS.index(k[0]), k[1])):
+            if self.edits[key].owners:
+                self._emit_edit(self.edits[key])
+        for field in _LISTS:
+            self._emit_list(("spec", field), [c for c, _ in self.sidecars[field]], created)
+        return applied
+
+    def _parent(self, path: tuple[str, ...], created: set[tuple[str, ...]]) -> Any:
+        """The node at `path` in the received pod, adding empty objects for missing parents."""
+        node: Any = self.pod.pod
+        for depth in range(len(path) - 1):
+            prefix = path[:depth + 1]
+            node = node.get(path[depth]) if isinstance(node, dict) else None
+            if node is None and prefix not in created:
+                self.ops.append(jp.add(jp.pointer(*prefix), {}))
+                created.add(prefix)
+        return node.get(path[-1]) if isinstance(node, dict) else None
+
+    def _emit_map(self, path: tuple[str, ...], items: dict[str, str],
+                  created: set[tuple[str, ...]]) -> None:
+        if not items:
+            return
+        current = self._parent(path, created)
+        if current is None:
+            self.ops.append(jp.add(jp.pointer(*path), items))
+            return
+        for key, value in items.items():
+            op = jp.replace if key in current else jp.add
+            self.ops.append(op(jp.pointer(*path, key), value))
+
+    def _emit_list(self, path: tuple[str, ...], items: list, created: set[tuple[str, ...]]) -> None:
+        if not items:
+            return
+        if self._parent(path, created) is None:
+            self.ops.append(jp.add(jp.pointer(*path), items))
+            return
+        self.ops.extend(jp.add(jp.pointer(*path, "-"), item) for item in items)
+
+    def _emit_edit(self, edit: _Edit) -> None:
+        base = ("spec", edit.field, edit.index)
+        self.ops.append(jp.test(jp.pointer(*base, "name"), edit.name))
+        for key, items in (("env", edit.env), ("volumeMounts", edit.mounts)):
+            if not items:
+                continue
+            if edit.container.get(key) is None:
+                self.ops.append(jp.add(jp.pointer(*base, key), items))
+            else:
+                self.ops.extend(jp.add(jp.pointer(*base, key, "-"), item) for item in items)
+        if edit.wrapped:
+            self.ops.append(jp.replace(jp.pointer(*base, "command"), edit.command))
+            if "args" in edit.container:
+                self.ops.append(jp.remove(jp.pointer(*base, "args")))
+
+
+_JSON_TYPE = {dict: "an object", list: "an array"}
+
+
+def _mount(volume: str, path: str, read_only: bool) -> dict:
+    mount: dict[str, Any] = {"name": volume, "mountPath": path}
+    if read_only:
+        mount["readOnly"] = True
+    return mount
+
+
+def _strs(items: Any, key: str) -> set[str]:
+    """The string values of `key` in the objects of a pod list (anything else is ignored)."""
+    return {i[key] for i in _list(items) if isinstance(i, dict) and isinstance(i.get(key), str)}
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _recorded(annotations: dict) -> dict[str, str]:
+    """Injection name -> record entry ("name@plan-digest") from the record annotation."""
+    raw = annotations.get(RECORD_ANNOTATION)
+    try:
+        entries = json.loads(raw) if isinstance(raw, str) else []
+    except ValueError:
+        entries = []
+    if not isinstance(entries, list):
+        return {}
+    return {e.rsplit("@", 1)[0]: e for e in entries if isinstance(e, str)}
