@@ -1,0 +1,199 @@
+"""AdmissionReview v1 in, AdmissionReview v1 out: every decision of the pod webhook, with no I/O.
+
+`decode` accepts a body only if it is an AdmissionReview v1 request we can answer (anything else
+is a BadReview, which the web shell turns into HTTP 400). `answer` is total: whatever the pod or
+the plan's rules do, it returns a review for the API server, so a well-formed request never gets
+a 500. Rule failures follow the plan's failure policy (docs/webhook.md), and a patch is only sent
+after it has been applied here to the very pod received.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from typing import Any, Literal, TypedDict
+
+from runtime import mutator
+from runtime import patch as patchlib
+from runtime import plan as planlib
+
+API_VERSION = "admission.k8s.io/v1"
+KIND = "AdmissionReview"
+POD = {"group": "", "version": "v1", "kind": "Pod"}
+
+WARNING_MAX = 120        # the API server may truncate longer warnings
+AUDIT_VALUE_MAX = 1024   # keep audit events small; the full text is in our log
+MESSAGE_MAX = 1024       # bound on a denial message, whatever an exception said
+WARNING_PREFIX = "jobrules: "
+
+Result = Literal["patched", "unchanged", "skipped", "failed-open", "failed-closed"]
+
+
+class GroupVersionKind(TypedDict):
+    group: str
+    version: str
+    kind: str
+
+
+class Request(TypedDict, total=False):
+    uid: str
+    kind: GroupVersionKind
+    subResource: str
+    name: str
+    namespace: str
+    operation: str
+    object: dict[str, Any]
+    dryRun: bool
+
+
+class Status(TypedDict):
+    code: int
+    reason: str
+    message: str
+
+
+class Response(TypedDict, total=False):
+    uid: str
+    allowed: bool
+    patchType: Literal["JSONPatch"]
+    patch: str
+    warnings: list[str]
+    auditAnnotations: dict[str, str]
+    status: Status
+
+
+class AdmissionReview(TypedDict, total=False):
+    apiVersion: str
+    kind: str
+    request: Request
+    response: Response
+
+
+class BadReview(ValueError):
+    """A body that is not an AdmissionReview v1 request we could answer."""
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A rule (or the mutator itself) failing on a pod: what to log and count."""
+
+    injection: str   # "" when no single injection is to blame
+    message: str
+    exception: BaseException
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    review: AdmissionReview
+    result: Result
+    applied: tuple[str, ...]   # injections that changed the pod
+    dry_run: bool              # the API server will not persist: the shell counts no injections
+    failure: Failure | None
+
+
+def decode(body: bytes) -> Request:
+    """The request of an AdmissionReview v1 body, checked as far as answering needs."""
+    try:
+        review = json.loads(body, parse_constant=_no_constant)
+    except (ValueError, RecursionError):   # bad UTF-8 and oversized integers are ValueErrors
+        raise BadReview("body is not JSON") from None
+    if not isinstance(review, dict):
+        raise BadReview("body is not a JSON object")
+    if review.get("apiVersion") != API_VERSION or review.get("kind") != KIND:
+        raise BadReview(f"expected apiVersion {API_VERSION} and kind {KIND}")
+    request = review.get("request")
+    if not isinstance(request, dict):
+        raise BadReview("request: expected an object")
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise BadReview("request.uid: expected a non-empty string")
+    if _is_pod_create(request) and not isinstance(request.get("object"), dict):
+        raise BadReview("request.object: expected the pod being created")
+    return request  # type: ignore[return-value]
+
+
+def answer(plan: planlib.Plan, request: Request) -> Decision:
+    """The review to send back for a decoded request; never raises."""
+    uid = request["uid"]
+    dry_run = request.get("dryRun") is True
+    if not _is_pod_create(request):
+        return Decision(_review({"uid": uid, "allowed": True}), "skipped", (), dry_run, None)
+    pod = request["object"]
+    namespace = request.get("namespace")
+    try:
+        mutation = mutator.mutate(plan, pod, None, namespace if isinstance(namespace, str) else None)
+    except mutator.MutationError as err:
+        return _failed(plan, uid, dry_run, Failure(err.injection, str(err), err),
+                       f"injection {err.injection} failed ({err.span})")
+    except Exception as err:  # a bug, or a pod shape nobody planned for: still answer
+        return _failed(plan, uid, dry_run,
+                       Failure("", f"internal error: {type(err).__name__}: {err}", err),
+                       "internal error")
+    if not mutation.patch:
+        return Decision(_review({"uid": uid, "allowed": True}), "unchanged", (), dry_run, None)
+    try:
+        patchlib.apply(pod, mutation.patch)
+        encoded = base64.b64encode(json.dumps(list(mutation.patch), allow_nan=False,
+                                              separators=(",", ":")).encode()).decode("ascii")
+    except Exception as err:  # PatchError, or values that are not JSON
+        names = ", ".join(mutation.applied)
+        return _failed(plan, uid, dry_run,
+                       Failure(names, f"patch of {names} does not apply to the pod: {err}", err),
+                       "patch does not apply to the pod")
+    spans = {injection.name: injection.span for injection in plan.injections}
+    response: Response = {
+        "uid": uid,
+        "allowed": True,
+        "patchType": "JSONPatch",
+        "patch": encoded,
+        "warnings": [_warning(f"injected {name} ({spans.get(name, '?')})") for name in mutation.applied],
+        "auditAnnotations": _audit({"injected": ",".join(mutation.applied), "plan": plan.digest[:12]}),
+    }
+    return Decision(_review(response), "patched", mutation.applied, dry_run, None)
+
+
+def encode(review: AdmissionReview) -> bytes:
+    return json.dumps(review, separators=(",", ":")).encode()
+
+
+def _failed(plan: planlib.Plan, uid: str, dry_run: bool, failure: Failure, short: str) -> Decision:
+    message = _bounded(failure.message, MESSAGE_MAX)
+    if plan.webhook.failure_policy == "Fail":
+        response: Response = {"uid": uid, "allowed": False, "status": {
+            "code": 500, "reason": "InternalError", "message": f"{WARNING_PREFIX}{message}"}}
+        return Decision(_review(response), "failed-closed", (), dry_run, failure)
+    response = {
+        "uid": uid,
+        "allowed": True,
+        "warnings": [_warning(f"{short}; pod admitted without injection")],
+        "auditAnnotations": _audit({"error": message, "plan": plan.digest[:12]}),
+    }
+    return Decision(_review(response), "failed-open", (), dry_run, failure)
+
+
+def _review(response: Response) -> AdmissionReview:
+    return {"apiVersion": API_VERSION, "kind": KIND, "response": response}
+
+
+def _is_pod_create(request: dict[str, Any]) -> bool:
+    return (request.get("operation") == "CREATE" and request.get("kind") == POD
+            and not request.get("subResource"))
+
+
+def _warning(text: str) -> str:
+    printable = "".join(c if c.isprintable() else " " for c in WARNING_PREFIX + text)
+    return _bounded(printable, WARNING_MAX)
+
+
+def _audit(values: dict[str, str]) -> dict[str, str]:
+    """Keys are plain names (the API server prefixes them with the webhook's name)."""
+    return {key: _bounded(value, AUDIT_VALUE_MAX) for key, value in values.items() if value}
+
+
+def _bounded(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")

@@ -1,0 +1,80 @@
+"""gunicorn configuration of the webhook: `gunicorn -c python:runtime.gunicorn_conf`.
+
+Values come from the `JOBRULES_*` environment (runtime.settings); gunicorn's own command-line
+flags still win. The master prepares the Prometheus multiprocess folder before anything imports
+prometheus_client, serves the merged metrics on a plain-HTTP port once ready, and forgets dead
+workers. Workers build their TLS context once and rebuild it when the certificate files change.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import ssl
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+from runtime.settings import Settings
+
+_settings = Settings.from_env(os.environ)
+_made_metrics_dir: Path | None = None
+if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    _made_metrics_dir = Path(tempfile.mkdtemp(prefix="jobrules-metrics-"))
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(_made_metrics_dir)
+
+from runtime import metrics, webhook  # noqa: E402  (needs PROMETHEUS_MULTIPROC_DIR set)
+
+wsgi_app = "runtime.webhook:create_app()"
+proc_name = "jobrules-webhook"
+bind = [_settings.bind]
+worker_class = "gthread"
+workers = _settings.workers
+threads = _settings.threads
+timeout = _settings.timeout
+graceful_timeout = _settings.graceful_timeout
+keepalive = _settings.keepalive
+max_requests = _settings.max_requests
+max_requests_jitter = _settings.max_requests_jitter
+certfile = _settings.tls_cert
+keyfile = _settings.tls_key
+loglevel = _settings.log_level
+errorlog = "-"
+accesslog = None
+if os.path.isdir("/dev/shm"):
+    worker_tmp_dir = "/dev/shm"   # heartbeat files on tmpfs: no stalls on a slow disk
+
+_tls: webhook.Reloading[ssl.SSLContext] | None = None
+
+
+def on_starting(server: Any) -> None:
+    metrics.reset_multiprocess_dir(Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]))
+
+
+def when_ready(server: Any) -> None:
+    if _settings.metrics is not None:
+        metrics.serve(*_settings.metrics)
+        server.log.info("metrics on http://%s:%d/metrics", *_settings.metrics)
+    if certfile is None:
+        server.log.warning("no JOBRULES_TLS_CERT/KEY: serving plain HTTP (the API server will not call it)")
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    metrics.forget_worker(worker.pid)
+
+
+def on_exit(server: Any) -> None:
+    if _made_metrics_dir is not None:
+        shutil.rmtree(_made_metrics_dir, ignore_errors=True)
+
+
+def ssl_context(conf: Any, default_ssl_context_factory: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
+    """Called by gunicorn for every new connection: hand out the worker's cached context."""
+    global _tls
+    if _tls is None:
+        _tls = webhook.Reloading("tls", (conf.certfile, conf.keyfile), default_ssl_context_factory,
+                                 _settings.reload_interval)
+    context = _tls.get()
+    if context is None:
+        raise ssl.SSLError("no usable TLS certificate and key (see the log)")
+    return context
