@@ -1,0 +1,385 @@
+"""runtime.admission: every answer the pod webhook gives, as tables over decoded requests."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import re
+from typing import Any
+
+import jsonpatch
+import pytest
+
+from runtime import admission, mutator
+from runtime import plan as planlib
+
+RULES = "rules/webhook-test.rules"
+
+
+def span(line: int, column: int = 5) -> dict[str, Any]:
+    return {"path": RULES, "line": line, "column": column, "endLine": line, "endColumn": column + 1}
+
+
+def kind(name: str, api_version: str, kind_: str, primary: list[str] | None = None) -> dict[str, Any]:
+    group, _, version = api_version.rpartition("/")
+    return {"name": name, "span": span(1, 1), "group": group, "version": version, "kind": kind_,
+            "plural": kind_.lower() + "s", "apiVersion": api_version, "pods": {"owned": True},
+            "primaryContainers": primary, "verdicts": [], "policies": [], "status": {}}
+
+
+def plan_data(failure_policy: str = "Ignore") -> dict[str, Any]:
+    """A Job kind with a sidecar and an annotation; a Workflow kind whose `main` decides completion."""
+    return {
+        "planVersion": 1,
+        "files": [{"path": RULES, "sha256": "0" * 64}],
+        "kinds": [kind("batchjob", "batch/v1", "Job"),
+                  kind("workflow", "argoproj.io/v1alpha1", "Workflow", ["main"]),
+                  kind("wrapped", "example.com/v1", "Wrapped")],
+        "injections": [
+            {"name": "tracing", "span": span(10), "kinds": ["batchjob", "workflow"], "match": None,
+             "completionContainers": None, "ops": [
+                 {"op": "annotate", "span": span(11), "key": "example.com/traced", "value": ["yes"]},
+                 {"op": "env", "span": span(12), "name": "POD_NAMESPACE",
+                  "value": [{"expr": "namespace", "span": span(12, 30)}],
+                  "containers": {"select": "primary", "names": []}},
+                 {"op": "sidecar", "span": span(13), "name": "agent", "native": True,
+                  "image": ["example.com/agent:1"], "command": None, "args": None, "env": [],
+                  "mounts": []},
+             ]},
+            {"name": "argo-completion", "span": span(20), "kinds": ["workflow"], "match": None,
+             "completionContainers": ["main"], "ops": [
+                 {"op": "env", "span": span(21), "name": "DECIDES", "value": ["1"],
+                  "containers": {"select": "primary", "names": []}},
+             ]},
+            {"name": "team-a-only", "span": span(30), "kinds": ["batchjob"],
+             "match": {"op": "namespace", "values": ["team-a"], "negate": False},
+             "completionContainers": None, "ops": [
+                 {"op": "label", "span": span(31), "key": "example.com/team", "value": ["a"]},
+             ]},
+            {"name": "wrapper", "span": span(40), "kinds": ["wrapped"], "match": None,
+             "completionContainers": None, "ops": [
+                 {"op": "wrap", "span": span(41), "containers": {"select": "all", "names": []},
+                  "argv": [["/jobrules/run"]], "shell": None},
+             ]},
+        ],
+        "webhook": {"failurePolicy": failure_policy, "timeoutSeconds": 5},
+    }
+
+
+PLAN = planlib.load(plan_data(), digest="d" * 64)
+PLAN_CLOSED = planlib.load(plan_data("Fail"), digest="c" * 64)
+
+
+def owner(api_version: str = "batch/v1", kind_: str = "Job", name: str = "train") -> dict[str, Any]:
+    return {"apiVersion": api_version, "kind": kind_, "name": name, "uid": "owner-uid",
+            "controller": True, "blockOwnerDeletion": True}
+
+
+def pod(*containers: str, owners: list[dict[str, Any]] | None = None,
+        namespace: str | None = None, command: bool = True) -> dict[str, Any]:
+    """A pod as a controller creates it: generateName, no name, often no namespace."""
+    meta: dict[str, Any] = {"generateName": "train-", "labels": {"app": "train"},
+                            "ownerReferences": [owner()] if owners is None else owners}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {
+        "restartPolicy": "Never",
+        "containers": [{"name": name, "image": "busybox",
+                        **({"command": ["sh", "-c", "true"]} if command else {})}
+                       for name in containers or ("main",)],
+    }}
+
+
+def request(obj: Any = None, **fields: Any) -> dict[str, Any]:
+    req = {"uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+           "kind": {"group": "", "version": "v1", "kind": "Pod"},
+           "resource": {"group": "", "version": "v1", "resource": "pods"},
+           "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
+           "namespace": "team-a", "operation": "CREATE",
+           "userInfo": {"username": "system:serviceaccount:kube-system:job-controller"},
+           "object": pod() if obj is None else obj, "oldObject": None, "dryRun": False,
+           "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"}}
+    req.update(fields)
+    return req
+
+
+def review(req: dict[str, Any]) -> bytes:
+    return json.dumps({"apiVersion": admission.API_VERSION, "kind": admission.KIND,
+                       "request": req}).encode()
+
+
+def decide(req: dict[str, Any], plan: planlib.Plan = PLAN) -> admission.Decision:
+    decision = admission.answer(plan, admission.decode(review(req)))
+    json.loads(admission.encode(decision.review))  # always encodable
+    return decision
+
+
+def patch_of(decision: admission.Decision) -> list[dict[str, Any]]:
+    return json.loads(base64.b64decode(decision.review["response"]["patch"]))
+
+
+def patched(req: dict[str, Any], decision: admission.Decision) -> dict[str, Any]:
+    """Apply with an independent RFC 6902 implementation, as the API server would."""
+    return jsonpatch.apply_patch(req["object"], patch_of(decision))
+
+
+# ---------------------------------------------------------------------------------------------
+# decode: what is not an AdmissionReview v1 request is a BadReview (HTTP 400)
+
+
+def _nested(depth: int) -> bytes:
+    return b"[" * depth + b"]" * depth
+
+
+def _without(key: str) -> bytes:
+    req = request()
+    del req[key]
+    return review(req)
+
+
+@pytest.mark.parametrize("body, message", [
+    (b"", "not JSON"),
+    (b"{", "not JSON"),
+    (b"\xff\xfe\x00garbage", "not JSON"),
+    (b'{"apiVersion": NaN}', "not JSON"),
+    (b"1" * 5000, "not JSON"),                      # beyond int string conversion limits
+    (_nested(100_000), "not JSON"),                 # recursion
+    (b"[]", "not a JSON object"),
+    (b'"AdmissionReview"', "not a JSON object"),
+    (b"null", "not a JSON object"),
+    (b'{"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", "request": {"uid": "x"}}',
+     "expected apiVersion admission.k8s.io/v1"),
+    (b'{"apiVersion": "admission.k8s.io/v1", "kind": "ConversionReview", "request": {"uid": "x"}}',
+     "expected apiVersion admission.k8s.io/v1 and kind AdmissionReview"),
+    (b'{"kind": "AdmissionReview", "request": {"uid": "x"}}', "expected apiVersion"),
+    (b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}', "request: expected an object"),
+    (b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": []}',
+     "request: expected an object"),
+    (_without("uid"), "request.uid"),
+    (review(request(uid="")), "request.uid"),
+    (review(request(uid=42)), "request.uid"),
+    (_without("object"), "request.object"),
+    (review(request(obj=[])), "request.object"),
+    (review(request(obj="pod")), "request.object"),
+], ids=lambda v: v[:40].decode(errors="replace") if isinstance(v, bytes) else None)
+def test_decode_rejects_what_is_not_a_v1_review(body: bytes, message: str) -> None:
+    with pytest.raises(admission.BadReview, match=re.escape(message)):
+        admission.decode(body)
+
+
+def test_decode_accepts_a_review_with_unknown_fields() -> None:
+    body = json.loads(review(request()))
+    body["future"] = {"x": 1}
+    assert admission.decode(json.dumps(body).encode())["uid"] == request()["uid"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Requests that are not a pod CREATE: allowed as they are
+
+
+@pytest.mark.parametrize("fields", [
+    {"operation": "UPDATE"},
+    {"operation": "DELETE", "object": None},
+    {"operation": "CONNECT", "object": None},
+    {"operation": 7},
+    {"kind": {"group": "", "version": "v1", "kind": "ConfigMap"}, "object": {"data": {}}},
+    {"kind": {"group": "apps", "version": "v1", "kind": "Pod"}},
+    {"kind": "Pod"},
+    {"subResource": "ephemeralcontainers"},
+], ids=str)
+def test_other_requests_are_allowed_untouched(fields: dict[str, Any]) -> None:
+    req = request(**fields)
+    decision = decide(req)
+    assert decision.result == "skipped"
+    assert decision.review == {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                               "response": {"uid": req["uid"], "allowed": True}}
+
+
+# ---------------------------------------------------------------------------------------------
+# Pod CREATE
+
+
+def test_a_job_pod_gets_the_mutators_patch_base64_encoded() -> None:
+    req = request()
+    decision = decide(req)
+    response = decision.review["response"]
+    assert decision.result == "patched" and decision.applied == ("tracing", "team-a-only")
+    assert response["uid"] == req["uid"] and response["allowed"] is True
+    assert response["patchType"] == "JSONPatch"
+    expected = mutator.mutate(PLAN, req["object"], None, "team-a")
+    assert patch_of(decision) == list(expected.patch)
+    result = patched(req, decision)
+    assert [c["name"] for c in result["spec"]["initContainers"]] == ["agent"]
+    assert result["spec"]["initContainers"][0]["restartPolicy"] == "Always"
+    assert result["metadata"]["annotations"]["example.com/traced"] == "yes"
+
+
+def test_review_envelope_is_echoed() -> None:
+    decision = decide(request())
+    assert decision.review["apiVersion"] == "admission.k8s.io/v1"
+    assert decision.review["kind"] == "AdmissionReview"
+    assert "request" not in decision.review
+
+
+def test_warnings_and_audit_annotations_name_the_rules() -> None:
+    response = decide(request()).review["response"]
+    assert response["warnings"] == [
+        f"jobrules: injected tracing ({RULES}:10:5)",
+        f"jobrules: injected team-a-only ({RULES}:30:5)",
+    ]
+    assert response["auditAnnotations"] == {"injected": "tracing,team-a-only", "plan": "d" * 12}
+
+
+@pytest.mark.parametrize("namespace, pod_namespace, env, team_label", [
+    ("team-a", None, "team-a", True),        # controller-made pods carry no namespace
+    ("team-b", None, "team-b", False),
+    ("team-b", "team-a", "team-b", False),   # the request's namespace is authoritative
+], ids=["from-request", "other-namespace", "request-wins"])
+def test_namespace_comes_from_the_request(namespace: str, pod_namespace: str | None, env: str,
+                                          team_label: bool) -> None:
+    req = request(pod(namespace=pod_namespace), namespace=namespace)
+    result = patched(req, decide(req))
+    main = result["spec"]["containers"][0]
+    assert {"name": "POD_NAMESPACE", "value": env} in main["env"]
+    assert ("example.com/team" in result["metadata"].get("labels", {})) is team_label
+
+
+def test_a_pod_without_name_or_namespace_is_patched() -> None:
+    req = request(pod(), namespace="team-a", name="")
+    assert "name" not in req["object"]["metadata"]
+    assert decide(req).result == "patched"
+
+
+@pytest.mark.parametrize("owners", [
+    [],
+    [owner("apps/v1", "ReplicaSet")],
+    [owner("batch/v1beta1", "Job")],
+    [owner("argoproj.io/v1alpha1", "WorkflowTemplate")],
+], ids=["no-owner", "replicaset", "other-version", "other-kind"])
+def test_pods_of_undeclared_kinds_are_untouched(owners: list[dict[str, Any]]) -> None:
+    req = request(pod(owners=owners))
+    decision = decide(req)
+    assert decision.result == "unchanged"
+    assert decision.review["response"] == {"uid": req["uid"], "allowed": True}
+
+
+def test_argo_pods_get_completion_wiring_on_main_only() -> None:
+    req = request(pod("wait", "main", owners=[owner("argoproj.io/v1alpha1", "Workflow", "wf")]))
+    decision = decide(req)
+    assert decision.applied == ("tracing", "argo-completion")
+    result = patched(req, decision)
+    wait, main = result["spec"]["containers"]
+    assert "env" not in wait
+    assert {"name": "DECIDES", "value": "1"} in main["env"]
+    assert result["metadata"]["annotations"][mutator.COMPLETION_ANNOTATION] == "main"
+
+
+def test_an_injected_pod_is_left_as_it_is() -> None:
+    """Reinvocation (reinvocationPolicy IfNeeded) sees our own output: nothing more to do."""
+    req = request()
+    once = patched(req, decide(req))
+    again = decide(request(once))
+    assert again.result == "unchanged"
+    assert "patch" not in again.review["response"]
+
+
+def test_dry_run_gets_the_same_answer_and_says_so() -> None:
+    wet, dry = decide(request()), decide(request(dryRun=True))
+    assert dry.review == wet.review
+    assert (wet.dry_run, dry.dry_run) == (False, True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Failures, by failure policy
+
+
+def _wrapped_pod() -> dict[str, Any]:
+    """A pod whose container has no command: the `wrapper` injection cannot wrap it."""
+    return pod(owners=[owner("example.com/v1", "Wrapped")], command=False)
+
+
+def _raise(exc: Exception):
+    def mutate(*args: Any) -> mutator.Mutation:
+        raise exc
+    return mutate
+
+
+def _bad_patch(*args: Any) -> mutator.Mutation:
+    return mutator.Mutation(({"op": "replace", "path": "/spec/nothing", "value": 1},), ("tracing",),
+                            "batchjob")
+
+
+FAILURES = [
+    pytest.param(None, f"{RULES}:41:5: injection wrapper: container 'main' has no command",
+                 "injection wrapper failed (rules/webhook-test.rules:41:5)", "wrapper", id="rule"),
+    pytest.param(_raise(KeyError("spec")), "internal error: KeyError: 'spec'", "internal error", "",
+                 id="unexpected-exception"),
+    pytest.param(_bad_patch, "patch of tracing does not apply to the pod: op 0 (replace '/spec/nothing')",
+                 "patch does not apply to the pod", "tracing", id="patch-does-not-apply"),
+]
+
+
+@pytest.mark.parametrize("fake, message, warning, blamed", FAILURES)
+def test_fail_open_admits_the_pod_unpatched(monkeypatch: pytest.MonkeyPatch, fake: Any,
+                                            message: str, warning: str, blamed: str) -> None:
+    if fake is not None:
+        monkeypatch.setattr(mutator, "mutate", fake)
+    req = request(_wrapped_pod())
+    decision = decide(req)
+    response = decision.review["response"]
+    assert decision.result == "failed-open"
+    assert response["allowed"] is True and "patch" not in response and "patchType" not in response
+    assert response["warnings"] == [f"jobrules: {warning}; pod admitted without injection"]
+    assert response["auditAnnotations"]["error"].startswith(message)
+    assert decision.failure is not None and decision.failure.injection == blamed
+
+
+@pytest.mark.parametrize("fake, message, warning, blamed", FAILURES)
+def test_fail_closed_denies_with_the_rule_cited(monkeypatch: pytest.MonkeyPatch, fake: Any,
+                                                message: str, warning: str, blamed: str) -> None:
+    if fake is not None:
+        monkeypatch.setattr(mutator, "mutate", fake)
+    req = request(_wrapped_pod())
+    decision = decide(req, PLAN_CLOSED)
+    response = decision.review["response"]
+    assert decision.result == "failed-closed"
+    assert response["uid"] == req["uid"] and response["allowed"] is False
+    assert "patch" not in response and "warnings" not in response
+    assert response["status"]["code"] == 500
+    assert response["status"]["reason"] == "InternalError"
+    assert response["status"]["message"].startswith(f"jobrules: {message}")
+
+
+def test_messages_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mutator, "mutate", _raise(ValueError("x" * 100_000)))
+    closed = decide(request(), PLAN_CLOSED).review["response"]
+    opened = decide(request()).review["response"]
+    assert len(closed["status"]["message"]) <= admission.MESSAGE_MAX + len("jobrules: ")
+    assert all(len(v) <= admission.AUDIT_VALUE_MAX for v in opened["auditAnnotations"].values())
+    assert all(len(w) <= admission.WARNING_MAX for w in opened["warnings"])
+
+
+def test_warnings_are_single_printable_lines() -> None:
+    data = plan_data()
+    data["injections"][0]["name"] = "trac\ning\x00"
+    decision = decide(request(), planlib.load(data, digest="e" * 64))
+    assert all(w.isprintable() for w in decision.review["response"]["warnings"])
+
+
+AUDIT_KEY = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+
+
+@pytest.mark.parametrize("plan, obj", [
+    (PLAN, pod()), (PLAN, _wrapped_pod()), (PLAN_CLOSED, pod()),
+], ids=["patched", "failed-open", "closed-plan-patched"])
+def test_audit_annotation_keys_are_plain_names(plan: planlib.Plan, obj: dict[str, Any]) -> None:
+    annotations = decide(request(obj), plan).review["response"]["auditAnnotations"]
+    assert annotations and all(AUDIT_KEY.fullmatch(key) for key in annotations)
+
+
+def test_the_received_pod_is_not_modified() -> None:
+    req = request()
+    before = copy.deepcopy(req)
+    decide(req)
+    assert req == before
