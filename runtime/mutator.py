@@ -1,6 +1,7 @@
 """Pod injection at admission: the plan's injections that apply to a pod, as one RFC 6902 patch.
 
-Pure: no I/O and no API call. The owner comes from the pod's own ownerReferences, and the patch is
+Pure: no I/O and no API call (the clock is read only if an expression calls `now()` or `age()`,
+since admission has no other notion of time). The owner comes from the pod's own ownerReferences, and the patch is
 computed against exactly the pod received, because that is the object the API server applies it
 to: containers are addressed by their index in that pod (guarded by a `test` of their name), and
 everything new is appended with `/-`. Every decision (conflicts, idempotence, malformed pods) is
@@ -14,10 +15,13 @@ import json
 import re
 import shlex
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any, Iterable
 
+import jmespath
 import jmespath.exceptions
 
+from runtime import functions, templates
 from runtime import patch as jp
 from runtime.plan import (
     And,
@@ -160,7 +164,7 @@ class _Pod:
     """The received pod with the facts filters and templates need, computed at most once."""
 
     __slots__ = ("pod", "meta", "labels", "annotations", "spec", "kind", "owner", "namespace",
-                 "sidecars", "_data", "_task", "_primary")
+                 "sidecars", "_data", "_options", "_task", "_primary")
 
     def __init__(self, pod: dict, index: _Index, owner: dict | None, namespace: str | None) -> None:
         self.pod = pod
@@ -182,6 +186,7 @@ class _Pod:
             namespace = self.meta["namespace"]
         self.namespace = namespace
         self._data: dict | None = None
+        self._options: jmespath.Options | None = None
         self._task: Any = _UNSET
         self._primary: Any = _UNSET
 
@@ -191,8 +196,10 @@ class _Pod:
             if self._data is None:
                 self._data = {"pod": self.pod, "owner": self.owner, "namespace": self.namespace}
             data = self._data
+        if self._options is None:
+            self._options = functions.options(datetime.now(timezone.utc))
         try:
-            return expr.compiled.search(data)
+            return expr.compiled.search(data, self._options)
         except (jmespath.exceptions.JMESPathError, TypeError, ValueError) as err:
             raise MutationError(injection.name, expr.span,
                                 f"JMESPath {expr.source!r} failed: {err}") from None
@@ -301,14 +308,6 @@ def _truthy(value: Any) -> bool:
 # Templates
 
 
-def _text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if value is None:
-        return ""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
-
-
 def _render(template: Template, pod: _Pod, injection: Injection, span: Span,
             container: str | None = None, argv: str | None = None) -> str:
     """A template as text; `container` and `argv` are the placeholders an op's context gives."""
@@ -321,7 +320,7 @@ def _render(template: Template, pod: _Pod, injection: Injection, span: Span,
         elif isinstance(part, Var):
             out.append(_var(part.name, pod, injection, span, container, argv))
         else:
-            out.append(_text(pod.search(part, injection)))
+            out.append(templates.text(pod.search(part, injection)))
     return "".join(out)
 
 
@@ -329,7 +328,7 @@ def _var(name: str, pod: _Pod, injection: Injection, span: Span, container: str 
          argv: str | None) -> str:
     if name == "job":
         meta = _dict(pod.owner.get("metadata")) if pod.owner else {}
-        return _text(meta.get("name"))
+        return templates.text(meta.get("name"))
     if name == "namespace":
         return pod.namespace or ""
     if name == "kind":
@@ -457,10 +456,10 @@ class _Draft:
         if not image:
             raise MutationError(injection.name, op.span, f"sidecar {op.name!r}: image is empty")
         container: dict[str, Any] = {"name": op.name, "image": image}
-        for key, templates in (("command", op.command), ("args", op.args)):
-            if templates is not None:
+        for key, argv in (("command", op.command), ("args", op.args)):
+            if argv is not None:
                 container[key] = [_render(t, self.pod, injection, op.span, container=op.name)
-                                  for t in templates]
+                                  for t in argv]
         env = [{"name": name, "value": _render(value, self.pod, injection, op.span,
                                                container=op.name)} for name, value in op.env]
         if injection.completion_containers is not None \

@@ -1,0 +1,165 @@
+"""runtime.patch: pointer escaping and an RFC 6902 applier that agrees with the jsonpatch library."""
+
+from __future__ import annotations
+
+import copy
+
+import jsonpatch
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from runtime import patch
+
+
+@pytest.mark.parametrize(("token", "escaped"), [
+    ("plain", "plain"),
+    ("sidecar.istio.io/inject", "sidecar.istio.io~1inject"),
+    ("a~b", "a~0b"),
+    ("~/", "~0~1"),
+    ("~1", "~01"),
+    ("/~", "~1~0"),
+    ("", ""),
+    (3, "3"),
+])
+def test_escape(token, escaped):
+    assert patch.escape(token) == escaped
+
+
+@pytest.mark.parametrize(("tokens", "pointer"), [
+    ((), ""),
+    (("metadata", "annotations", "a/b"), "/metadata/annotations/a~1b"),
+    (("spec", "containers", 2, "env", "-"), "/spec/containers/2/env/-"),
+    (("",), "/"),
+])
+def test_pointer(tokens, pointer):
+    assert patch.pointer(*tokens) == pointer
+
+
+@given(st.lists(st.text()))
+def test_tokens_inverts_pointer(tokens):
+    assert patch.tokens(patch.pointer(*tokens)) == tokens
+
+
+@pytest.mark.parametrize("bad", ["a", "/a~", "/a~2", "/~x"])
+def test_tokens_rejects_malformed_pointers(bad):
+    with pytest.raises(patch.PatchError):
+        patch.tokens(bad)
+
+
+# Cases in the manner of RFC 6902 Appendix A: (document, patch, result).
+APPLIES = [
+    ({"foo": "bar"}, [patch.add("/baz", "qux")], {"foo": "bar", "baz": "qux"}),
+    ({"foo": ["bar", "baz"]}, [patch.add("/foo/1", "qux")], {"foo": ["bar", "qux", "baz"]}),
+    ({"foo": ["bar"]}, [patch.add("/foo/1", "qux")], {"foo": ["bar", "qux"]}),
+    ({"foo": ["bar"]}, [patch.add("/foo/-", "qux")], {"foo": ["bar", "qux"]}),
+    ({"foo": "bar", "baz": "qux"}, [patch.remove("/baz")], {"foo": "bar"}),
+    ({"foo": ["bar", "qux", "baz"]}, [patch.remove("/foo/1")], {"foo": ["bar", "baz"]}),
+    ({"foo": "bar", "baz": "qux"}, [patch.replace("/baz", "boo")], {"foo": "bar", "baz": "boo"}),
+    ({"foo": {"bar": "baz"}}, [patch.add("/foo/child", {"g": "h"})],
+     {"foo": {"bar": "baz", "child": {"g": "h"}}}),
+    ({"foo": "bar"}, [patch.add("/foo", ["x"])], {"foo": ["x"]}),          # add replaces a member
+    ({"a/b": 1, "m~n": 2}, [patch.test("/a~1b", 1), patch.test("/m~0n", 2)], {"a/b": 1, "m~n": 2}),
+    ({"baz": "qux", "foo": ["a", 2, "c"]},
+     [patch.test("/baz", "qux"), patch.test("/foo/1", 2)], {"baz": "qux", "foo": ["a", 2, "c"]}),
+    ({"n": 1}, [patch.test("/n", 1.0)], {"n": 1}),                      # numbers compare by value
+    ({"x": 1}, [patch.add("", {"y": 2})], {"y": 2}),                     # the root itself
+    ({"": 1}, [patch.replace("/", 2)], {"": 2}),                        # the empty key
+    ({"a": None}, [patch.add("/a", {})], {"a": {}}),
+]
+
+
+@pytest.mark.parametrize(("doc", "ops", "result"), APPLIES)
+def test_apply(doc, ops, result):
+    before = copy.deepcopy(doc)
+    assert patch.apply(doc, ops) == result
+    assert doc == before, "apply must not modify its input"
+    assert jsonpatch.apply_patch(doc, ops) == result
+
+
+FAILS = [
+    ({"foo": "bar"}, [patch.add("/baz/bat", "qux")], "no member 'baz'"),
+    ({"foo": "bar"}, [patch.remove("/baz")], "no member 'baz' to remove"),
+    ({"foo": "bar"}, [patch.replace("/baz", 1)], "no member 'baz' to replace"),
+    ({"foo": ["bar"]}, [patch.add("/foo/2", 1)], "out of range"),
+    ({"foo": ["bar"]}, [patch.remove("/foo/1")], "out of range"),
+    ({"foo": ["bar"]}, [patch.remove("/foo/-")], "not an array index"),
+    ({"foo": ["bar", "baz"]}, [patch.add("/foo/01", 1)], "not an array index"),
+    ({"foo": ["bar"]}, [patch.add("/foo/-1", 1)], "not an array index"),
+    ({"foo": "bar"}, [patch.add("/foo/x", 1)], "not an object or array"),
+    ({"baz": "qux"}, [patch.test("/baz", "bar")], "test failed"),
+    ({"b": True}, [patch.test("/b", 1)], "test failed"),                 # true is not 1
+    ({"b": 1}, [patch.test("/b", True)], "test failed"),
+    ({"a": [1]}, [patch.test("/a", [1, 2])], "test failed"),
+    ({"a": {}}, [patch.test("/a", {"k": None})], "test failed"),
+    ({"a": 1}, [patch.test("/b", 1)], "no member 'b'"),
+    ({"a": 1}, [{"op": "move", "from": "/a", "path": "/b"}], "unsupported op 'move'"),
+    ({"a": 1}, [{"op": "add", "path": "/b"}], "needs a 'value'"),
+    ({"a": 1}, [{"op": "remove", "path": 3}], "'path' must be a string"),
+    ({"a": 1}, [patch.remove("")], "cannot remove the whole document"),
+    ({"a": 1}, ["add"], "must be an object"),
+]
+
+
+@pytest.mark.parametrize(("doc", "ops", "message"), FAILS)
+def test_apply_fails_exactly(doc, ops, message):
+    with pytest.raises(patch.PatchError, match=message) as info:
+        patch.apply(doc, ops)
+    assert str(info.value).startswith("op 0 ")
+
+
+def test_failure_names_the_op_number():
+    with pytest.raises(patch.PatchError, match=r"^op 1 \(remove '/b'\): "):
+        patch.apply({"a": 1}, [patch.remove("/a"), patch.remove("/b")])
+
+
+def test_inserted_values_are_copies():
+    value = {"k": []}
+    result = patch.apply({}, [patch.add("/v", value)])
+    result["v"]["k"].append(1)
+    assert value == {"k": []}
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=3),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=10,
+)
+
+
+def _paths(doc, prefix=()):
+    yield prefix
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            yield from _paths(value, prefix + (key,))
+    elif isinstance(doc, list):
+        for i, value in enumerate(doc):
+            yield from _paths(value, prefix + (i,))
+
+
+@st.composite
+def doc_and_ops(draw):
+    doc = draw(st.dictionaries(st.text(max_size=3), json_values, max_size=4))
+    existing = list(_paths(doc))
+    ops = []
+    for _ in range(draw(st.integers(1, 4))):
+        base = draw(st.sampled_from(existing))
+        tail = draw(st.sampled_from([(), ("-",), ("new/~",), (0,), (1,)]))
+        path = patch.pointer(*(base + tail))
+        name = draw(st.sampled_from(["add", "replace", "remove"]))
+        ops.append({"op": name, "path": path} if name == "remove"
+                   else {"op": name, "path": path, "value": draw(json_values)})
+    return doc, ops
+
+
+@settings(max_examples=300)
+@given(doc_and_ops())
+def test_agrees_with_jsonpatch(case):
+    doc, ops = case
+    try:
+        expected = jsonpatch.apply_patch(doc, ops)
+    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException):
+        with pytest.raises(patch.PatchError):
+            patch.apply(doc, ops)
+    else:
+        assert patch.apply(doc, ops) == expected
