@@ -1,0 +1,234 @@
+"""runtime.webhook through Flask's test client: endpoints, HTTP errors, plan reloads, metrics."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import flask.testing
+import pytest
+from prometheus_client import REGISTRY
+
+from runtime import webhook
+from runtime.settings import Settings
+from test_admission import owner, plan_data, pod, request, review
+
+MUTATE = "/mutate-pods"
+
+
+def write_plan(path: Path, data: dict[str, Any]) -> Path:
+    path.write_text(json.dumps(data, sort_keys=True, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def client(plan_path: Path, **settings: Any) -> flask.testing.FlaskClient:
+    settings.setdefault("reload_interval", 0.0)
+    return webhook.create_app(Settings(str(plan_path), **settings)).test_client()
+
+
+def sample(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+@pytest.fixture
+def plan_file(tmp_path: Path) -> Path:
+    return write_plan(tmp_path / "plan.json", plan_data())
+
+
+@pytest.fixture
+def app(plan_file: Path) -> flask.testing.FlaskClient:
+    return client(plan_file)
+
+
+def test_healthz(app: flask.testing.FlaskClient) -> None:
+    assert app.get("/healthz").status_code == 200
+
+
+def test_readyz_waits_for_a_plan(tmp_path: Path) -> None:
+    missing = tmp_path / "plan.json"
+    c = client(missing)
+    assert c.get("/readyz").status_code == 503
+    write_plan(missing, plan_data())
+    assert c.get("/readyz").status_code == 200
+
+
+def test_a_pod_create_is_answered_with_a_review(app: flask.testing.FlaskClient) -> None:
+    req = request()
+    response = app.post(MUTATE, data=review(req), content_type="application/json")
+    assert response.status_code == 200 and response.mimetype == "application/json"
+    body = response.get_json()
+    assert body["kind"] == "AdmissionReview" and body["response"]["uid"] == req["uid"]
+    assert body["response"]["patchType"] == "JSONPatch"
+
+
+@pytest.mark.parametrize("method, path, data, status", [
+    ("POST", MUTATE, b"not json", 400),
+    ("POST", MUTATE, b'{"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview"}', 400),
+    ("POST", MUTATE, b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}', 400),
+    ("POST", MUTATE, b"x" * 5000, 413),
+    ("GET", MUTATE, None, 405),
+    ("POST", "/mutate", b"{}", 404),
+    ("POST", "/healthz", b"{}", 405),
+], ids=["not-json", "v1beta1", "no-request", "too-large", "get", "unknown-path", "post-healthz"])
+def test_http_errors_are_short_json(plan_file: Path, method: str, path: str, data: bytes | None,
+                                    status: int) -> None:
+    response = client(plan_file, max_body=4096).open(path, method=method, data=data)
+    assert response.status_code == status
+    assert set(response.get_json()) == {"error"}
+    assert len(response.data) < 200 and b"Traceback" not in response.data
+
+
+def test_without_a_plan_requests_get_503(tmp_path: Path) -> None:
+    """Like an unreachable webhook: the API server applies the registered failurePolicy."""
+    response = client(tmp_path / "missing.json").post(MUTATE, data=review(request()))
+    assert response.status_code == 503 and response.get_json() == {"error": "no plan loaded"}
+
+
+def test_unexpected_errors_are_500_json_without_traceback(app: flask.testing.FlaskClient,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: Any) -> None:
+        raise RuntimeError("secret internals")
+    monkeypatch.setattr(webhook.admission, "decode", broken)
+    response = app.post(MUTATE, data=review(request()))
+    assert response.status_code == 500 and response.get_json() == {"error": "internal error"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Reloading the plan
+
+
+def _policy(c: flask.testing.FlaskClient) -> bool:
+    """Whether a pod the `wrapper` injection cannot wrap is admitted (fail-open)."""
+    req = request(pod(owners=[owner("example.com/v1", "Wrapped")], command=False))
+    return c.post(MUTATE, data=review(req)).get_json()["response"]["allowed"]
+
+
+def test_a_changed_plan_is_used(plan_file: Path) -> None:
+    c = client(plan_file)
+    assert _policy(c) is True
+    write_plan(plan_file, plan_data("Fail"))
+    assert _policy(c) is False
+
+
+def test_an_invalid_plan_is_rejected_and_the_old_one_kept(plan_file: Path,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    c = client(plan_file)
+    failures = sample("jobrules_reload_failures_total", file="plan")
+    broken = plan_data("Fail")
+    broken["planVersion"] = 99
+    write_plan(plan_file, broken)
+    with caplog.at_level(logging.ERROR, logger="jobrules"):
+        assert _policy(c) is True
+    assert "unsupported planVersion 99" in caplog.text and "keeping the previous one" in caplog.text
+    assert sample("jobrules_reload_failures_total", file="plan") == failures + 1
+    assert c.get("/readyz").status_code == 200
+
+
+def test_a_configmap_symlink_swap_is_noticed(tmp_path: Path) -> None:
+    """Kubelet updates a mounted ConfigMap by repointing `..data` at a new folder."""
+    for version, policy in (("..v1", "Ignore"), ("..v2", "Fail")):
+        (tmp_path / version).mkdir()
+        write_plan(tmp_path / version / "plan.json", plan_data(policy))
+    (tmp_path / "..data").symlink_to("..v1")
+    (tmp_path / "plan.json").symlink_to("..data/plan.json")
+    c = client(tmp_path / "plan.json")
+    assert _policy(c) is True
+    (tmp_path / "..data_tmp").symlink_to("..v2")
+    os.replace(tmp_path / "..data_tmp", tmp_path / "..data")
+    assert _policy(c) is False
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_files_are_checked_at_most_once_per_interval(tmp_path: Path) -> None:
+    path = tmp_path / "value"
+    path.write_text("1")
+    clock = _Clock()
+    builds: list[str] = []
+
+    def build() -> str:
+        builds.append(path.read_text())
+        return builds[-1]
+
+    holder = webhook.Reloading("test", (str(path),), build, 1.0, clock=clock)
+    assert holder.get() == "1"
+    path.write_text("22")
+    clock.now = 0.5
+    assert holder.get() == "1"   # not looked at yet
+    clock.now = 1.0
+    assert holder.get() == "22"
+    clock.now = 5.0
+    assert holder.get() == "22" and builds == ["1", "22"]   # unchanged files are not rebuilt
+
+
+def test_a_failed_build_is_not_retried_until_the_files_change(tmp_path: Path) -> None:
+    path = tmp_path / "value"
+    path.write_text("ok")
+    clock = _Clock()
+    calls: list[str] = []
+
+    def build() -> str:
+        calls.append(text := path.read_text())
+        if text == "bad":
+            raise ValueError("bad value")
+        return text
+
+    holder = webhook.Reloading("test", (str(path),), build, 1.0, clock=clock)
+    holder.get()
+    path.write_text("bad")
+    for clock.now in (1.0, 2.0, 3.0):
+        assert holder.get() == "ok"
+    path.write_text("new")
+    clock.now = 4.0
+    assert holder.get() == "new" and calls == ["ok", "bad", "new"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Metrics (single process here; tests/unit/test_metrics.py covers several workers)
+
+
+def test_requests_are_counted_by_result(app: flask.testing.FlaskClient) -> None:
+    results = ("patched", "unchanged", "skipped", "bad-request")
+    before = {r: sample("jobrules_webhook_requests_total", result=r) for r in results}
+    count = sample("jobrules_webhook_request_duration_seconds_count")
+    app.post(MUTATE, data=review(request()))
+    app.post(MUTATE, data=review(request(pod(owners=[]))))
+    app.post(MUTATE, data=review(request(operation="UPDATE")))
+    app.post(MUTATE, data=b"[]")
+    for r in results:
+        assert sample("jobrules_webhook_requests_total", result=r) == before[r] + 1, r
+    assert sample("jobrules_webhook_request_duration_seconds_count") == count + 4
+
+
+def test_injections_are_counted_except_dry_runs(app: flask.testing.FlaskClient) -> None:
+    before = sample("jobrules_webhook_injections_applied_total", injection="tracing")
+    app.post(MUTATE, data=review(request(dryRun=True)))
+    assert sample("jobrules_webhook_injections_applied_total", injection="tracing") == before
+    app.post(MUTATE, data=review(request()))
+    assert sample("jobrules_webhook_injections_applied_total", injection="tracing") == before + 1
+
+
+def test_rule_errors_are_counted_by_injection(app: flask.testing.FlaskClient) -> None:
+    before = sample("jobrules_webhook_rule_errors_total", injection="wrapper")
+    _policy(app)
+    assert sample("jobrules_webhook_rule_errors_total", injection="wrapper") == before + 1
+
+
+def test_the_served_plan_is_published(plan_file: Path) -> None:
+    c = client(plan_file)
+    first = webhook.planlib.load_file(plan_file).digest
+    assert sample("jobrules_plan_info", digest=first, plan_version="1") == 1
+    write_plan(plan_file, plan_data("Fail"))
+    _policy(c)
+    second = webhook.planlib.load_file(plan_file).digest
+    assert sample("jobrules_plan_info", digest=second, plan_version="1") == 1
+    assert sample("jobrules_plan_info", digest=first, plan_version="1") == 0
