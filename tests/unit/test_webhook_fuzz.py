@@ -1,0 +1,145 @@
+"""Fuzzing the webhook's request path: whatever arrives, the answer is a valid AdmissionReview
+(or a short 4xx when the body is not one), never a 5xx and never a traceback."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import flask.testing
+import jsonpatch
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from runtime import webhook
+from runtime.settings import Settings
+from test_admission import owner, plan_data, pod, request, review
+
+MUTATE = "/mutate-pods"
+FUZZ = settings(max_examples=300, deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+scalars = (st.none() | st.booleans() | st.integers() | st.text(max_size=20)
+           | st.floats(allow_nan=False, allow_infinity=False))
+json_values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@pytest.fixture(scope="module", params=["Ignore", "Fail"])
+def app(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> flask.testing.FlaskClient:
+    path = tmp_path_factory.mktemp("plan") / "plan.json"
+    path.write_text(json.dumps(plan_data(request.param)), encoding="utf-8")
+    return webhook.create_app(Settings(str(path), max_body=64 * 1024)).test_client()
+
+
+VALID = [
+    request(),
+    request(pod("wait", "main", owners=[owner("argoproj.io/v1alpha1", "Workflow", "wf")])),
+    request(pod(owners=[owner("example.com/v1", "Wrapped")], command=False)),
+]
+
+
+def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every place in a JSON value, the root excluded."""
+    found: list[tuple[Any, ...]] = []
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, child in items:
+        found.append(prefix + (key,))
+        found.extend(_paths(child, prefix + (key,)))
+    return found
+
+
+@st.composite
+def mutated_reviews(draw: st.DrawFn) -> bytes:
+    """A valid review with one place replaced by an arbitrary value, or removed."""
+    doc = json.loads(review(draw(st.sampled_from(VALID))))
+    path = draw(st.sampled_from(_paths(doc)))
+    parent = doc
+    for key in path[:-1]:
+        parent = parent[key]
+    if draw(st.booleans()):
+        parent[path[-1]] = draw(json_values)
+    else:
+        del parent[path[-1]]
+    return json.dumps(doc).encode()
+
+
+containers = st.lists(st.fixed_dictionaries(
+    {"name": st.sampled_from(["main", "wait", "agent"]) | json_values},
+    optional={"command": st.lists(st.text(max_size=5), max_size=2) | json_values,
+              "args": json_values, "env": st.lists(json_values, max_size=2) | json_values,
+              "volumeMounts": json_values},
+), max_size=3) | json_values
+
+owner_refs = st.lists(st.fixed_dictionaries({
+    "apiVersion": st.sampled_from(["batch/v1", "argoproj.io/v1alpha1", "example.com/v1"]) | json_values,
+    "kind": st.sampled_from(["Job", "Workflow", "Wrapped"]) | json_values,
+    "name": st.text(max_size=8) | json_values,
+    "uid": st.text(max_size=8),
+}, optional={"controller": json_values}), max_size=2) | json_values
+
+pods = st.fixed_dictionaries({
+    "metadata": st.fixed_dictionaries({"ownerReferences": owner_refs}, optional={
+        "labels": st.dictionaries(st.text(max_size=8), st.text(max_size=8), max_size=3) | json_values,
+        "annotations": st.dictionaries(st.text(max_size=12), st.text(max_size=8), max_size=3) | json_values,
+        "namespace": json_values, "generateName": json_values,
+    }) | json_values,
+}, optional={
+    "spec": st.fixed_dictionaries({}, optional={
+        "containers": containers, "initContainers": containers, "volumes": json_values,
+    }) | json_values,
+})
+
+
+@st.composite
+def random_pod_reviews(draw: st.DrawFn) -> bytes:
+    return review(request(draw(pods), namespace=draw(st.text(max_size=8) | json_values),
+                          dryRun=draw(json_values)))
+
+
+@st.composite
+def truncated_reviews(draw: st.DrawFn) -> bytes:
+    body = review(draw(st.sampled_from(VALID)))
+    return body[: draw(st.integers(0, len(body) - 1))]
+
+
+def check(app: flask.testing.FlaskClient, body: bytes) -> None:
+    response = app.post(MUTATE, data=body, content_type="application/json")
+    assert b"Traceback" not in response.data
+    if response.status_code != 200:
+        assert response.status_code in (400, 413), response.data
+        assert set(response.get_json()) == {"error"}
+        return
+    sent = json.loads(body)
+    answer = response.get_json()
+    assert answer["apiVersion"] == "admission.k8s.io/v1" and answer["kind"] == "AdmissionReview"
+    result = answer["response"]
+    assert result["uid"] == sent["request"]["uid"]
+    assert isinstance(result["allowed"], bool)
+    if not result["allowed"]:
+        assert result["status"]["code"] == 500 and result["status"]["message"]
+    if "patch" in result:
+        assert result["patchType"] == "JSONPatch"
+        ops = json.loads(base64.b64decode(result["patch"], validate=True))
+        jsonpatch.apply_patch(sent["request"]["object"], ops)
+    for warning in result.get("warnings", []):
+        assert isinstance(warning, str) and len(warning) <= 120
+
+
+@FUZZ
+@given(body=st.binary(max_size=512) | json_values.map(lambda v: json.dumps(v).encode())
+       | truncated_reviews())
+def test_arbitrary_bodies(app: flask.testing.FlaskClient, body: bytes) -> None:
+    check(app, body)
+
+
+@FUZZ
+@given(body=mutated_reviews() | random_pod_reviews())
+def test_reviews_with_wrong_types_anywhere(app: flask.testing.FlaskClient, body: bytes) -> None:
+    check(app, body)
