@@ -63,11 +63,11 @@ def injected_kinds(plan: planlib.Plan) -> list[planlib.Kind]:
     return [kind for kind in plan.kinds if kind.name in named]
 
 
-def match_condition(kinds: Iterable[planlib.Kind]) -> str:
-    """CEL that holds for a pod with an owner reference to one of `kinds`."""
+def match_condition(owners: Iterable[tuple[str, str]]) -> str:
+    """CEL that holds for a pod with an owner reference to one of the (apiVersion, kind) pairs."""
     terms = " || ".join(
-        f"(r.apiVersion == {_cel_string(kind.api_version)} && r.kind == {_cel_string(kind.kind)})"
-        for kind in kinds
+        f"(r.apiVersion == {_cel_string(api_version)} && r.kind == {_cel_string(kind)})"
+        for api_version, kind in owners
     )
     return ("has(object.metadata.ownerReferences) && "
             f"object.metadata.ownerReferences.exists(r, {terms})")
@@ -100,7 +100,8 @@ def render(plan: planlib.Plan, target: Target, ca_bundle: bytes | None = None, *
             "operator": "NotIn",
             "values": sorted(excluded),
         }]},
-        "matchConditions": [{"name": "owned-by-injected-kind", "expression": match_condition(kinds)}],
+        "matchConditions": [{"name": "owned-by-injected-kind", "expression": match_condition(
+            (kind.api_version, kind.kind) for kind in kinds)}],
         "matchPolicy": "Equivalent",
         "sideEffects": "None",
         "reinvocationPolicy": "IfNeeded",
