@@ -1,0 +1,821 @@
+"""Verdicts, events, policies and stored state of one job, as a pure function of its inputs.
+
+`evaluate(kind, job, pods, state, now)` is everything the reconcile loop decides: the verdict
+(first matching rule, or the verdict an earlier action made final), the events detected by
+comparing the pods with the stored state, the actions the policies take for them, and the state
+to store for next time. It does no I/O and reads no clock, so evaluating the same inputs twice
+gives the same answer, and evaluating again with the returned state yields no new actions.
+
+Semantics beyond docs/plan.md (written up in docs/evaluation.md):
+- A pod change is one *occurrence* carrying the events it amounts to, most specific first (an
+  evicted pod that failed is `podEvicted` then `podFailed`). Policies are tried per event name:
+  task-scoped ones before job-wide ones, each in source order; the first match takes the whole
+  occurrence, so one pod incarnation causes at most one action.
+- Incarnations are monotone (phase only moves forward, restarts only grow, flags only get set),
+  so a stored record equal to the current one means "already handled".
+- `fail job`, `complete job` and `terminate job` make the verdict final; after that only
+  `jobVerdictChanged` policies still run, and delayed actions are cancelled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any, Iterable, Mapping
+
+import jmespath
+
+from runtime import describe, functions, plan, pods, state, templates
+
+TERMINAL = {"failJob": "Failed", "completeJob": "Succeeded", "terminateJob": "Failed"}
+STOPS_PODS = ("restartJob", "abortJob", "terminateJob")
+FAILURES = ("podFailed", "podEvicted", "podDeleted", "containerRestarted")
+PHASE_EVENTS = {"Pending": "podPending", "Running": "podRunning", "Succeeded": "podSucceeded",
+                "Failed": "podFailed"}
+
+
+class UnknownKind(LookupError):
+    """The plan declares no kind for the object's apiVersion and kind."""
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    phase: str
+    reason: str | None
+    message: str | None
+    rule: str | None  # path:line:col of the deciding rule (or of the policy that made it final)
+    final: bool = False  # made by an action; holds from then on
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """Something detected in this evaluation, and the policy (if any) that took it."""
+
+    event: str
+    pod: str | None
+    uid: str | None
+    task: str | None
+    container: str | None
+    policy: str | None
+    detail: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    job: str
+    namespace: str | None
+    task: str | None
+    pod: str | None
+    uid: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetUse:
+    key: str
+    used: int  # after this action
+    max: int
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """What to do. Only `status == "run"` is to be executed now; `scheduled` waits for `due`,
+    `cancelled` is a scheduled one dropped (its pod recovered or the job ended), `spent` is one
+    whose budget ran out with no fallback."""
+
+    action: str
+    status: str  # run | scheduled | cancelled | spent
+    policy: str
+    event: str
+    rule: str
+    reason: str | None
+    message: str | None
+    target: Target
+    due: datetime | None = None
+    budget: BudgetUse | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """Explanation of one rule: whether it matched, and if not, why."""
+
+    rule: str
+    what: str  # verdict | policy
+    name: str
+    matched: bool
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    verdict: Verdict
+    events: tuple[Event, ...]
+    actions: tuple[Action, ...]
+    state: state.State
+    wake_at: datetime | None  # when evaluating again may change something even if nothing else does
+    problems: tuple[str, ...]  # run-time expression errors (the expression then reads as null)
+    explanation: tuple[Finding, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class _Witness:
+    """What decided a condition: the pod and container templates speak of, and the counts."""
+
+    pod: pods.Pod | None = None
+    container: pods.Container | None = None
+    count: int | None = None
+    total: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Occurrence:
+    names: tuple[str, ...]
+    pod: pods.Pod | None
+    digest: str | None
+    task: str | None
+    for_seconds: int | None = None  # timers: podPending / jobRunningLongerThan thresholds
+    to: str | None = None  # jobVerdictChanged
+    candidates: tuple[pods.Pod, ...] = ()  # task and job events: the pods a filter may pick from
+
+
+def kind_for(source: plan.Plan | plan.Kind, job: Mapping[str, Any]) -> plan.Kind:
+    if isinstance(source, plan.Kind):
+        return source
+    kind = source.kind_for(job.get("apiVersion", ""), job.get("kind", ""))
+    if kind is None:
+        raise UnknownKind(f"no rules for {job.get('apiVersion')} {job.get('kind')}")
+    return kind
+
+
+def evaluate(source: plan.Plan | plan.Kind, job: Mapping[str, Any],
+             pod_objects: Iterable[Mapping[str, Any]], stored: state.State | None,
+             now: datetime, *, explain: bool = False) -> Evaluation:
+    """Evaluate one job. `pod_objects` are the job's pods (see `pods.pods_of`)."""
+    return _Run(kind_for(source, job), job, pod_objects, stored or state.EMPTY, now, explain).result()
+
+
+def pods_of(source: plan.Plan | plan.Kind, job: Mapping[str, Any],
+            candidates: Iterable[Mapping[str, Any]], now: datetime | None = None) -> list[Mapping[str, Any]]:
+    """The candidates that belong to the job (owner reference and/or label selector)."""
+    return pods.pods_of(kind_for(source, job), job, candidates, now)
+
+
+class _Run:
+    """One evaluation in progress: the inputs, and the outputs being accumulated."""
+
+    def __init__(self, kind: plan.Kind, job: Mapping[str, Any],
+                 pod_objects: Iterable[Mapping[str, Any]], stored: state.State, now: datetime,
+                 explain: bool) -> None:
+        self.kind = kind
+        self.job = job
+        self.now = now
+        self.stored = stored
+        self.options: jmespath.Options = functions.options(now)
+        self.problems: list[str] = []
+        facts = [pods.facts(kind, p, self.options) for p in pod_objects]
+        facts.sort(key=lambda p: (p.name, p.uid))
+        self.pods = facts
+        meta = job.get("metadata") or {}
+        self.job_vars = {"job": meta.get("name"), "namespace": meta.get("namespace"),
+                         "kind": job.get("kind")}
+        self.budgets = dict(stored.budgets)
+        self.records: dict[str, state.PodRecord] = {}
+        self.fired: set[str] = set()
+        self.delayed: list[state.Delayed] = []
+        self.final = stored.final
+        self.events: list[Event] = []
+        self.actions: list[Action] = []
+        self.tasks: dict[str, str] = {}
+        self.trace: dict[str, list[str]] | None = {} if explain else None
+
+    # -- expressions ---------------------------------------------------------------------------
+
+    def _error(self, expr: plan.Expr, err: Exception) -> None:
+        self.problems.append(f"{expr.span}: <<{expr.source}>>: {err}")
+
+    def _search(self, expr: plan.Expr, data: Any) -> Any:
+        return templates.search(expr, data, self.options, self._error)
+
+    def _witness(self, f: Any, pod: pods.Pod) -> tuple[bool, pods.Container | None]:
+        return pods.witness(f, pod, self.options, self._error)
+
+    def _variables(self, w: _Witness, **extra: Any) -> dict[str, Any]:
+        out = dict(self.job_vars)
+        if w.pod is not None:
+            out.update(task=w.pod.task, pod=w.pod.name, pod_reason=w.pod.reason,
+                       phase=w.pod.phase, restarts=w.pod.restarts)
+        if w.container is not None:
+            out.update(container=w.container.name, container_reason=w.container.reason,
+                       exit_code=w.container.exit_code, restarts=w.container.restarts)
+        if w.count is not None:
+            out.update(count=w.count, total=w.total)
+        out.update(extra)
+        return out
+
+    def _text(self, template: plan.Template | None, variables: Mapping[str, Any]) -> str | None:
+        return templates.render_text(template, self.job, variables, self.options, self._error)
+
+    # -- verdict conditions --------------------------------------------------------------------
+
+    def _scope(self, task: str | None) -> list[pods.Pod]:
+        return self.pods if task is None else [p for p in self.pods if p.task == task]
+
+    def _matching(self, task: str | None, state_: str | None, f: Any, for_seconds: int | None,
+                  ) -> tuple[list[tuple[pods.Pod, pods.Container | None]], int]:
+        scope = self._scope(task)
+        out = []
+        for p in scope:
+            if state_ is not None and not p.is_(state_):
+                continue
+            if for_seconds is not None:
+                since = p.since(state_ or "pending")
+                if since is None or (self.now - since).total_seconds() < for_seconds:
+                    continue
+            ok, container = self._witness(f, p)
+            if ok:
+                out.append((p, container))
+        return out, len(scope)
+
+    def condition(self, c: Any) -> tuple[bool, _Witness | None]:
+        if isinstance(c, plan.And):
+            witness = None
+            for arg in c.args:
+                ok, w = self.condition(arg)
+                if not ok:
+                    return False, None
+                if witness is None or (witness.pod is None and w is not None and w.pod is not None):
+                    witness = w
+            return True, witness
+        if isinstance(c, plan.Or):
+            for arg in c.args:
+                ok, w = self.condition(arg)
+                if ok:
+                    return True, w
+            return False, None
+        if isinstance(c, plan.Not):
+            return not self.condition(c.arg)[0], None
+        if isinstance(c, plan.JmesPath):
+            return pods.truthy(self._search(c.expr, self.job)), None
+        if isinstance(c, plan.Pods):
+            matching, total = self._matching(c.task, c.state, c.filter, c.for_seconds)
+            count = len(matching)
+            if c.quant == "any":
+                ok = count > 0
+            elif c.quant == "all":
+                ok = total > 0 and count == total
+            else:
+                ok = count == 0
+            if not matching:
+                return ok, _Witness(count=0, total=total)
+            pick = (max if c.quant == "all" else min)(matching, key=lambda pc: pods.sort_key(*pc))
+            return ok, _Witness(pick[0], pick[1], count, total)
+        if isinstance(c, plan.Count):
+            matching, total = self._matching(c.task, c.state, c.filter, None)
+            value = _number(templates.render(c.value, self.job, self.job_vars, self.options, self._error))
+            ok = value is not None and pods.COMPARE[c.cmp](len(matching), value)
+            if not matching:
+                return ok, _Witness(count=0, total=total)
+            pick = min(matching, key=lambda pc: pods.sort_key(*pc))
+            return ok, _Witness(pick[0], pick[1], len(matching), total)
+        if isinstance(c, plan.TaskState):
+            states = self.task_states()
+            names = [c.task] if c.task else sorted(states)
+            hits = [t for t in names if states.get(t) == c.state]
+            ok = bool(hits) if c.quant == "any" or c.task else (bool(names) and len(hits) == len(names))
+            if not hits:
+                return ok, None
+            return ok, self._task_witness(hits[0], c.state)
+        if isinstance(c, plan.JobAge):
+            age = self.job_age()
+            return age is not None and age >= c.longer_than, None
+        raise TypeError(f"not a condition: {c!r}")
+
+    def job_start(self) -> datetime | None:
+        meta = self.job.get("metadata") or {}
+        return (functions.timestamp((self.job.get("status") or {}).get("startTime"))
+                or functions.timestamp(meta.get("creationTimestamp")))
+
+    def job_age(self) -> float | None:
+        start = self.job_start()
+        return None if start is None else (self.now - start).total_seconds()
+
+    def task_states(self) -> dict[str, str]:
+        """docs/plan.md: succeeded = has pods, all succeeded; failed = one failed; running = one
+        running; else pending."""
+        groups: dict[str, list[pods.Pod]] = {}
+        for p in self.pods:
+            if p.task is not None:
+                groups.setdefault(p.task, []).append(p)
+        out = {}
+        for task, members in groups.items():
+            if any(p.is_("failed") for p in members):
+                out[task] = "failed"
+            elif all(p.is_("succeeded") for p in members):
+                out[task] = "succeeded"
+            elif any(p.is_("running") for p in members):
+                out[task] = "running"
+            else:
+                out[task] = "pending"
+        return out
+
+    def _task_witness(self, task: str, task_state: str) -> _Witness:
+        pod_state = task_state if task_state != "pending" else None
+        members = [p for p in self._scope(task) if pod_state is None or p.is_(pod_state)]
+        if not members:
+            return _Witness(count=0, total=len(self._scope(task)))
+        picks = [(p, self._witness(None, p)[1]) for p in members]
+        pick = (max if task_state == "succeeded" else min)(picks, key=lambda pc: pods.sort_key(*pc))
+        return _Witness(pick[0], pick[1], len(members), len(self._scope(task)))
+
+    def verdict(self) -> Verdict:
+        for rule in self.kind.verdicts:
+            ok, w = (True, None) if rule.when is None else self.condition(rule.when)
+            if ok:
+                variables = self._variables(w or _Witness())
+                return Verdict(rule.phase, self._text(rule.reason, variables),
+                               self._text(rule.message, variables), str(rule.span))
+        return Verdict("Pending", None, None, None)
+
+    # -- occurrences ---------------------------------------------------------------------------
+
+    def pod_occurrences(self) -> list[_Occurrence]:
+        out = []
+        seen = set()
+        for p in sorted(self.pods, key=lambda p: pods.sort_key(p, p.counted[0] if p.counted else None)):
+            seen.add(p.digest)
+            old = self.stored.pods.get(p.digest)
+            record = state.PodRecord(p.task, state.PHASE_LETTERS.get(p.phase, "P"), p.restarts,
+                                     p.evicted, p.terminating, old is not None and old.ours)
+            self.records[p.digest] = record
+            if record.ours:
+                continue  # we asked for this pod to go: what happens to it is our doing
+            names = _changes(old, record, p)
+            if names:
+                out.append(_Occurrence(names, p, p.digest, p.task))
+        for digest, old in sorted(self.stored.pods.items()):
+            if digest in seen or old.finished or old.deleting or old.ours:
+                continue
+            out.append(_Occurrence(("podDeleted", "podEvicted"), None, digest, old.task))
+        return out
+
+    def pending_timers(self) -> list[_Occurrence]:
+        thresholds = sorted({p.for_seconds for p in self.kind.policies
+                             if p.event == "podPending" and p.for_seconds is not None})
+        out = []
+        for p in self.pods:
+            if not p.is_("pending"):
+                continue
+            for seconds in thresholds:
+                token = f"podPending>{seconds} {p.digest}"
+                since = p.since("pending")
+                if token in self.stored.fired:
+                    self.fired.add(token)
+                elif since is not None and (self.now - since).total_seconds() >= seconds:
+                    self.fired.add(token)
+                    out.append(_Occurrence(("podPending",), p, p.digest, p.task, for_seconds=seconds))
+        return out
+
+    def task_occurrences(self) -> list[_Occurrence]:
+        out = []
+        announced = {}
+        for task, now_state in sorted(self.task_states().items()):
+            if now_state not in ("succeeded", "failed"):
+                continue
+            announced[task] = now_state
+            if self.stored.tasks.get(task) != now_state:
+                name = "taskCompleted" if now_state == "succeeded" else "taskFailed"
+                members = tuple(p for p in self._scope(task) if p.is_(now_state))
+                out.append(_Occurrence((name,), None, None, task, candidates=members))
+        self.tasks = announced
+        return out
+
+    def job_timers(self, phase: str) -> list[_Occurrence]:
+        out = []
+        age = self.job_age()
+        for seconds in sorted({p.for_seconds for p in self.kind.policies
+                               if p.event == "jobRunningLongerThan" and p.for_seconds is not None}):
+            token = f"jobRunningLongerThan>{seconds}"
+            if token in self.stored.fired:
+                self.fired.add(token)
+            elif age is not None and age >= seconds and phase not in ("Succeeded", "Failed"):
+                self.fired.add(token)
+                out.append(_Occurrence(("jobRunningLongerThan",), None, None, None,
+                                       for_seconds=seconds, candidates=tuple(self.pods)))
+        return out
+
+    # -- policies ------------------------------------------------------------------------------
+
+    def _candidates(self, name: str, task: str | None) -> list[plan.Policy]:
+        scoped = [p for p in self.kind.policies if p.event == name and p.task is not None and p.task == task]
+        wide = [p for p in self.kind.policies if p.event == name and p.task is None]
+        return scoped + wide
+
+    def _note(self, policy: plan.Policy, why: str) -> None:
+        if self.trace is not None:
+            self.trace.setdefault(policy.id, []).append(why)
+
+    def handle(self, occ: _Occurrence, allow: bool = True) -> None:
+        """Offer an occurrence to the policies; the first that matches takes it."""
+        label = _label(occ)
+        for name in occ.names:
+            for policy in self._candidates(name, occ.task):
+                timed = name in ("podPending", "jobRunningLongerThan")
+                if timed and policy.for_seconds != occ.for_seconds:
+                    self._note(policy, f"{label}: not this duration")
+                    continue
+                if policy.to is not None and policy.to != occ.to:
+                    self._note(policy, f"{label}: verdict changed to {occ.to}, not {policy.to}")
+                    continue
+                ok, pod, container = self._pick(policy.filter, occ)
+                if not ok:
+                    self._note(policy, f"{label}: filter false: {describe.filter(policy.filter)}")
+                    continue
+                if not allow:
+                    self._note(policy, f"{label}: matched, but the verdict is final")
+                    self._event(name, occ, pod, container, None)
+                    return
+                self._note(policy, f"{label}: matched")
+                self._event(name, occ, pod, container, policy.id)
+                w = _Witness(pod, container)
+                self.take(policy, name, occ, w)
+                return
+        self._event(occ.names[0], occ, occ.pod, None, None)
+
+    def _pick(self, f: Any, occ: _Occurrence) -> tuple[bool, pods.Pod | None, pods.Container | None]:
+        if occ.pod is not None:
+            ok, container = self._witness(f, occ.pod)
+            return ok, occ.pod, container
+        if occ.candidates:
+            hits = [(p, c) for p in occ.candidates for ok, c in [self._witness(f, p)] if ok]
+            if not hits:
+                return False, None, None
+            pod, container = min(hits, key=lambda pc: pods.sort_key(*pc))
+            return True, pod, container
+        if f is None:
+            return True, None, None
+        stub = pods.facts(self.kind, {"metadata": {"uid": occ.digest or ""}}, self.options)
+        return self._witness(f, replace(stub, task=occ.task))[0], None, None
+
+    def _event(self, name: str, occ: _Occurrence, pod: pods.Pod | None,
+               container: pods.Container | None, policy: str | None) -> None:
+        detail = None
+        if occ.for_seconds is not None:
+            detail = f"for {occ.for_seconds}s"
+        elif occ.to is not None:
+            detail = f"to {occ.to}"
+        pod = pod or occ.pod
+        if container is None and pod is not None and pod.counted:
+            container = pod.counted[0]
+        self.events.append(Event(
+            name, pod.name if pod is not None else None,
+            pod.uid if pod is not None else occ.digest, occ.task or (pod.task if pod else None),
+            container.name if container is not None else None, policy, detail))
+
+    def _target(self, occ_task: str | None, pod: pods.Pod | None, digest: str | None,
+                pod_name: str | None = None) -> Target:
+        return Target(self.job_vars["job"] or "", self.job_vars["namespace"],
+                      occ_task if occ_task is not None else (pod.task if pod else None),
+                      pod.name if pod is not None else pod_name,
+                      pod.uid if pod is not None else digest)
+
+    def take(self, policy: plan.Policy, name: str, occ: _Occurrence, w: _Witness) -> None:
+        """Run or schedule the policy's action for an occurrence."""
+        action = policy.action
+        if action.action == "ignore":
+            return
+        variables = self._variables(w, event=name)
+        if variables.get("task") is None:
+            variables["task"] = occ.task
+        target = self._target(occ.task, w.pod, occ.digest)
+        if action.delay:
+            if any(d.policy == policy.id and d.digest == occ.digest and d.task == target.task
+                   for d in self.delayed):
+                return  # already waiting for this pod
+            due = self.now + timedelta(seconds=action.delay)
+            keep = {k: v for k, v in variables.items()
+                    if k in ("container", "container_reason", "exit_code", "pod_reason", "restarts")
+                    and v is not None}
+            self.delayed.append(state.Delayed(policy.id, name, due, target.pod, occ.digest,
+                                              target.task, w.pod.restarts if w.pod else 0, keep))
+            self.actions.append(Action(action.action, "scheduled", policy.id, name, str(policy.span),
+                                       self._text(action.reason, variables),
+                                       self._text(action.message, variables), target, due))
+            return
+        self.fire(policy, name, action, variables, target, None, None)
+
+    def fire(self, policy: plan.Policy, name: str, action: plan.Action, variables: dict[str, Any],
+             target: Target, due: datetime | None, spent: tuple[plan.Action, BudgetUse] | None) -> None:
+        """Run an action now, spending its budget or falling back when the budget is gone."""
+        use = None
+        if action.budget is not None:
+            key = action.budget.key
+            if action.budget.per == "task" and target.task:
+                key = f"{key}[{target.task}]"
+            used = self.budgets.get(key, 0)
+            if used >= action.budget.max:
+                use = BudgetUse(key, used, action.budget.max)
+                if action.fallback is not None:
+                    self.fire(policy, name, action.fallback, variables, target, due, (action, use))
+                else:
+                    self.actions.append(Action(action.action, "spent", policy.id, name,
+                                               str(policy.span), _spent_reason(action, use, name),
+                                               None, target, due, use))
+                return
+            self.budgets[key] = used + 1
+            use = BudgetUse(key, used + 1, action.budget.max)
+            variables = dict(variables, budget_used=used + 1, budget_max=action.budget.max)
+        reason = self._text(action.reason, variables)
+        message = self._text(action.message, variables)
+        if spent is not None:
+            spent_action, spent_use = spent
+            variables = dict(variables, budget_used=spent_use.used, budget_max=spent_use.max)
+            reason = self._text(action.reason, variables) or _spent_reason(spent_action, spent_use, name)
+            message = self._text(action.message, variables) or (
+                f"{_happened(name, target)}: {describe.action(spent_action.action)} budget "
+                f"{spent_use.used}/{spent_use.max} spent ({policy.span})")
+            use = use or spent_use
+        self.actions.append(Action(action.action, "run", policy.id, name, str(policy.span),
+                                   reason, message, target, due, use))
+        self._consequences(action.action, policy, name, reason, message, target)
+
+    def _consequences(self, action: str, policy: plan.Policy, name: str, reason: str | None,
+                      message: str | None, target: Target) -> None:
+        if action in TERMINAL and self.final is None:
+            self.final = state.Final(
+                TERMINAL[action], reason or name[0].upper() + name[1:],
+                message or f"{_happened(name, target)}: {describe.action(action)} ({policy.span})",
+                str(policy.span))
+        if action in STOPS_PODS:
+            doomed = self.pods
+        elif action == "restartTask":
+            doomed = [p for p in self.pods if p.task == target.task]
+        elif action == "restartPod":
+            doomed = [p for p in self.pods if p.uid == target.uid]
+        else:
+            doomed = []
+        for p in doomed:
+            self.records[p.digest] = replace(self.records[p.digest], ours=True)
+
+    # -- delayed actions -----------------------------------------------------------------------
+
+    def run_delayed(self) -> None:
+        by_id = {p.id: p for p in self.kind.policies}
+        for d in self.stored.delayed:
+            policy = by_id.get(d.policy)
+            target = Target(self.job_vars["job"] or "", self.job_vars["namespace"], d.task, d.pod,
+                            d.digest)
+            if policy is None:
+                continue  # the rules changed: the policy is gone
+            current = self._current(d)
+            if self.final is not None or self._recovered(d, current):
+                self.actions.append(Action(policy.action.action, "cancelled", policy.id, d.event,
+                                           str(policy.span), None, None, target, d.due))
+                continue
+            if d.due > self.now:
+                self.delayed.append(d)
+                continue
+            w = _Witness(current, current.counted[0] if current is not None and current.counted else None)
+            variables = {**self._variables(w, event=d.event), "task": d.task, "pod": d.pod,
+                         **d.variables}
+            self.fire(policy, d.event, policy.action, variables,
+                      self._target(d.task, current, d.digest, d.pod), d.due, None)
+
+    def _current(self, d: state.Delayed) -> pods.Pod | None:
+        """The delayed action's pod now: the same incarnation, else a replacement of that name."""
+        same = next((p for p in self.pods if p.digest == d.digest), None)
+        if same is not None or d.pod is None:
+            return same
+        return next((p for p in self.pods if p.name == d.pod), None)
+
+    def _recovered(self, d: state.Delayed, current: pods.Pod | None) -> bool:
+        """podPending: the pod left Pending (checked every time). Failures: checked at the due
+        time, the pod (or its replacement) runs or succeeded cleanly, with no restart since."""
+        if d.event == "podPending":
+            return current is None or current.digest != d.digest or not current.is_("pending")
+        if d.due > self.now:
+            return False
+        if d.event == "taskFailed":
+            return self.task_states().get(d.task or "") != "failed"
+        if d.event not in FAILURES or current is None:
+            return False
+        if current.digest == d.digest and current.restarts > d.restarts:
+            return False
+        return _healthy(current)
+
+    # -- the whole evaluation ------------------------------------------------------------------
+
+    def result(self) -> Evaluation:
+        rules_verdict = self.verdict()
+        was_final = self.final is not None
+        occurrences = self.pod_occurrences() + self.pending_timers() + self.task_occurrences()
+        self.run_delayed()
+        for occ in occurrences:
+            self.handle(occ, allow=self.final is None)
+        effective = self._effective(rules_verdict)
+        for occ in self.job_timers(effective.phase):
+            self.handle(occ, allow=self.final is None)
+        effective = self._effective(rules_verdict)
+        if effective.phase != self.stored.verdict:
+            self.handle(_Occurrence(("jobVerdictChanged",), None, None, None, to=effective.phase,
+                                    candidates=tuple(self.pods)))
+            effective = self._effective(rules_verdict)
+        if self.final is not None and not was_final:
+            self.delayed = []  # the job is over: nothing scheduled runs any more
+        fired = self.fired | {t for t in self.stored.fired if t.startswith("jobRunningLongerThan>")}
+        new_state = state.State(
+            verdict=effective.phase, final=self.final, pods=self.records, tasks=self.tasks,
+            budgets=self.budgets, fired=frozenset(fired), delayed=tuple(self.delayed))
+        return Evaluation(effective, tuple(self.events), tuple(self.actions), new_state,
+                          self.wake_at(), tuple(dict.fromkeys(self.problems)),
+                          self.explanation(rules_verdict) if self.trace is not None else ())
+
+    def _effective(self, rules_verdict: Verdict) -> Verdict:
+        if self.final is None:
+            return rules_verdict
+        return Verdict(self.final.phase, self.final.reason, self.final.message, self.final.rule, True)
+
+    def wake_at(self) -> datetime | None:
+        """The earliest time at which time alone may change the answer."""
+        times = [d.due for d in self.delayed]
+        for policy in self.kind.policies:
+            if policy.for_seconds is None:
+                continue
+            if policy.event == "podPending":
+                times += [p.since("pending") + timedelta(seconds=policy.for_seconds)
+                          for p in self.pods if p.is_("pending") and p.since("pending") is not None]
+            elif policy.event == "jobRunningLongerThan" and self.job_start() is not None:
+                times.append(self.job_start() + timedelta(seconds=policy.for_seconds))
+        for rule in self.kind.verdicts:
+            times += self._condition_times(rule.when)
+        later = [t for t in times if t > self.now]
+        return min(later) if later else None
+
+    def _condition_times(self, c: Any) -> list[datetime]:
+        if isinstance(c, (plan.And, plan.Or)):
+            return [t for a in c.args for t in self._condition_times(a)]
+        if isinstance(c, plan.Not):
+            return self._condition_times(c.arg)
+        if isinstance(c, plan.Pods) and c.for_seconds is not None:
+            state_ = c.state or "pending"
+            return [p.since(state_) + timedelta(seconds=c.for_seconds) for p in self._scope(c.task)
+                    if p.is_(state_) and p.since(state_) is not None]
+        if isinstance(c, plan.JobAge) and self.job_start() is not None:
+            return [self.job_start() + timedelta(seconds=c.longer_than)]
+        return []
+
+    # -- explanation ---------------------------------------------------------------------------
+
+    def explanation(self, decided: Verdict) -> tuple[Finding, ...]:
+        out = []
+        for rule in self.kind.verdicts:
+            if rule.when is None:
+                why = "otherwise" if str(rule.span) == decided.rule else \
+                    "otherwise, but an earlier rule decided"
+                out.append(Finding(str(rule.span), "verdict", rule.phase, True, why))
+                continue
+            ok, _ = self.condition(rule.when)
+            why = "holds" if ok else self.why_not(rule.when)
+            if ok and str(rule.span) != decided.rule:
+                why = "holds, but an earlier rule decided"
+            out.append(Finding(str(rule.span), "verdict", rule.phase, ok, why))
+        for policy in self.kind.policies:
+            notes = (self.trace or {}).get(policy.id, [])
+            matched = any(n.endswith(": matched") for n in notes)
+            if notes:
+                why = "; ".join(notes)
+            else:
+                why = f"no {describe.event(policy.event)} event" + (
+                    f" for task {policy.task}" if policy.task else "")
+            out.append(Finding(str(policy.span), "policy", policy.id, matched,
+                               f"{describe.policy(policy)}: {why}"))
+        return tuple(out)
+
+    def why_not(self, c: Any) -> str:
+        """The first false part of a condition, with what was seen."""
+        if isinstance(c, plan.And):
+            for arg in c.args:
+                if not self.condition(arg)[0]:
+                    return self.why_not(arg)
+        if isinstance(c, plan.Or):
+            return "; ".join(self.why_not(a) for a in c.args)
+        if isinstance(c, plan.Not):
+            return f"{describe.condition(c)}: {describe.condition(c.arg)} holds"
+        text = describe.condition(c)
+        if isinstance(c, plan.JmesPath):
+            return f"{text} is {templates.text(self._search(c.expr, self.job)) or 'null'}"
+        if isinstance(c, (plan.Pods, plan.Count)):
+            _, w = self.condition(c)
+            seen = f"{w.count} of {w.total} pods match" if w is not None else ""
+            return f"{text}: {seen}"
+        if isinstance(c, plan.TaskState):
+            states = self.task_states()
+            return f"{text}: tasks " + (", ".join(f"{t} {s}" for t, s in sorted(states.items())) or "none")
+        if isinstance(c, plan.JobAge):
+            age = self.job_age()
+            return f"{text}: age {'unknown' if age is None else f'{int(age)}s'}"
+        return text
+
+
+def _changes(old: state.PodRecord | None, new: state.PodRecord, p: pods.Pod) -> tuple[str, ...]:
+    """The events a pod's change amounts to, most specific first."""
+    if old is not None and old == new:
+        return ()
+    handled = old is not None and (old.evicted or old.deleting)  # its end was already handled
+    names: list[str] = []
+    evicted = new.evicted and not (old is not None and old.evicted)
+    deleted = new.deleting and not new.finished and not (old is not None and old.deleting)
+    if evicted:
+        names.append("podEvicted")
+    if deleted:
+        names += ["podDeleted"] if evicted else ["podDeleted", "podEvicted"]
+    if old is None or old.phase != new.phase:
+        if not (handled and new.finished):
+            names.append(PHASE_EVENTS.get(p.phase, "podPending"))
+    if new.restarts > (old.restarts if old is not None else 0):
+        names.append("containerRestarted")
+    return tuple(dict.fromkeys(names))
+
+
+def _healthy(p: pods.Pod) -> bool:
+    """Running or succeeded, not on its way out, no counted container failing or waiting."""
+    if p.phase not in ("Running", "Succeeded") or p.evicted or p.terminating:
+        return False
+    for c in p.counted:
+        if c.state == "waiting" and c.reason not in (None, "ContainerCreating", "PodInitializing"):
+            return False
+        if c.state == "terminated" and c.exit_code not in (0, None):
+            return False
+    return True
+
+
+def _label(occ: _Occurrence) -> str:
+    if occ.pod is not None:
+        return f"pod {occ.pod.name}"
+    if occ.digest is not None:
+        return f"pod {occ.digest} (gone)"
+    if occ.task is not None:
+        return f"task {occ.task}"
+    return "job"
+
+
+def _happened(name: str, target: Target) -> str:
+    words = describe.event(name)
+    if name.startswith("pod") and target.pod:
+        return f"pod {target.pod} " + words.removeprefix("pod ")
+    if name.startswith("container") and target.pod:
+        return f"pod {target.pod}: {words}"
+    if name.startswith("task") and target.task:
+        return f"task {target.task} " + words.removeprefix("task ")
+    return words
+
+
+def _spent_reason(action: plan.Action, use: BudgetUse, event: str) -> str:
+    verb = describe.action(action.action).split()[0]
+    return f"{verb} budget {use.used}/{use.max} for {describe.event(event)} spent"
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return value
+    try:
+        return float(str(value).strip())
+    except ValueError:
+        return None
+
+
+def to_json(e: Evaluation) -> dict[str, Any]:
+    """The `rulec eval` output contract: phase, reason, message, events, actions, state, rule."""
+    out: dict[str, Any] = {
+        "phase": e.verdict.phase, "reason": e.verdict.reason, "message": e.verdict.message,
+        "rule": e.verdict.rule, "final": e.verdict.final,
+        "events": [_compact(vars_of(ev)) for ev in e.events],
+        "actions": [_action_json(a) for a in e.actions],
+        "state": state.to_json(e.state),
+        "wakeAt": functions.rfc3339(e.wake_at) if e.wake_at is not None else None,
+    }
+    if e.problems:
+        out["problems"] = list(e.problems)
+    if e.explanation:
+        out["explain"] = [vars_of(f) for f in e.explanation]
+    return out
+
+
+def vars_of(value: Any) -> dict[str, Any]:
+    return {name: getattr(value, name) for name in value.__slots__}
+
+
+def _compact(d: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if v is not None}
+
+
+def _action_json(a: Action) -> dict[str, Any]:
+    out = _compact({"action": a.action, "status": a.status, "policy": a.policy, "event": a.event,
+                    "rule": a.rule, "reason": a.reason, "message": a.message})
+    out["target"] = _compact(vars_of(a.target))
+    if a.due is not None:
+        out["due"] = functions.rfc3339(a.due)
+    if a.budget is not None:
+        out["budget"] = vars_of(a.budget)
+    return out
+

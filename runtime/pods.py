@@ -1,0 +1,337 @@
+"""Facts about a job's pods, read once per evaluation, and the pod filters tested against them.
+
+Kubernetes spreads "how did this pod end" over the pod phase, `status.reason`, conditions and the
+current and last state of every container (init containers included). The evaluator, the policy
+matcher and the CLI all need the same answers, so they are computed here once per pod into a
+`Pod` value and every filter reads that value instead of walking the raw object again.
+
+Which container counts is decided by name, never by position: with primary containers declared
+only those count (unless a filter names another); otherwise every container does, and the one
+that "decided" is picked by preference (non-zero exit first, then earliest finish, then position),
+so an injected sidecar at index 0 never takes the place of the container that failed.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import operator
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any, Iterable, Mapping
+
+import jmespath
+
+from runtime import functions, plan, templates
+
+STATES = plan.POD_STATES
+FINISHED = ("Succeeded", "Failed")
+COMPARE = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne,
+           ">=": operator.ge, ">": operator.gt}
+_NEVER = datetime.max.replace(tzinfo=timezone.utc)
+
+
+@dataclass(frozen=True, slots=True)
+class Container:
+    """One container's status. `exit_code`/`finished` come from the current terminated state,
+    else the last one; `reason` is the terminated reason, else the waiting reason (so
+    `CrashLoopBackOff` is seen), else the last terminated reason."""
+
+    name: str
+    index: int
+    init: bool
+    restarts: int
+    state: str  # waiting | running | terminated | "" (no state reported yet)
+    exit_code: int | None
+    reason: str | None
+    finished: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    obj: Mapping[str, Any]
+    name: str
+    namespace: str | None
+    uid: str
+    digest: str
+    task: str | None
+    phase: str
+    reason: str | None
+    evicted: bool
+    terminating: bool
+    containers: tuple[Container, ...]  # init containers first, in status order
+    counted: tuple[Container, ...]  # the containers that count, most telling first
+    restarts: int  # all containers together: grows whenever any container restarts
+    created: datetime | None
+    started: datetime | None
+    ended: datetime | None  # when it finished (latest container finish, else a condition time)
+    disrupted: datetime | None  # DisruptionTarget transition time
+    deleting: datetime | None  # when deletion was requested
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in FINISHED
+
+    def container(self, name: str) -> Container | None:
+        for container in self.containers:
+            if container.name == name:
+                return container
+        return None
+
+    def condition(self, kind: str) -> Mapping[str, Any] | None:
+        """The pod condition of that type when its status is "True"."""
+        for cond in self.obj.get("status", {}).get("conditions") or ():
+            if cond.get("type") == kind and cond.get("status") == "True":
+                return cond
+        return None
+
+    def is_(self, state: str) -> bool:
+        """Pod states of docs/plan.md: an evicted pod is also failed."""
+        if state == "pending":
+            return self.phase == "Pending"
+        if state == "running":
+            return self.phase == "Running"
+        if state == "succeeded":
+            return self.phase == "Succeeded"
+        if state == "failed":
+            return self.phase == "Failed" or self.evicted
+        if state == "evicted":
+            return self.evicted
+        return self.terminating
+
+    def since(self, state: str) -> datetime | None:
+        """When the pod entered `state` (for `for D` durations), from its own timestamps."""
+        if state == "pending":
+            return self.created
+        if state == "running":
+            return self.started or self.created
+        if state == "evicted":
+            return self.disrupted or self.ended
+        if state == "terminating":
+            return self.deleting
+        return self.ended or self.started or self.created
+
+
+def digest(uid: str) -> str:
+    """A 6-character (36-bit) digest naming a pod incarnation's uid compactly in stored state."""
+    raw = hashlib.blake2b(uid.encode(), digest_size=6).digest()
+    return base64.urlsafe_b64encode(raw).decode()[:6]
+
+
+def task_of(kind: plan.Kind, pod: Mapping[str, Any], options: jmespath.Options) -> str | None:
+    """The task (role) a pod plays, from the kind's label or expression; None when unknown."""
+    if kind.task_label is not None:
+        value = (pod.get("metadata", {}).get("labels") or {}).get(kind.task_label)
+    elif kind.task_expr is not None:
+        value = templates.search(kind.task_expr, pod, options)
+        value = None if value is None else templates.text(value)
+    else:
+        return None
+    return value or None
+
+
+def facts(kind: plan.Kind, pod: Mapping[str, Any], options: jmespath.Options) -> Pod:
+    """Read everything the evaluator needs from one pod object."""
+    meta = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    containers = tuple(_containers(status))
+    primary = kind.primary_containers
+    counted = [c for c in containers if primary is None or c.name in primary]
+    counted.sort(key=_preference)
+    conditions = {c.get("type"): c for c in status.get("conditions") or ()}
+    disruption = conditions.get("DisruptionTarget")
+    disrupted = disruption is not None and disruption.get("status") == "True"
+    finishes = [c.finished for c in containers if c.finished is not None and c.state == "terminated"]
+    ended = max(finishes) if finishes else functions.timestamp(
+        (conditions.get("Ready") or {}).get("lastTransitionTime"))
+    deletion = functions.timestamp(meta.get("deletionTimestamp"))
+    if deletion is not None:
+        deletion -= timedelta(seconds=meta.get("deletionGracePeriodSeconds") or 0)
+    uid = meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+    return Pod(
+        obj=pod,
+        name=meta.get("name", ""),
+        namespace=meta.get("namespace"),
+        uid=uid,
+        digest=digest(uid),
+        task=task_of(kind, pod, options),
+        phase=status.get("phase") or "Pending",
+        reason=status.get("reason"),
+        evicted=status.get("reason") == "Evicted" or disrupted,
+        terminating=deletion is not None,
+        containers=containers,
+        counted=tuple(counted),
+        restarts=sum(c.restarts for c in containers),
+        created=functions.timestamp(meta.get("creationTimestamp")),
+        started=functions.timestamp(status.get("startTime")),
+        ended=ended if status.get("phase") in FINISHED else None,
+        disrupted=functions.timestamp(disruption.get("lastTransitionTime")) if disrupted else None,
+        deleting=deletion,
+    )
+
+
+def _containers(status: Mapping[str, Any]) -> Iterable[Container]:
+    index = 0
+    for init, key in ((True, "initContainerStatuses"), (False, "containerStatuses")):
+        for cs in status.get(key) or ():
+            state = cs.get("state") or {}
+            last = (cs.get("lastState") or {}).get("terminated")
+            terminated = state.get("terminated")
+            waiting = state.get("waiting")
+            ended = terminated or last
+            yield Container(
+                name=cs.get("name", ""),
+                index=index,
+                init=init,
+                restarts=int(cs.get("restartCount") or 0),
+                state=next((s for s in ("terminated", "running", "waiting") if s in state), ""),
+                exit_code=ended.get("exitCode") if ended else None,
+                reason=((terminated or {}).get("reason") or (waiting or {}).get("reason")
+                        or (last or {}).get("reason")),
+                finished=functions.timestamp(ended.get("finishedAt")) if ended else None,
+            )
+            index += 1
+
+
+def _preference(c: Container) -> tuple[int, datetime, int]:
+    """Non-zero exits first (they explain a failure), then other reasons, clean exits, the rest."""
+    if c.exit_code not in (None, 0):
+        rank = 0
+    elif c.reason and c.reason != "Completed":
+        rank = 1
+    elif c.exit_code == 0:
+        rank = 2
+    else:
+        rank = 3
+    return rank, c.finished or _NEVER, c.index
+
+
+def sort_key(pod: Pod, container: Container | None) -> tuple[datetime, str]:
+    """Earliest to fail (or finish) first, then by name: the order that picks a deciding pod."""
+    when = (container.finished if container is not None else None) or pod.ended or pod.disrupted
+    return when or _NEVER, pod.name
+
+
+# ---------------------------------------------------------------------------------------------
+# Filters
+
+
+def witness(filter: Any, pod: Pod, options: jmespath.Options,
+            on_error: templates.OnError | None = None) -> tuple[bool, Container | None]:
+    """Whether the pod passes the filter, and the container that made it pass.
+
+    Container terms are tested together on one container at a time, so `exit 137 and reason not
+    in [...]` speaks of the same container; the first container (in preference order) for which
+    the whole filter holds is the deciding one. A filter that names a container tests that one.
+    """
+    if filter is None:
+        return True, pod.counted[0] if pod.counted else None
+    named = _named(filter)
+    if named is not None:
+        container = pod.container(named)
+        return _test(filter, pod, container, options, on_error), container
+    for container in pod.counted or (None,):
+        if _test(filter, pod, container, options, on_error):
+            return True, container
+    return False, None
+
+
+def matches(filter: Any, pod: Pod, options: jmespath.Options,
+            on_error: templates.OnError | None = None) -> bool:
+    return witness(filter, pod, options, on_error)[0]
+
+
+def _named(filter: Any) -> str | None:
+    if isinstance(filter, (plan.And, plan.Or)):
+        return next((n for n in map(_named, filter.args) if n is not None), None)
+    if isinstance(filter, plan.Not):
+        return _named(filter.arg)
+    return getattr(filter, "container", None)
+
+
+def _test(f: Any, pod: Pod, c: Container | None, options: jmespath.Options,
+          on_error: templates.OnError | None) -> bool:
+    if isinstance(f, plan.And):
+        return all(_test(a, pod, c, options, on_error) for a in f.args)
+    if isinstance(f, plan.Or):
+        return any(_test(a, pod, c, options, on_error) for a in f.args)
+    if isinstance(f, plan.Not):
+        return not _test(f.arg, pod, c, options, on_error)
+    if isinstance(f, plan.ExitCode):
+        target = pod.container(f.container) if f.container else c
+        if target is None or target.exit_code is None:
+            return False  # no exit code: neither `exit in` nor `exit not in` holds
+        code = target.exit_code
+        hit = code in f.codes or any(lo <= code <= hi for lo, hi in f.ranges)
+        return hit != f.negate
+    if isinstance(f, plan.ContainerReason):
+        target = pod.container(f.container) if f.container else c
+        if target is None or target.reason is None:
+            return False
+        return (target.reason in f.values) != f.negate
+    if isinstance(f, plan.PodReason):
+        return (pod.reason in f.values) != f.negate
+    if isinstance(f, plan.PodCondition):
+        cond = pod.condition(f.type)
+        hit = cond is not None and (not f.reasons or cond.get("reason") in f.reasons)
+        return hit != f.negate
+    if isinstance(f, plan.TaskIs):
+        return (pod.task in f.values) != f.negate
+    if isinstance(f, plan.Restarts):
+        target = pod.container(f.container) if f.container else c
+        return COMPARE[f.cmp](target.restarts if target is not None else 0, f.value)
+    if isinstance(f, plan.LabelIs):
+        meta = pod.obj.get("metadata") or {}
+        values = meta.get("annotations" if f.annotation else "labels") or {}
+        hit = f.key in values if f.values is None else values.get(f.key) in f.values
+        return hit != f.negate
+    if isinstance(f, plan.JmesPath):
+        return truthy(templates.search(f.expr, pod.obj, options, on_error))
+    raise TypeError(f"not a pod filter: {f!r}")
+
+
+def truthy(value: Any) -> bool:
+    """JMESPath truthiness: null, false, empty string, array and object are false."""
+    return not (value is None or value is False or value == "" or value == [] or value == {})
+
+
+def is_primary(kind: plan.Kind, pod: Mapping[str, Any], options: jmespath.Options) -> bool:
+    """Whether the pod is one of the kind's primary pods (all pods when none are declared)."""
+    if kind.primary_pods is None:
+        return True
+    return matches(kind.primary_pods, facts(kind, pod, options), options)
+
+
+# ---------------------------------------------------------------------------------------------
+# Membership
+
+
+def pods_of(kind: plan.Kind, job: Mapping[str, Any], candidates: Iterable[Mapping[str, Any]],
+            now: datetime | None = None) -> list[Mapping[str, Any]]:
+    """The candidates that belong to the job: owned by it and/or carrying its selector labels
+    (both must hold when both are declared; with neither, every candidate in its namespace).
+    `now` only matters to a selector template that calls `now()`; it defaults to the clock."""
+    options = functions.options(now or datetime.now(timezone.utc))
+    meta = job.get("metadata") or {}
+    selector = {key: templates.render_text(t, job, {}, options) for key, t in kind.pod_labels}
+    namespace = meta.get("namespace")
+    return [pod for pod in candidates if _belongs(kind, job, meta, selector, namespace, pod)]
+
+
+def _belongs(kind: plan.Kind, job: Mapping[str, Any], meta: Mapping[str, Any],
+             selector: Mapping[str, str | None], namespace: str | None,
+             pod: Mapping[str, Any]) -> bool:
+    pod_meta = pod.get("metadata") or {}
+    if namespace and pod_meta.get("namespace") not in (None, namespace):
+        return False
+    if kind.pods_owned and not any(_owns(job, meta, ref) for ref in pod_meta.get("ownerReferences") or ()):
+        return False
+    labels = pod_meta.get("labels") or {}
+    return all(value is not None and labels.get(key) == value for key, value in selector.items())
+
+
+def _owns(job: Mapping[str, Any], meta: Mapping[str, Any], ref: Mapping[str, Any]) -> bool:
+    if meta.get("uid"):
+        return ref.get("uid") == meta["uid"]
+    return (ref.get("kind") == job.get("kind") and ref.get("name") == meta.get("name")
+            and ref.get("apiVersion") == job.get("apiVersion"))

@@ -1,0 +1,232 @@
+"""The state the evaluator keeps between evaluations, and its JSON form (one job annotation).
+
+The reconcile loop may restart at any time, so what has been handled lives on the job object,
+never in memory: per pod a compact record of the incarnation last seen (phase, restarts, flags)
+keyed by a 6-character digest of the pod uid and grouped by task, the budget counters, which
+timers fired, the delayed actions still waiting, the last verdict and a verdict an action made
+final. It must stay small (a 1,000-pod job encodes to about 7 KB) and readable by a human:
+
+    {"v":1,"verdict":"Running","pods":{"worker":{"R":"k3Jd9a Xk29aQ","R2":"p0Qz1w"}},
+     "budgets":{"podFailed#0[worker]":1}}
+
+A pod code is a phase letter (P R S F), the restart count when non-zero, and flags: `e` evicted,
+`d` deletion requested, `x` deletion requested by one of our actions (so its disappearance is
+not an event). Malformed input never raises: `decode` reports the problem and yields an empty state.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Mapping
+
+from runtime import functions
+
+VERSION = 1
+ANNOTATION = "jobrules.dev/state"
+PHASE_LETTERS = {"Pending": "P", "Running": "R", "Succeeded": "S", "Failed": "F"}
+_CODE = re.compile(r"([PRSF])(\d*)(e?)(d?)(x?)")
+_DIGEST = re.compile(r"[A-Za-z0-9_-]{6}")
+
+
+class StateError(ValueError):
+    """Stored state that cannot be read."""
+
+
+@dataclass(frozen=True, slots=True)
+class PodRecord:
+    """The incarnation of a pod last handled: a change in any field is a new incarnation."""
+
+    task: str | None
+    phase: str  # P R S F
+    restarts: int = 0
+    evicted: bool = False
+    deleting: bool = False
+    ours: bool = False
+
+    @property
+    def code(self) -> str:
+        return (self.phase + (str(self.restarts) if self.restarts else "") + "e" * self.evicted
+                + "d" * self.deleting + "x" * self.ours)
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in ("S", "F")
+
+
+@dataclass(frozen=True, slots=True)
+class Final:
+    """A verdict an action made (fail/complete/terminate job): it holds from then on."""
+
+    phase: str
+    reason: str | None
+    message: str | None
+    rule: str  # path:line:col of the policy
+
+
+@dataclass(frozen=True, slots=True)
+class Delayed:
+    """A delayed action waiting for its due time (or for its pod to recover)."""
+
+    policy: str
+    event: str
+    due: datetime
+    pod: str | None
+    digest: str | None
+    task: str | None
+    restarts: int = 0  # the pod's restarts when scheduled: more since means it did not recover
+    variables: Mapping[str, Any] = field(default_factory=dict)  # template values when scheduled
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    verdict: str | None = None
+    final: Final | None = None
+    pods: Mapping[str, PodRecord] = field(default_factory=dict)  # by pod digest
+    tasks: Mapping[str, str] = field(default_factory=dict)  # task -> "succeeded" | "failed" announced
+    budgets: Mapping[str, int] = field(default_factory=dict)
+    fired: frozenset[str] = frozenset()  # timers that fired once
+    delayed: tuple[Delayed, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    state: State
+    error: str | None  # why the input was ignored, when it was
+
+
+EMPTY = State()
+
+
+def encode(state: State) -> str:
+    """Compact, deterministic JSON (sorted keys, empty parts left out)."""
+    return json.dumps(to_json(state), separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+
+
+def to_json(state: State) -> dict[str, Any]:
+    out: dict[str, Any] = {"v": VERSION}
+    if state.verdict is not None:
+        out["verdict"] = state.verdict
+    if state.final is not None:
+        out["final"] = {"phase": state.final.phase, "reason": state.final.reason,
+                        "message": state.final.message, "rule": state.final.rule}
+    if state.pods:
+        groups: dict[str, dict[str, list[str]]] = {}
+        for digest, record in state.pods.items():
+            groups.setdefault(record.task or "", {}).setdefault(record.code, []).append(digest)
+        out["pods"] = {task: {code: " ".join(sorted(ds)) for code, ds in codes.items()}
+                       for task, codes in groups.items()}
+    if state.tasks:
+        out["tasks"] = dict(state.tasks)
+    if state.budgets:
+        out["budgets"] = dict(state.budgets)
+    if state.fired:
+        out["fired"] = sorted(state.fired)
+    if state.delayed:
+        out["delayed"] = [_delayed_json(d) for d in state.delayed]
+    return out
+
+
+def _delayed_json(d: Delayed) -> dict[str, Any]:
+    out: dict[str, Any] = {"policy": d.policy, "event": d.event, "due": functions.rfc3339(d.due)}
+    for key, value in (("pod", d.pod), ("uid", d.digest), ("task", d.task)):
+        if value is not None:
+            out[key] = value
+    if d.restarts:
+        out["restarts"] = d.restarts
+    if d.variables:
+        out["vars"] = dict(d.variables)
+    return out
+
+
+def decode(text: str | None) -> Decoded:
+    """Read stored state; missing text is the empty state, malformed text is reported."""
+    if text is None or not text.strip():
+        return Decoded(EMPTY, None)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        return Decoded(EMPTY, f"stored state is not JSON ({err}); starting afresh")
+    try:
+        return Decoded(from_json(data), None)
+    except StateError as err:
+        return Decoded(EMPTY, f"stored state ignored: {err}")
+
+
+def from_json(data: Any) -> State:
+    """Build a State from decoded JSON; every problem is a StateError."""
+    obj = _obj(data, "state")
+    if obj.get("v") != VERSION:
+        raise StateError(f"version {obj.get('v')!r} is not {VERSION}")
+    unknown = set(obj) - {"v", "verdict", "final", "pods", "tasks", "budgets", "fired", "delayed"}
+    if unknown:
+        raise StateError(f"unknown keys {sorted(unknown)}")
+    pods: dict[str, PodRecord] = {}
+    for task, codes in _obj(obj.get("pods", {}), "pods").items():
+        for code, digests in _obj(codes, f"pods.{task}").items():
+            match = _CODE.fullmatch(code)
+            if not match:
+                raise StateError(f"pods.{task}: malformed pod code {code!r}")
+            letter, restarts, evicted, deleting, ours = match.groups()
+            record = PodRecord(task or None, letter, int(restarts or 0), bool(evicted),
+                               bool(deleting), bool(ours))
+            for digest in _str(digests, f"pods.{task}.{code}").split():
+                if not _DIGEST.fullmatch(digest):
+                    raise StateError(f"pods.{task}.{code}: malformed pod digest {digest!r}")
+                pods[digest] = record
+    final = obj.get("final")
+    if final is not None:
+        f = _obj(final, "final")
+        final = Final(_str(f.get("phase"), "final.phase"), _opt_str(f.get("reason"), "final.reason"),
+                      _opt_str(f.get("message"), "final.message"), _str(f.get("rule", ""), "final.rule"))
+    budgets = {k: _count(v, f"budgets.{k}") for k, v in _obj(obj.get("budgets", {}), "budgets").items()}
+    return State(
+        verdict=_opt_str(obj.get("verdict"), "verdict"),
+        final=final,
+        pods=pods,
+        tasks={k: _str(v, f"tasks.{k}") for k, v in _obj(obj.get("tasks", {}), "tasks").items()},
+        budgets=budgets,
+        fired=frozenset(_str(v, "fired") for v in _list(obj.get("fired", []), "fired")),
+        delayed=tuple(_delayed(d) for d in _list(obj.get("delayed", []), "delayed")),
+    )
+
+
+def _delayed(value: Any) -> Delayed:
+    d = _obj(value, "delayed")
+    due = functions.timestamp(d.get("due"))
+    if due is None:
+        raise StateError(f"delayed: malformed due time {d.get('due')!r}")
+    return Delayed(_str(d.get("policy"), "delayed.policy"), _str(d.get("event"), "delayed.event"),
+                   due, _opt_str(d.get("pod"), "delayed.pod"), _opt_str(d.get("uid"), "delayed.uid"),
+                   _opt_str(d.get("task"), "delayed.task"), _count(d.get("restarts", 0), "delayed.restarts"),
+                   dict(_obj(d.get("vars", {}), "delayed.vars")))
+
+
+def _obj(value: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise StateError(f"{where}: expected an object, got {type(value).__name__}")
+    return value
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise StateError(f"{where}: expected a list, got {type(value).__name__}")
+    return value
+
+
+def _str(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise StateError(f"{where}: expected a string, got {type(value).__name__}")
+    return value
+
+
+def _opt_str(value: Any, where: str) -> str | None:
+    return None if value is None else _str(value, where)
+
+
+def _count(value: Any, where: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise StateError(f"{where}: expected a non-negative integer, got {value!r}")
+    return value
