@@ -1,0 +1,945 @@
+"""runtime.mutator: owner resolution, matching, every op, patch shape, idempotence, errors.
+
+Plans are built from small JSON dicts through runtime.plan.load, exactly as the runtime reads them.
+`run` applies every patch with the jsonpatch library and with runtime.patch (they must agree),
+then mutates the result again and requires an empty patch: every test is also a reinvocation test.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shlex
+import subprocess
+
+import jsonpatch
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from runtime import mutator, plan, patch
+
+SPAN = {"path": "t.rules", "line": 3, "column": 5, "endLine": 3, "endColumn": 9}
+DIGEST = "0123456789abcdef0123"
+RECORD = mutator.RECORD_ANNOTATION
+
+
+# ---------------------------------------------------------------------------------------------
+# Builders
+
+
+def kind(name: str, api_version: str, kind_: str, **extra) -> dict:
+    group, _, version = api_version.rpartition("/")
+    return {"name": name, "span": SPAN, "group": group, "version": version, "kind": kind_,
+            "plural": kind_.lower() + "s", "apiVersion": api_version, **extra}
+
+
+def label(key, values=None, negate=False):
+    return {"op": "label", "key": key, "values": values, "negate": negate}
+
+
+KINDS = [
+    kind("tfjob", "kubeflow.org/v1", "TFJob",
+         task={"label": "training.kubeflow.org/replica-type"},
+         primaryPods=label("training.kubeflow.org/job-role", ["master"]),
+         primaryContainers=["tensorflow"]),
+    kind("workflow", "argoproj.io/v1alpha1", "Workflow", primaryContainers=["main"]),
+    kind("job", "batch/v1", "Job"),
+    kind("vcjob", "batch.volcano.sh/v1alpha1", "Job",
+         task={"expr": 'metadata.annotations."volcano.sh/task-spec"', "span": SPAN}),
+    kind("ran", "x.dev/v1", "Ran",
+         primaryPods={"op": "or", "args": [
+             {"op": "exitCode", "codes": [0], "ranges": [], "negate": False, "container": None},
+             {"op": "containerReason", "values": ["Completed"], "negate": True, "container": None},
+             {"op": "podReason", "values": ["Evicted"], "negate": True},
+             {"op": "condition", "type": "Ready", "reasons": [], "negate": True},
+             {"op": "restarts", "cmp": ">=", "value": 0, "container": None}]}),
+    kind("notran", "x.dev/v1", "NotRan", primaryPods={"op": "not", "arg": {
+        "op": "exitCode", "codes": [0], "ranges": [], "negate": False, "container": None}}),
+    kind("bytask", "x.dev/v1", "ByTask", task={"label": "role"},
+         primaryPods={"op": "task", "values": ["master"], "negate": False}),
+    kind("byexpr", "x.dev/v1", "ByExpr",
+         primaryPods={"op": "jmespath", "expr": "metadata.labels.role == 'master'", "span": SPAN}),
+]
+KIND_NAMES = [k["name"] for k in KINDS]
+KIND_BY_NAME = {k["name"]: k for k in KINDS}
+
+
+def op(name: str, /, **fields) -> dict:
+    return {"op": name, "span": SPAN, **fields}
+
+
+def expr(source: str) -> dict:
+    return {"expr": source, "span": SPAN}
+
+
+def var(name: str) -> dict:
+    return {"var": name}
+
+
+def primary():
+    return {"select": "primary", "names": []}
+
+
+def every():
+    return {"select": "all", "names": []}
+
+
+def named(*names):
+    return {"select": "named", "names": list(names)}
+
+
+def annotate(key="hit", value=("yes",)):
+    return op("annotate", key=key, value=list(value))
+
+
+def inj(*ops, name="inj", kinds=("job",), match=None, completion=None) -> dict:
+    return {"name": name, "span": SPAN, "kinds": list(kinds), "match": match, "ops": list(ops),
+            "completionContainers": completion}
+
+
+def build(*injections: dict, digest: str = DIGEST) -> plan.Plan:
+    return plan.load({"planVersion": 1, "files": [], "kinds": KINDS, "injections": list(injections)},
+                     digest=digest)
+
+
+def ref(api_version: str, kind_: str, name: str = "owner-1", controller: bool | None = None) -> dict:
+    r = {"apiVersion": api_version, "kind": kind_, "name": name, "uid": f"uid-{name}"}
+    if controller is not None:
+        r["controller"] = controller
+    return r
+
+
+def ref_of(kind_name: str, name: str = "owner-1") -> dict:
+    k = KIND_BY_NAME[kind_name]
+    return ref(k["apiVersion"], k["kind"], name, controller=True)
+
+
+def container(name: str, command=("run",), **extra) -> dict:
+    c = {"name": name, "image": f"img/{name}"}
+    if command is not None:
+        c["command"] = list(command)
+    c.update(extra)
+    return c
+
+
+def pod(*containers, owner: str | None = "job", labels=None, annotations=None, init=(),
+        name: str | None = None, namespace: str | None = None, **spec) -> dict:
+    meta: dict = {"generateName": "owner-1-"}
+    if name is not None:
+        meta = {"name": name}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    if owner is not None:
+        meta["ownerReferences"] = [ref_of(owner)]
+    if labels is not None:
+        meta["labels"] = labels
+    if annotations is not None:
+        meta["annotations"] = annotations
+    body = {"containers": [c if isinstance(c, dict) else container(c) for c in containers or ("main",)]}
+    if init:
+        body["initContainers"] = [c if isinstance(c, dict) else container(c) for c in init]
+    body.update(spec)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": body}
+
+
+def run(plan_: plan.Plan, pod_: dict, owner=None, namespace=None) -> tuple[mutator.Mutation, dict]:
+    """Mutate, apply with both appliers, and check that mutating the result changes nothing."""
+    before = copy.deepcopy(pod_)
+    mutation = mutator.mutate(plan_, pod_, owner, namespace)
+    assert pod_ == before, "mutate must not modify the pod"
+    assert isinstance(mutation.patch, tuple) and isinstance(mutation.applied, tuple)
+    result = jsonpatch.apply_patch(pod_, list(mutation.patch))
+    assert patch.apply(pod_, mutation.patch) == result
+    again = mutator.mutate(plan_, result, owner, namespace)
+    assert again.patch == () and again.applied == (), f"not idempotent: {again.patch}"
+    return mutation, result
+
+
+def record(*names: str) -> str:
+    return json.dumps([f"{n}@{DIGEST[:12]}" for n in names], separators=(",", ":"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Owner resolution
+
+
+@pytest.mark.parametrize(("refs", "owner", "expected"), [
+    ([ref("batch/v1", "Job")], None, "job"),
+    ([ref("apps/v1", "ReplicaSet"), ref("batch/v1", "Job", controller=True)], None, "job"),
+    ([ref("batch/v1", "Job"), ref("kubeflow.org/v1", "TFJob")], None, "job"),
+    ([ref("apps/v1", "ReplicaSet", controller=True), ref("batch/v1", "Job")], None, None),
+    ([ref("batch/v2", "Job")], None, None),
+    ([ref("batch.volcano.sh/v1alpha1", "Job")], None, "vcjob"),
+    ([], {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": "t"}}, "tfjob"),
+    ([ref("batch/v1", "Job")], {"apiVersion": "kubeflow.org/v1", "kind": "TFJob"}, "job"),
+    ([], None, None),
+    (["garbage", {"apiVersion": ["x"], "kind": "Job"}], None, None),
+    ({"not": "a list"}, None, None),
+])
+def test_owner_kind(refs, owner, expected):
+    p = pod()
+    p["metadata"]["ownerReferences"] = refs
+    mutation = mutator.mutate(build(inj(annotate(), kinds=KIND_NAMES)), p, owner)
+    assert mutation.kind == expected
+    assert mutation.applied == (("inj",) if expected else ())
+
+
+def test_owner_stub_from_reference():
+    p = pod(owner="tfjob")
+    p["metadata"]["ownerReferences"][0].update(name="mnist", uid="u-1")
+    value = [var("job"), " ", expr("owner.metadata.uid"), " ", expr("owner.kind"),
+             " ", expr("owner.apiVersion")]
+    _, result = run(build(inj(annotate("o", value), kinds=["tfjob"])), p)
+    assert result["metadata"]["annotations"]["o"] == "mnist u-1 TFJob kubeflow.org/v1"
+
+
+def test_owner_argument_is_the_full_object():
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "full"},
+             "spec": {"parallelism": 4}}
+    value = [var("job"), "/", expr("owner.spec.parallelism")]
+    _, result = run(build(inj(annotate("o", value))), pod(), owner)
+    assert result["metadata"]["annotations"]["o"] == "full/4"
+
+
+def test_pod_of_an_undeclared_kind_only_gets_kindless_injections():
+    p = pod(owner=None)
+    plan_ = build(inj(annotate("a"), name="some"), inj(annotate("b"), name="any", kinds=()))
+    mutation, result = run(plan_, p)
+    assert (mutation.kind, mutation.applied) == (None, ("any",))
+    assert "a" not in result["metadata"]["annotations"]
+
+
+@pytest.mark.parametrize(("argument", "in_pod", "expected"), [
+    ("arg", "meta", "arg"),
+    (None, "meta", "meta"),
+    (None, None, ""),
+])
+def test_namespace_argument_wins(argument, in_pod, expected):
+    _, result = run(build(inj(annotate("ns", [var("namespace"), "|", expr("namespace")]))),
+                    pod(namespace=in_pod), namespace=argument)
+    value = expected and f"{expected}|{expected}"
+    assert result["metadata"]["annotations"]["ns"] == (value or "|")
+
+
+# ---------------------------------------------------------------------------------------------
+# Matching
+
+
+def annotation(key, values=None, negate=False):
+    return {"op": "annotation", "key": key, "values": values, "negate": negate}
+
+
+def namespace_in(*values, negate=False):
+    return {"op": "namespace", "values": list(values), "negate": negate}
+
+
+def task(*values, negate=False):
+    return {"op": "task", "values": list(values), "negate": negate}
+
+
+def where(source):
+    return {"op": "jmespath", "expr": source, "span": SPAN}
+
+
+def both(*args):
+    return {"op": "and", "args": list(args)}
+
+
+def either(*args):
+    return {"op": "or", "args": list(args)}
+
+
+def negated(arg):
+    return {"op": "not", "arg": arg}
+
+
+TRIAL = {"katib.kubeflow.org/trial": "t-1"}
+MASTER = {"training.kubeflow.org/job-role": "master", "training.kubeflow.org/replica-type": "Master"}
+WORKER = {"training.kubeflow.org/replica-type": "Worker"}
+
+
+@pytest.mark.parametrize(("match", "owner", "labels", "annotations", "expected"), [
+    (label("katib.kubeflow.org/trial"), "job", TRIAL, None, True),
+    (label("katib.kubeflow.org/trial"), "job", {}, None, False),
+    (label("katib.kubeflow.org/trial"), "job", None, None, False),
+    (label("katib.kubeflow.org/trial", negate=True), "job", {}, None, True),
+    (label("katib.kubeflow.org/trial", ["t-1", "t-2"]), "job", TRIAL, None, True),
+    (label("katib.kubeflow.org/trial", ["t-2"]), "job", TRIAL, None, False),
+    (label("katib.kubeflow.org/trial", ["t-2"], negate=True), "job", TRIAL, None, True),
+    (label("katib.kubeflow.org/trial", ["t-2"], negate=True), "job", {}, None, True),
+    (label("n", ["1"]), "job", {"n": 1}, None, False),
+    (label("l", [""]), "job", {"l": ""}, None, True),
+    (annotation("a/b~c"), "job", None, {"a/b~c": "x"}, True),
+    (annotation("a/b~c"), "job", TRIAL, None, False),
+    (annotation("a", ["x"]), "job", {"a": "x"}, None, False),
+    (namespace_in("ns"), "job", None, None, True),
+    (namespace_in("other"), "job", None, None, False),
+    (namespace_in("other", negate=True), "job", None, None, True),
+    (task("Master"), "tfjob", MASTER, None, True),
+    (task("Master"), "tfjob", WORKER, None, False),
+    (task("Master", negate=True), "tfjob", WORKER, None, True),
+    (task("ps"), "vcjob", None, {"volcano.sh/task-spec": "ps"}, True),
+    (task("ps"), "vcjob", None, None, False),
+    (task("ps", negate=True), "job", None, None, True),
+    ({"op": "primary"}, "tfjob", MASTER, None, True),
+    ({"op": "primary"}, "tfjob", WORKER, None, False),
+    ({"op": "primary"}, "job", None, None, True),
+    ({"op": "primary"}, "ran", None, None, False),       # status terms cannot hold at admission
+    ({"op": "primary"}, "notran", None, None, True),
+    ({"op": "primary"}, "bytask", {"role": "master"}, None, True),
+    ({"op": "primary"}, "bytask", {"role": "worker"}, None, False),
+    ({"op": "primary"}, "byexpr", {"role": "master"}, None, True),
+    ({"op": "primary"}, "byexpr", None, None, False),
+    (where("namespace == 'ns'"), "job", None, None, True),
+    (where("owner.metadata.name == 'owner-1' && owner.kind == 'Job'"), "job", None, None, True),
+    (where("pod.spec.containers[0].name == 'main'"), "job", None, None, True),
+    (where("pod.metadata.labels.x"), "job", None, None, False),
+    (where("`0`"), "job", None, None, True),
+    (where("''"), "job", None, None, False),
+    (where("`[]`"), "job", None, None, False),
+    (where("`{}`"), "job", None, None, False),
+    (where("`false`"), "job", None, None, False),
+    (where("regex_match('^own', owner.metadata.name)"), "job", None, None, True),
+    (both(label("katib.kubeflow.org/trial"), namespace_in("ns")), "job", TRIAL, None, True),
+    (both(label("katib.kubeflow.org/trial"), namespace_in("x")), "job", TRIAL, None, False),
+    (either(label("nope"), namespace_in("ns")), "job", None, None, True),
+    (either(label("nope"), namespace_in("x")), "job", None, None, False),
+    (negated(label("nope")), "job", None, None, True),
+    (both(), "job", None, None, True),
+    (either(), "job", None, None, False),
+])
+def test_match(match, owner, labels, annotations, expected):
+    injection = inj(annotate(), kinds=KIND_NAMES, match=match)
+    mutation = mutator.mutate(build(injection),
+                              pod(owner=owner, labels=labels, annotations=annotations), None, "ns")
+    assert mutation.applied == (("inj",) if expected else ())
+
+
+def test_no_match_means_no_patch():
+    assert mutator.mutate(build(inj(annotate(), match=label("x"))), pod()) == \
+        mutator.Mutation((), (), "job")
+
+
+# ---------------------------------------------------------------------------------------------
+# Annotations and labels: escaping, missing maps, existing values
+
+
+@pytest.mark.parametrize(("annotations", "expected"), [
+    (None, [patch.add("/metadata/annotations",
+                      {"sidecar.istio.io/inject": "false", RECORD: record("inj")})]),
+    ({}, [patch.add("/metadata/annotations/sidecar.istio.io~1inject", "false"),
+          patch.add("/metadata/annotations/jobrules.dev~1injected", record("inj"))]),
+    ({"sidecar.istio.io/inject": "true"},
+     [patch.replace("/metadata/annotations/sidecar.istio.io~1inject", "false"),
+      patch.add("/metadata/annotations/jobrules.dev~1injected", record("inj"))]),
+    ({"sidecar.istio.io/inject": "false"}, []),
+])
+def test_annotate(annotations, expected):
+    mutation, _ = run(build(inj(annotate("sidecar.istio.io/inject", ["false"]))),
+                      pod(annotations=annotations))
+    assert list(mutation.patch) == expected
+    assert mutation.applied == (("inj",) if expected else ())
+
+
+@pytest.mark.parametrize("key", ["a~b", "~1", "a/b/c", "~0/~1", "/", "~", "ü/ß"])
+def test_annotation_keys_are_escaped(key):
+    mutation, result = run(build(inj(annotate(key, ["v"]))), pod(annotations={"x": "y"}))
+    assert mutation.patch[0] == patch.add("/metadata/annotations/" + patch.escape(key), "v")
+    assert result["metadata"]["annotations"] == {"x": "y", key: "v", RECORD: record("inj")}
+
+
+def test_missing_metadata_is_created_once():
+    p = pod()
+    del p["metadata"]
+    plan_ = build(inj(annotate("a", ["1"]), op("label", key="l", value=["2"]), kinds=()))
+    mutation, result = run(plan_, p)
+    assert list(mutation.patch) == [
+        patch.add("/metadata", {}),
+        patch.add("/metadata/annotations", {"a": "1", RECORD: record("inj")}),
+        patch.add("/metadata/labels", {"l": "2"}),
+    ]
+
+
+def test_null_maps_are_replaced():
+    p = pod()
+    p["metadata"]["annotations"] = None
+    p["metadata"]["labels"] = None
+    _, result = run(build(inj(annotate(), op("label", key="l", value=["v"]))), p)
+    assert result["metadata"]["labels"] == {"l": "v"}
+
+
+@pytest.mark.parametrize(("labels", "expected"), [
+    (None, [patch.add("/metadata/labels", {"jobrules.dev/job": "owner-1"})]),
+    ({"a": "b"}, [patch.add("/metadata/labels/jobrules.dev~1job", "owner-1")]),
+    ({"jobrules.dev/job": "old"}, [patch.replace("/metadata/labels/jobrules.dev~1job", "owner-1")]),
+])
+def test_label(labels, expected):
+    mutation, _ = run(build(inj(op("label", key="jobrules.dev/job", value=[var("job")]))),
+                      pod(labels=labels))
+    assert list(mutation.patch[1:]) == expected
+
+
+@pytest.mark.parametrize("value", ["has space", "-lead", "trail-", "x" * 64, "a/b"])
+def test_invalid_label_value_is_an_error(value):
+    with pytest.raises(mutator.MutationError, match="not a valid label value"):
+        mutator.mutate(build(inj(op("label", key="l", value=[value]))), pod())
+
+
+# ---------------------------------------------------------------------------------------------
+# Env, volumes, mounts: container selection, indexes, existing entries
+
+
+def env(name="TRIAL", value=("t",), containers=None):
+    return op("env", name=name, value=list(value), containers=containers or primary())
+
+
+def test_env_to_declared_primary_container_by_index():
+    p = pod("wait", "istio-proxy", "main", owner="workflow")
+    mutation, result = run(build(inj(env(), kinds=["workflow"])), p)
+    assert list(mutation.patch[1:]) == [
+        patch.test("/spec/containers/2/name", "main"),
+        patch.add("/spec/containers/2/env", [{"name": "TRIAL", "value": "t"}]),
+    ]
+    assert [("env" in c) for c in result["spec"]["containers"]] == [False, False, True]
+
+
+@pytest.mark.parametrize(("owner", "containers", "selected"), [
+    ("job", primary(), ["a", "b"]),                   # no primary containers declared: all
+    ("tfjob", primary(), ["tensorflow"]),
+    ("workflow", every(), ["a", "b"]),
+    ("job", named("b", "init"), ["b", "init"]),       # named reaches init containers too
+    ("job", named("absent"), []),
+    ("workflow", primary(), []),                      # primary "main" is not in this pod
+    ("job", named("metrics-collector"), []),          # sidecars of the plan are never targets
+])
+def test_container_selection(owner, containers, selected):
+    p = pod("a", "b", "tensorflow" if owner == "tfjob" else "metrics-collector",
+            init=["init"], owner=owner, labels=MASTER)
+    injection = inj(env(containers=containers),
+                    op("sidecar", name="metrics-collector", native=False, image=["i"],
+                       command=None, args=None, env=[], mounts=[]),
+                    kinds=[owner])
+    _, result = run(build(injection), p)
+    got = [c["name"] for c in result["spec"]["containers"] + result["spec"]["initContainers"]
+           if any(e["name"] == "TRIAL" for e in c.get("env") or [])]
+    assert got == selected
+
+
+@pytest.mark.parametrize(("existing", "expected"), [
+    (None, [patch.add("/spec/containers/0/env", [{"name": "TRIAL", "value": "t"}])]),
+    ([], [patch.add("/spec/containers/0/env/-", {"name": "TRIAL", "value": "t"})]),
+    ([{"name": "A", "value": "1"}],
+     [patch.add("/spec/containers/0/env/-", {"name": "TRIAL", "value": "t"})]),
+    ([{"name": "TRIAL", "value": "mine"}], None),
+    ([{"name": "TRIAL", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}], None),
+])
+def test_env_existing(existing, expected):
+    c = container("main")
+    if existing is not None:
+        c["env"] = existing
+    mutation, _ = run(build(inj(env())), pod(c))
+    if expected is None:
+        assert mutation.patch == ()      # the pod's own variable wins, whatever its value
+    else:
+        assert list(mutation.patch[1:]) == [patch.test("/spec/containers/0/name", "main")] + expected
+
+
+def test_env_null_list_is_replaced():
+    _, result = run(build(inj(env())), pod(container("main", env=None)))
+    assert result["spec"]["containers"][0]["env"] == [{"name": "TRIAL", "value": "t"}]
+
+
+def test_env_per_container_placeholder():
+    _, result = run(build(inj(env("WHO", [var("container"), "@", var("pod")], every()))),
+                    pod("a", "b"))
+    assert [c["env"][0]["value"] for c in result["spec"]["containers"]] == \
+        ["a@owner-1-", "b@owner-1-"]
+
+
+def test_two_injections_edit_one_container_under_one_test():
+    plan_ = build(inj(env("A"), name="one"), inj(env("B"), name="two"))
+    mutation, result = run(plan_, pod("main"))
+    tests = [o for o in mutation.patch if o["op"] == "test"]
+    assert tests == [patch.test("/spec/containers/0/name", "main")]
+    assert [e["name"] for e in result["spec"]["containers"][0]["env"]] == ["A", "B"]
+    assert mutation.applied == ("one", "two")
+    assert result["metadata"]["annotations"][RECORD] == json.dumps(
+        ["one@0123456789ab", "two@0123456789ab"], separators=(",", ":"))
+
+
+def test_stale_index_fails_safely():
+    p = pod("a", "b", "main", owner="workflow")
+    mutation = mutator.mutate(build(inj(env(), kinds=["workflow"])), p)
+    reordered = copy.deepcopy(p)
+    reordered["spec"]["containers"].reverse()
+    with pytest.raises(jsonpatch.JsonPatchTestFailed):
+        jsonpatch.apply_patch(reordered, list(mutation.patch))
+    with pytest.raises(patch.PatchError, match="test failed"):
+        patch.apply(reordered, mutation.patch)
+
+
+@pytest.mark.parametrize(("source", "volume"), [
+    ({"emptyDir": {}}, {"name": "v", "emptyDir": {}}),
+    ({"configMap": {"name": "cm"}}, {"name": "v", "configMap": {"name": "cm"}}),
+    ({"secret": {"secretName": "s"}}, {"name": "v", "secret": {"secretName": "s"}}),
+])
+@pytest.mark.parametrize("existing", [None, [], [{"name": "other", "emptyDir": {}}]])
+def test_volume(source, volume, existing):
+    spec = {} if existing is None else {"volumes": existing}
+    mutation, result = run(build(inj(op("volume", name="v", source=source))), pod(**spec))
+    assert mutation.patch[-1] == (patch.add("/spec/volumes", [volume]) if existing is None
+                                  else patch.add("/spec/volumes/-", volume))
+    assert result["spec"]["volumes"][-1] == volume
+
+
+def test_volume_already_present_is_kept():
+    p = pod(volumes=[{"name": "v", "configMap": {"name": "theirs"}}])
+    mutation, _ = run(build(inj(op("volume", name="v", source={"emptyDir": {}}))), p)
+    assert mutation.patch == ()
+
+
+def mount(volume="v", path="/data", read_only=False, containers=None):
+    return op("mount", volume=volume, path=path, readOnly=read_only,
+              containers=containers or primary())
+
+
+@pytest.mark.parametrize(("read_only", "entry"), [
+    (False, {"name": "v", "mountPath": "/data"}),
+    (True, {"name": "v", "mountPath": "/data", "readOnly": True}),
+])
+def test_mount(read_only, entry):
+    plan_ = build(inj(op("volume", name="v", source={"emptyDir": {}}), mount(read_only=read_only),
+                      kinds=["tfjob"]))
+    p = pod("tensorflow", "other", owner="tfjob")
+    mutation, result = run(plan_, p)
+    assert patch.add("/spec/containers/0/volumeMounts", [entry]) in mutation.patch
+    assert "volumeMounts" not in result["spec"]["containers"][1]
+
+
+def test_mount_skips_a_path_already_mounted():
+    c = container("main", volumeMounts=[{"name": "theirs", "mountPath": "/data"}])
+    mutation, _ = run(build(inj(mount())), pod(c, volumes=[{"name": "v", "emptyDir": {}}]))
+    assert mutation.patch == ()
+
+
+def test_mount_of_an_unknown_volume_is_an_error():
+    with pytest.raises(mutator.MutationError, match="mount of volume 'v'"):
+        mutator.mutate(build(inj(mount())), pod())
+
+
+# ---------------------------------------------------------------------------------------------
+# Sidecars and completion containers
+
+
+def sidecar(name="collector", native=False, image=("img",), command=None, args=None, env_=(),
+            mounts=()):
+    return op("sidecar", name=name, native=native, image=list(image), command=command, args=args,
+              env=list(env_), mounts=list(mounts))
+
+
+def test_regular_sidecar_is_appended():
+    mutation, result = run(build(inj(sidecar())), pod("main"))
+    assert mutation.patch[-1] == patch.add("/spec/containers/-", {"name": "collector", "image": "img"})
+    assert [c["name"] for c in result["spec"]["containers"]] == ["main", "collector"]
+
+
+@pytest.mark.parametrize("init", [(), ("setup",)])
+def test_native_sidecar_goes_last_in_init_containers(init):
+    mutation, result = run(build(inj(sidecar(native=True))), pod("main", init=init))
+    entry = {"name": "collector", "image": "img", "restartPolicy": "Always"}
+    assert mutation.patch[-1] == (patch.add("/spec/initContainers/-", entry) if init
+                                  else patch.add("/spec/initContainers", [entry]))
+    assert result["spec"]["initContainers"][-1] == entry
+
+
+@pytest.mark.parametrize(("containers", "init"), [
+    (("main", "collector"), ()),
+    (("main",), ("collector",)),
+])
+def test_sidecar_already_present_is_kept(containers, init):
+    mutation, _ = run(build(inj(sidecar(native=True))), pod(*containers, init=init))
+    assert mutation.patch == ()
+
+
+def test_sidecar_fields_are_rendered():
+    s = sidecar(command=[["/bin/collect"]], args=[["-t"], [var("job")], [var("container")]],
+                env_=[{"name": "POD", "value": [var("pod")]}],
+                mounts=[{"volume": "v", "path": "/m", "readOnly": True}],
+                image=["reg/", expr("owner.kind"), ":1"])
+    plan_ = build(inj(op("volume", name="v", source={"emptyDir": {}}), s))
+    _, result = run(plan_, pod("main"))
+    assert result["spec"]["containers"][-1] == {
+        "name": "collector", "image": "reg/Job:1", "command": ["/bin/collect"],
+        "args": ["-t", "owner-1", "collector"], "env": [{"name": "POD", "value": "owner-1-"}],
+        "volumeMounts": [{"name": "v", "mountPath": "/m", "readOnly": True}]}
+
+
+def test_sidecar_with_empty_image_is_an_error():
+    with pytest.raises(mutator.MutationError, match="image is empty"):
+        mutator.mutate(build(inj(sidecar(image=[expr("pod.nothing")]))), pod())
+
+
+def test_completion_containers():
+    """Argo pods run `wait` + `main`: the collector must wait for `main` only."""
+    plan_ = build(inj(sidecar(native=True), sidecar("other", env_=[
+        {"name": mutator.COMPLETION_ENV, "value": ["mine"]}]),
+        kinds=["workflow"], completion=["main"]))
+    _, result = run(plan_, pod("wait", "main", owner="workflow"))
+    assert result["metadata"]["annotations"][mutator.COMPLETION_ANNOTATION] == "main"
+    assert result["spec"]["initContainers"][0]["env"] == [
+        {"name": mutator.COMPLETION_ENV, "value": "main"}]
+    assert result["spec"]["containers"][-1]["env"] == [
+        {"name": mutator.COMPLETION_ENV, "value": "mine"}]
+
+
+# ---------------------------------------------------------------------------------------------
+# Command wrapping
+
+
+def wrap(argv=None, shell=None, containers=None):
+    return op("wrap", containers=containers or primary(), argv=argv, shell=shell)
+
+
+def test_wrap_with_argv_prefix():
+    c = container("main", command=["python", "train.py"], args=["--lr", "0.1"])
+    mutation, result = run(build(inj(wrap(argv=[["/jr/run"], ["--"]]))), pod(c))
+    assert list(mutation.patch[1:]) == [
+        patch.test("/spec/containers/0/name", "main"),
+        patch.replace("/spec/containers/0/command",
+                      ["/jr/run", "--", "python", "train.py", "--lr", "0.1"]),
+        patch.remove("/spec/containers/0/args"),
+    ]
+    assert "args" not in result["spec"]["containers"][0]
+
+
+def test_wrap_without_args():
+    mutation, _ = run(build(inj(wrap(argv=[["w"]]))), pod(container("main", command=["x"])))
+    assert patch.remove("/spec/containers/0/args") not in mutation.patch
+
+
+def test_wrap_with_shell():
+    c = container("main", command=["python", "-c", "print('hi')"], args=["a b"])
+    _, result = run(build(inj(wrap(shell=["exec ", var("argv"), " 2>&1 | tee /log/", var("container")]))),
+                    pod(c))
+    assert result["spec"]["containers"][0]["command"] == [
+        "/bin/sh", "-c", "exec python -c 'print('\"'\"'hi'\"'\"')' 'a b' 2>&1 | tee /log/main"]
+
+
+@pytest.mark.parametrize("command", [None, []])
+def test_wrap_needs_a_command(command):
+    c = container("main", command=command, args=["x"])
+    with pytest.raises(mutator.MutationError, match="container 'main' has no command") as info:
+        mutator.mutate(build(inj(wrap(argv=[["w"]]))), pod(c))
+    assert "entrypoint is in the image" in info.value.message
+
+
+@pytest.mark.parametrize("fields", [{"command": "run me"}, {"command": ["a", 1]},
+                                    {"args": "x"}, {"args": [None]}])
+def test_wrap_rejects_malformed_command(fields):
+    c = {"name": "main", "image": "i", "command": ["app"], **fields}
+    with pytest.raises(mutator.MutationError, match="string lists|no command"):
+        mutator.mutate(build(inj(wrap(argv=[["w"]]))), pod(c))
+
+
+def test_wraps_compose_in_order():
+    plan_ = build(inj(wrap(argv=[["/jr/run"]]), wrap(shell=["exec ", var("argv")])))
+    _, result = run(plan_, pod(container("main", command=["app"], args=["$x"])))
+    assert result["spec"]["containers"][0]["command"] == ["/bin/sh", "-c", "exec /jr/run app '$x'"]
+
+
+def test_wrap_is_not_repeated_on_a_recorded_pod():
+    plan_ = build(inj(wrap(argv=[["w"]])))
+    p = pod(container("main", command=["w", "app"]), annotations={RECORD: record("inj")})
+    assert mutator.mutate(plan_, p).patch == ()
+
+
+@pytest.mark.parametrize(("argv", "shell"), [(None, None), ([["a"]], ["b"])])
+def test_wrap_needs_exactly_one_form(argv, shell):
+    with pytest.raises(mutator.MutationError, match="exactly one of argv or shell"):
+        mutator.mutate(build(inj(wrap(argv=argv, shell=shell))), pod())
+
+
+def test_wrap_leaves_other_containers_alone():
+    p = pod("wait", container("main", command=["app"]), owner="workflow")
+    _, result = run(build(inj(wrap(argv=[["w"]]), kinds=["workflow"])), p)
+    assert [c["command"] for c in result["spec"]["containers"]] == [["run"], ["w", "app"]]
+
+
+WORDS = ["plain", "two words", "it's", 'say "hi"', "$HOME", "${x:-y}", "`id`", "$(id)",
+         "back\\slash", "line1\nline2", "", " ", "*", "?", "--flag=a b", "%s", "tab\there",
+         "ünïcode", ";", "&&", "|", "#", "~", "!"]
+
+
+def _run_wrapped(command: list[str], shell: list) -> str:
+    c = container("main", command=command[:2], args=command[2:])
+    _, result = run(build(inj(wrap(shell=shell))), pod(c))
+    wrapped = result["spec"]["containers"][0]["command"]
+    done = subprocess.run(wrapped, capture_output=True, check=True, timeout=10,
+                          env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"})
+    return done.stdout.decode()
+
+
+@pytest.mark.parametrize("shell", [
+    ["exec ", var("argv")],
+    [var("argv"), " | cat"],
+    ["set -e; ", var("argv"), " 2>&1"],
+])
+def test_shell_wrap_keeps_every_argument(shell):
+    assert _run_wrapped(["printf", "%s\\n", *WORDS], shell) == "".join(w + "\n" for w in WORDS)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"),
+                        max_size=8), max_size=5))
+def test_shell_wrap_keeps_any_arguments(words):
+    assert _run_wrapped(["printf", "%s\\n", *words], ["exec ", var("argv")]) == \
+        ("".join(w + "\n" for w in words) if words else "\n")
+
+
+def test_argv_wrap_runs():
+    prefix = [["/bin/sh"], ["-c"], ['exec "$@"'], ["wrapper"]]
+    c = container("main", command=["printf", "%s\\n"], args=WORDS)
+    _, result = run(build(inj(wrap(argv=prefix))), pod(c))
+    done = subprocess.run(result["spec"]["containers"][0]["command"], capture_output=True,
+                          check=True, timeout=10)
+    assert done.stdout.decode() == "".join(w + "\n" for w in WORDS)
+
+
+def test_shell_rendering_uses_shlex_join():
+    c = container("main", command=["a b"], args=["c'd"])
+    _, result = run(build(inj(wrap(shell=[var("argv")]))), pod(c))
+    assert result["spec"]["containers"][0]["command"][2] == shlex.join(["a b", "c'd"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Templates and errors
+
+
+@pytest.mark.parametrize(("parts", "meta", "expected"), [
+    ([var("job")], {}, "owner-1"),
+    ([var("kind")], {}, "tfjob"),
+    ([var("task")], {}, "Master"),
+    ([var("pod")], {"name": "p-0"}, "p-0"),
+    ([var("pod")], {}, "owner-1-"),
+    ([var("namespace")], {}, "ns"),
+    ([expr("pod.metadata.labels")], {}, json.dumps(MASTER, separators=(",", ":"), sort_keys=True)),
+    ([expr("`3`")], {}, "3"),
+    ([expr("`true`")], {}, "true"),
+    ([expr("pod.nothing")], {}, ""),
+    (["{literal}", expr("'x'")], {}, "{literal}x"),
+])
+def test_template_rendering(parts, meta, expected):
+    p = pod("tensorflow", owner="tfjob", labels=MASTER)
+    p["metadata"].update(meta)
+    _, result = run(build(inj(annotate("out", parts), kinds=["tfjob"])), p, namespace="ns")
+    assert result["metadata"]["annotations"]["out"] == expected
+
+
+@pytest.mark.parametrize(("ops", "message"), [
+    ([annotate("a", [var("exit_code")])], "placeholder {exit_code} has no value at admission"),
+    ([annotate("a", [var("container")])], "placeholder {container} has no value outside a container op"),
+    ([annotate("a", [var("argv")])], "placeholder {argv} has no value outside `wrap ... shell`"),
+    ([wrap(argv=[[var("argv")]])], "placeholder {argv} has no value outside `wrap ... shell`"),
+    ([annotate("a", [expr("length(pod.metadata.generateName.x)")])], "JMESPath .* failed"),
+])
+def test_rule_errors(ops, message):
+    with pytest.raises(mutator.MutationError, match=message):
+        mutator.mutate(build(inj(*ops)), pod())
+
+
+def test_error_carries_the_rule():
+    broken = op("annotate", key="a", value=[var("exit_code")])
+    broken["span"] = {"path": "rules/k.rules", "line": 12, "column": 5, "endLine": 12, "endColumn": 9}
+    with pytest.raises(mutator.MutationError) as info:
+        mutator.mutate(build(inj(broken, name="katib")), pod())
+    err = info.value
+    assert (err.injection, str(err.span), err.message) == (
+        "katib", "rules/k.rules:12:5", "placeholder {exit_code} has no value at admission")
+    assert str(err) == "rules/k.rules:12:5: injection katib: placeholder {exit_code} has no value at admission"
+
+
+def test_filter_error_cites_the_expression():
+    match = {"op": "jmespath", "expr": "length(`1`)", "span": {**SPAN, "line": 7}}
+    with pytest.raises(mutator.MutationError) as info:
+        mutator.mutate(build(inj(annotate(), match=match)), pod())
+    assert info.value.span.line == 7
+
+
+# ---------------------------------------------------------------------------------------------
+# Reinvocation, other webhooks, malformed pods
+
+
+KATIB = inj(
+    annotate("sidecar.istio.io/inject", ["false"]),
+    env("TRIAL", [var("job")], primary()),
+    op("volume", name="metrics", source={"emptyDir": {}}),
+    mount("metrics", "/var/log/katib"),
+    sidecar("metrics-collector", native=True, args=[["-t"], [var("job")]],
+            mounts=[{"volume": "metrics", "path": "/var/log/katib", "readOnly": False}]),
+    wrap(shell=["exec ", var("argv"), " 2>&1 | tee /var/log/katib/metrics.log"]),
+    name="katib", kinds=["tfjob", "workflow", "job"], match=label("katib.kubeflow.org/trial"),
+    completion=["main"])
+EVERYWHERE = inj(env("ALL", ["1"], every()), op("label", key="jobrules.dev/managed", value=["yes"]),
+                 sidecar("log-shipper"), name="everywhere", kinds=())
+
+
+def test_reinvocation_after_another_webhook():
+    """Another webhook added a container and an annotation after us: only the new container
+    gets what `all` containers get; nothing is wrapped twice and the record is kept."""
+    plan_ = build(KATIB, EVERYWHERE)
+    first, result = run(plan_, pod(container("main", command=["app"]), owner="workflow",
+                                   labels=TRIAL))
+    assert first.applied == ("katib", "everywhere")
+    result["spec"]["containers"].insert(0, container("istio-proxy", command=None))
+    result["metadata"]["annotations"]["other"] = "x"
+    second, final = run(plan_, result)
+    assert second.applied == ("everywhere",)
+    assert list(second.patch) == [
+        patch.test("/spec/containers/0/name", "istio-proxy"),
+        patch.add("/spec/containers/0/env", [{"name": "ALL", "value": "1"}]),
+    ]
+    assert final["spec"]["containers"][1]["command"][:2] == ["/bin/sh", "-c"]
+
+
+def test_record_keeps_earlier_entries():
+    p = pod(annotations={RECORD: '["older@ffffffffffff"]'})
+    _, result = run(build(inj(annotate())), p)
+    assert json.loads(result["metadata"]["annotations"][RECORD]) == \
+        ["older@ffffffffffff", "inj@0123456789ab"]
+
+
+@pytest.mark.parametrize("raw", ["not json", '{"a": 1}', "[1, 2]", "3"])
+def test_malformed_record_is_replaced(raw):
+    _, result = run(build(inj(annotate())), pod(annotations={RECORD: raw}))
+    assert result["metadata"]["annotations"][RECORD] == record("inj")
+
+
+def test_plan_without_digest_records_names():
+    _, result = run(build(inj(annotate()), digest=""), pod())
+    assert result["metadata"]["annotations"][RECORD] == '["inj@"]'
+
+
+def test_conflicting_writes_last_wins_and_no_credit_when_unchanged():
+    plan_ = build(inj(annotate("k", ["a"]), name="one"), inj(annotate("k", ["b"]), name="two"))
+    mutation, result = run(plan_, pod())
+    assert result["metadata"]["annotations"]["k"] == "b" and mutation.applied == ("two",)
+    assert mutator.mutate(plan_, pod(annotations={"k": "b"})).patch == ()
+
+
+MALFORMED = [
+    ("metadata", ["x"]),
+    ("metadata.annotations", ["x"]),
+    ("metadata.labels", "x"),
+    ("metadata.ownerReferences", "x"),
+    ("spec", []),
+    ("spec", None),
+    ("spec.containers", {"main": {}}),
+    ("spec.containers", ["x", None, {"image": "no-name"}]),
+    ("spec.initContainers", "x"),
+    ("spec.volumes", {"v": 1}),
+    ("spec.containers.0.env", "x"),
+    ("spec.containers.0.volumeMounts", {"x": 1}),
+    ("spec.containers.0.command", "x"),
+    ("spec.containers.0.name", 3),
+]
+
+
+@pytest.mark.parametrize(("field", "value"), MALFORMED)
+@pytest.mark.parametrize("injection", [KATIB, EVERYWHERE], ids=["katib", "everywhere"])
+def test_malformed_pods_give_a_patch_or_a_mutation_error(field, value, injection):
+    p = pod(container("main", command=["app"]), owner="workflow", labels=TRIAL)
+    node, *path, last = ["root", *field.split(".")]
+    target = p
+    for key in path:
+        target = target[int(key)] if isinstance(target, list) else target[key]
+    target[int(last) if isinstance(target, list) else last] = value
+    try:
+        run(build(injection), p)
+    except mutator.MutationError as err:
+        assert err.injection == injection["name"]
+
+
+def test_a_pod_that_is_not_an_object():
+    assert mutator.mutate(build(KATIB), ["x"]) == mutator.Mutation((), (), None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Property: any pod shape, any of these plans: a patch that applies, then nothing more to do
+
+
+names = st.sampled_from(["main", "wait", "tensorflow", "istio-proxy", "metrics-collector",
+                         "log-shipper", "a", "b/c"])
+keys = st.sampled_from(["sidecar.istio.io/inject", RECORD, "katib.kubeflow.org/trial",
+                        "training.kubeflow.org/job-role", mutator.COMPLETION_ANNOTATION,
+                        "jobrules.dev/managed"]) | st.text("ab/~.-", min_size=1, max_size=5)
+texts = st.sampled_from(["master", "true", "false", "", "yes"]) | st.text(max_size=4)
+maps = st.none() | st.dictionaries(keys, texts, max_size=4)
+env_lists = st.none() | st.lists(
+    st.fixed_dictionaries({"name": st.sampled_from(["TRIAL", "ALL", "X", "JOBRULES_COMPLETION_CONTAINERS"]),
+                           "value": texts}), max_size=3)
+argvs = st.none() | st.lists(st.text(max_size=5), min_size=1, max_size=3)
+mounts = st.none() | st.lists(st.fixed_dictionaries({
+    "name": st.sampled_from(["metrics", "other"]),
+    "mountPath": st.sampled_from(["/var/log/katib", "/x"])}), max_size=2)
+
+
+@st.composite
+def containers(draw, names_: list[str]) -> list[dict]:
+    out = []
+    for name in names_:
+        c: dict = {"name": name, "image": "img"}
+        for key, strategy in (("command", argvs), ("args", argvs), ("env", env_lists),
+                              ("volumeMounts", mounts)):
+            if draw(st.booleans()):
+                c[key] = draw(strategy)
+        out.append(c)
+    return out
+
+
+@st.composite
+def pods(draw) -> dict:
+    all_names = draw(st.lists(names, unique=True, max_size=5))
+    split = draw(st.integers(0, len(all_names)))
+    meta: dict = {"generateName": "p-"}
+    for key in ("labels", "annotations"):
+        if draw(st.booleans()):
+            meta[key] = draw(maps)
+    if draw(st.booleans()):
+        meta["labels"] = {**TRIAL, **MASTER, **(meta.get("labels") or {})}
+    owner = draw(st.sampled_from([None, "tfjob", "workflow", "job", *KIND_NAMES]))
+    if owner:
+        meta["ownerReferences"] = [ref_of(owner)]
+    spec: dict = {"containers": draw(containers(all_names[:split]))}
+    if draw(st.booleans()):
+        spec["initContainers"] = draw(containers(all_names[split:]))
+    if draw(st.booleans()):
+        spec["volumes"] = draw(st.lists(st.fixed_dictionaries(
+            {"name": st.sampled_from(["metrics", "v"]), "emptyDir": st.just({})}), max_size=2))
+    p = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+    for key in ("metadata", "spec"):
+        if draw(st.integers(0, 20)) == 0:
+            del p[key]
+    return p
+
+
+PLANS = [
+    build(KATIB, EVERYWHERE),
+    build(inj(sidecar(native=True), env("ALL", ["x"], every()), kinds=["workflow"],
+              completion=["main"], name="argo"), EVERYWHERE),
+    build(inj(op("volume", name="metrics", source={"configMap": {"name": "c"}}),
+              mount("metrics", "/var/log/katib", containers=named("main", "wait")),
+              wrap(argv=[["/w"], [var("pod")]], containers=named("main")),
+              annotate("a/b~c", [var("job")]), kinds=()),
+          inj(annotate("a/b~c", [var("job")]), op("label", key="~/", value=[""]), kinds=(),
+              name="late")),
+]
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(pods(), st.sampled_from(range(len(PLANS))))
+def test_any_pod_patch_applies_and_reinvocation_is_a_no_op(pod_, which):
+    try:
+        run(PLANS[which], pod_, namespace="ns")
+    except mutator.MutationError as err:
+        assert err.injection in {i.name for i in PLANS[which].injections}
