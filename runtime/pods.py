@@ -229,7 +229,8 @@ def witness(filter: Any, pod: Pod, options: jmespath.Options,
     named = _named(filter)
     if named is not None:
         container = pod.container(named)
-        return _test(filter, pod, container, options, on_error), container
+        ok = _test(filter, pod, container, options, on_error)
+        return ok, container if ok else None
     for container in pod.counted or (None,):
         if _test(filter, pod, container, options, on_error):
             return True, container
