@@ -1,0 +1,369 @@
+"""Events, policies, budgets, delays and the state that makes every action happen once."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from runtime import evaluator, pods, state
+from test_evaluator_builders import (
+    T0, action, condition, evicted, exit_in, job, load_kind, pod, pods_cond, policy, reason_in,
+    running, terminated, verdict, waiting,
+)
+
+NOW = T0 + timedelta(minutes=5)
+RULES = [verdict("Failed", pods_cond("any", "failed")), verdict("Succeeded", pods_cond("all", "succeeded")),
+         verdict("Running", pods_cond("any", "running")), verdict("Pending")]
+
+
+def run(policies: list, objects: list, prior: state.State | None = None, now=NOW,
+        verdicts: list | None = None, **kind_options: Any) -> evaluator.Evaluation:
+    k = load_kind(RULES if verdicts is None else verdicts, policies, **kind_options)
+    return evaluator.evaluate(k, job(), objects, prior, now)
+
+
+def seen(*objects: dict, now=NOW) -> state.State:
+    """The state after a job with these pods was evaluated once (no policies)."""
+    return run([], list(objects), now=now).state
+
+
+def ran(e: evaluator.Evaluation) -> list[tuple[str, str]]:
+    return [(a.action, a.status) for a in e.actions]
+
+
+def pod_events(e: evaluator.Evaluation) -> list[str]:
+    return [ev.event for ev in e.events if ev.event.startswith(("pod", "container"))]
+
+
+def all_events(e: evaluator.Evaluation) -> list[str]:
+    return [ev.event for ev in e.events if ev.event != "jobVerdictChanged"]
+
+
+# -- detection ---------------------------------------------------------------------------------
+
+DELETING = pod("a", deleting=100)
+RESTARTED = pod("a", containers=[running("main", restarts=1, last_exit=1)])
+
+DETECTION = [
+    ("new pending pod", None, [pod("a", "Pending")], ["podPending"]),
+    ("new running pod", None, [pod("a")], ["podRunning"]),
+    ("pending -> running", [pod("a", "Pending")], [pod("a")], ["podRunning"]),
+    ("running -> succeeded", [pod("a")], [pod("a", "Succeeded")], ["podSucceeded"]),
+    ("running -> failed", [pod("a")], [pod("a", "Failed")], ["podFailed"]),
+    ("running -> evicted", [pod("a")], [evicted("a")], ["podEvicted"]),
+    ("preemption while running", [pod("a")],
+     [pod("a", conditions=[condition("DisruptionTarget", "PreemptionByScheduler")])], ["podEvicted"]),
+    ("evicted then failed: once", [pod("a", conditions=[condition("DisruptionTarget", "X")])],
+     [evicted("a")], []),
+    ("deletion requested", [pod("a")], [DELETING], ["podDeleted"]),
+    ("deleted then gone: once", [DELETING], [], []),
+    ("gone without finishing", [pod("a")], [], ["podDeleted"]),
+    ("gone after finishing", [pod("a", "Succeeded")], [], []),
+    ("restart count grew", [pod("a")], [RESTARTED], ["containerRestarted"]),
+    ("unchanged", [pod("a")], [pod("a")], []),
+    ("replaced by a new incarnation", [pod("a", "Failed")], [pod("a", uid="uid-a2")], ["podRunning"]),
+]
+
+
+@pytest.mark.parametrize("before, after, expected", [row[1:] for row in DETECTION],
+                         ids=[row[0] for row in DETECTION])
+def test_event_detection(before: list | None, after: list, expected: list[str]) -> None:
+    prior = seen(*before) if before is not None else None
+    assert pod_events(run([], after, prior)) == expected
+
+
+def test_task_events_fire_once_per_transition() -> None:
+    first = run([], [pod("m", "Succeeded", task="master"), pod("w", "Failed", task="worker")])
+    assert all_events(first) == ["podSucceeded", "podFailed", "taskCompleted", "taskFailed"]
+    assert [e.task for e in first.events if e.event.startswith("task")] == ["master", "worker"]
+    assert all_events(run([], [pod("m", "Succeeded", task="master")], first.state)) == []
+
+
+def test_verdict_change_fires_with_the_new_phase_once() -> None:
+    pol = [policy("jobVerdictChanged", action("abortJob"), to="Failed")]
+    first = run(pol, [pod("a")])
+    assert ran(first) == [] and first.events[-1].detail == "to Running"
+    failed = run(pol, [pod("a", "Failed")], first.state)
+    assert ran(failed) == [("abortJob", "run")]
+    assert ran(run(pol, [pod("a", "Failed")], failed.state)) == []
+
+
+def test_pending_for_fires_once_after_the_duration() -> None:
+    pol = [policy("podPending", action("failJob", reason="Unschedulable", message="pod {pod} pending"), for_=600)]
+    early = run(pol, [pod("a", "Pending")], now=T0 + timedelta(seconds=599))
+    assert ran(early) == [] and early.wake_at == T0 + timedelta(seconds=600)
+    late = run(pol, [pod("a", "Pending")], early.state, now=T0 + timedelta(seconds=601))
+    assert ran(late) == [("failJob", "run")]
+    assert (late.verdict.phase, late.verdict.reason, late.verdict.message) == ("Failed", "Unschedulable", "pod a pending")
+    assert ran(run(pol, [pod("a", "Pending")], late.state, now=T0 + timedelta(hours=1))) == []
+
+
+def test_plain_pod_pending_is_not_a_timer() -> None:
+    pol = [policy("podPending", action("abortJob"), for_=600), policy("podPending", action("ignore"))]
+    e = run(pol, [pod("a", "Pending")], now=T0 + timedelta(seconds=700))
+    assert [(ev.event, ev.detail, ev.policy) for ev in e.events[:2]] == [
+        ("podPending", None, pol[1]["id"]), ("podPending", "for 600s", pol[0]["id"])]
+
+
+def test_job_running_longer_than_fires_once_and_not_for_finished_jobs() -> None:
+    pol = [policy("jobRunningLongerThan", action("terminateJob"), for_=3600)]
+    e = run(pol, [pod("a")], now=T0 + timedelta(hours=2))
+    assert ran(e) == [("terminateJob", "run")] and e.verdict.phase == "Failed"
+    assert ran(run(pol, [pod("a")], e.state, now=T0 + timedelta(hours=3))) == []
+    assert ran(run(pol, [pod("a", "Succeeded")], now=T0 + timedelta(hours=2))) == []
+
+
+# -- actions and targets -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, target", [
+    ("restartPod", ("train", "worker", "a", "uid-a")),
+    ("restartTask", ("train", "worker", "a", "uid-a")),
+    ("restartJob", ("train", "worker", "a", "uid-a")),
+    ("abortJob", ("train", "worker", "a", "uid-a")),
+])
+def test_actions_carry_targets_and_the_rule(name: str, target: tuple) -> None:
+    e = run([policy("podFailed", action(name, reason="Crash", message="{pod} exit {exit_code}"))],
+            [pod("a", "Failed")], seen(pod("a")))
+    (a,) = e.actions
+    assert (a.action, a.status, a.event, a.reason, a.message) == (name, "run", "podFailed", "Crash", "a exit 1")
+    assert (a.target.job, a.target.task, a.target.pod, a.target.uid) == target
+    assert a.target.namespace == "ml" and a.rule.startswith("t.rules:")
+
+
+def test_same_inputs_twice_yield_no_new_actions() -> None:
+    pol = [policy("podFailed", action("restartPod", max=5))]
+    first = run(pol, [pod("a", "Failed"), pod("b")])
+    again = run(pol, [pod("a", "Failed"), pod("b")], first.state)
+    assert ran(first) == [("restartPod", "run")] and again.actions == () and again.events == ()
+
+
+def test_pods_we_stop_do_not_raise_deleted_events() -> None:
+    pol = [policy("podFailed", action("restartJob")), policy("podDeleted", action("failJob"))]
+    first = run(pol, [pod("a", "Failed"), pod("b")])
+    assert ran(first) == [("restartJob", "run")]
+    gone = run(pol, [], first.state)
+    assert gone.actions == () and gone.state.pods == {}
+
+
+def test_first_match_wins() -> None:
+    pol = [policy("podFailed", action("restartPod"), filter=exit_in(137)),
+           policy("podFailed", action("restartTask")),
+           policy("podFailed", action("failJob"))]
+    e = run(pol, [pod("a", "Failed", containers=[terminated("main", 137, "OOMKilled")]), pod("b", "Failed")])
+    assert [(a.action, a.target.pod) for a in e.actions] == [("restartPod", "a"), ("restartTask", "b")]
+
+
+def test_task_scoped_policies_shadow_job_wide_ones() -> None:
+    pol = [policy("podFailed", action("failJob")),
+           policy("podFailed", action("restartPod"), task="worker")]
+    e = run(pol, [pod("w", "Failed", task="worker")])
+    assert ran(e) == [("restartPod", "run")]
+    e = run(pol, [pod("m", "Failed", task="master")])
+    assert ran(e) == [("failJob", "run")]
+
+
+def test_a_task_scoped_policy_whose_filter_fails_falls_through() -> None:
+    pol = [policy("podFailed", action("failJob")),
+           policy("podFailed", action("restartPod"), task="worker", filter=exit_in(137))]
+    assert ran(run(pol, [pod("w", "Failed", task="worker")])) == [("failJob", "run")]
+
+
+def test_task_completed_completes_the_job_while_a_service_task_runs() -> None:
+    pol = [policy("taskCompleted", action("completeJob"), task="worker")]
+    objs = [pod("w", "Succeeded", task="worker"), pod("svc", task="service")]
+    e = run(pol, objs)
+    assert ran(e) == [("completeJob", "run")]
+    assert (e.verdict.phase, e.verdict.final, e.verdict.reason) == ("Succeeded", True, "TaskCompleted")
+    assert e.actions[0].target.task == "worker"
+    assert run(pol, objs, e.state).verdict.phase == "Succeeded"
+
+
+def test_task_completed_is_not_a_failed_task() -> None:
+    """The Volcano OOMKilled case: the task's only pod failed, so the task did not complete."""
+    pol = [policy("taskCompleted", action("completeJob"), task="master")]
+    e = run(pol, [pod("m", "Failed", task="master", containers=[terminated("main", 137, "OOMKilled")])])
+    assert e.actions == () and e.verdict.phase == "Failed"
+
+
+def test_eviction_is_handled_as_an_eviction_not_a_crash() -> None:
+    pol = [policy("podFailed", action("failJob")), policy("podEvicted", action("restartJob", max=3))]
+    e = run(pol, [evicted("a")], seen(pod("a")))
+    assert ran(e) == [("restartJob", "run")] and e.events[0].event == "podEvicted"
+    crash = run(pol, [pod("a", "Failed")], seen(pod("a")))
+    assert ran(crash) == [("failJob", "run")]
+
+
+def test_an_evicted_pod_still_reaches_pod_failed_policies_when_no_eviction_policy_matches() -> None:
+    e = run([policy("podFailed", action("restartPod"))], [evicted("a")], seen(pod("a")))
+    assert ran(e) == [("restartPod", "run")] and e.events[0].event == "podFailed"
+
+
+def test_ignore_counts_nothing_and_stops_matching() -> None:
+    pol = [policy("podFailed", action("ignore"), filter=exit_in(143)),
+           policy("podFailed", action("restartPod", max=1))]
+    sigterm = pod("a", "Failed", containers=[terminated("main", 143)])
+    e = run(pol, [sigterm])
+    assert e.actions == () and e.events[0].policy == pol[0]["id"] and e.state.budgets == {}
+
+
+# -- budgets -----------------------------------------------------------------------------------
+
+def evictions(pol: list, n: int) -> list[evaluator.Evaluation]:
+    """n successive evictions of distinct pods, each evaluated once with the state so far."""
+    out, prior, objs = [], None, []
+    for i in range(n):
+        objs = [o for o in objs] + [evicted(f"p{i}")]
+        e = run(pol, objs, prior)
+        out.append(e)
+        prior = e.state
+    return out
+
+
+def test_restart_budget_runs_out_into_the_fallback() -> None:
+    pol = [policy("podEvicted", action("restartJob", max=3, then=action("failJob")))]
+    steps = evictions(pol, 4)
+    assert [ran(e) for e in steps] == [[("restartJob", "run")]] * 3 + [[("failJob", "run")]]
+    last = steps[-1]
+    assert last.verdict.phase == "Failed" and last.verdict.final
+    assert last.verdict.reason == "restart budget 3/3 for pod evicted spent"
+    assert last.verdict.message.startswith("pod p3 evicted: restart job budget 3/3 spent (t.rules:")
+    assert last.actions[0].budget == evaluator.BudgetUse(pol[0]["id"], 3, 3)
+    assert last.state.budgets == {pol[0]["id"]: 3}
+
+
+def test_a_fallback_reason_template_wins_over_the_generated_one() -> None:
+    pol = [policy("podEvicted", action("restartJob", max=1, then=action(
+        "failJob", reason="TooManyEvictions", message="{budget_used} of {budget_max} used")))]
+    last = evictions(pol, 2)[-1]
+    assert (last.verdict.reason, last.verdict.message) == ("TooManyEvictions", "1 of 1 used")
+
+
+def test_spent_budget_without_fallback_does_nothing() -> None:
+    pol = [policy("podEvicted", action("restartPod", max=1))]
+    steps = evictions(pol, 2)
+    assert ran(steps[1]) == [("restartPod", "spent")]
+    assert steps[1].actions[0].reason == "restart budget 1/1 for pod evicted spent"
+
+
+def test_budgets_per_task_count_separately() -> None:
+    pol = [policy("podFailed", action("restartPod", max=1, per="task"))]
+    e = run(pol, [pod("w0", "Failed", task="worker"), pod("p0", "Failed", task="ps"),
+                  pod("w1", "Failed", task="worker")])
+    assert [(a.target.pod, a.status) for a in e.actions] == [("p0", "run"), ("w0", "run"), ("w1", "spent")]
+    assert e.state.budgets == {f"{pol[0]['id']}[ps]": 1, f"{pol[0]['id']}[worker]": 1}
+
+
+def test_policies_naming_one_budget_share_it() -> None:
+    pol = [policy("podEvicted", action("restartPod", max=2, key="restarts")),
+           policy("podFailed", action("restartPod", max=2, key="restarts"))]
+    e = run(pol, [evicted("a"), pod("b", "Failed"), pod("c", "Failed")], seen(pod("a"), pod("b"), pod("c")))
+    assert [a.status for a in e.actions] == ["run", "run", "spent"]
+
+
+def test_preemption_consumes_its_own_budget() -> None:
+    preempt = {"op": "condition", "type": "DisruptionTarget", "reasons": ["PreemptionByScheduler"], "negate": False}
+    pol = [policy("podEvicted", action("restartPod", max=10, key="preemption"), filter=preempt),
+           policy("podFailed", action("restartPod", max=1, then=action("failJob")))]
+    preempted = [pod(f"p{i}", "Failed", conditions=[condition("DisruptionTarget", "PreemptionByScheduler")])
+                 for i in range(3)]
+    e = run(pol, preempted)
+    assert ran(e) == [("restartPod", "run")] * 3 and e.state.budgets == {"preemption": 3}
+    crash = run(pol, [pod("c", "Failed")], e.state)
+    assert ran(crash) == [("restartPod", "run")] and crash.state.budgets[pol[1]["id"]] == 1
+
+
+def test_crashloop_under_on_failure_fails_the_job() -> None:
+    pol = [policy("containerRestarted", action("failJob", reason="CrashLoop",
+                                               message="{container} restarted {restarts} times"),
+                  filter={"op": "restarts", "cmp": ">=", "value": 3, "container": None})]
+    loop = lambda n: pod("a", containers=[waiting("main", "CrashLoopBackOff", n, last_exit=1)])
+    prior = None
+    phases = []
+    for n in (1, 2, 3):
+        e = run(pol, [loop(n)], prior)
+        phases.append(e.verdict.phase)
+        prior = e.state
+    assert phases == ["Running", "Running", "Failed"]
+    assert e.verdict.message == "main restarted 3 times"
+
+
+# -- delays ------------------------------------------------------------------------------------
+
+DELAYED = [policy("podFailed", action("restartTask", max=2, delay=30), id="retry")]
+
+
+def test_delayed_action_is_scheduled_then_fires_once_after_its_due_time() -> None:
+    first = run(DELAYED, [pod("a", "Failed")])
+    (a,) = first.actions
+    assert (a.status, a.due) == ("scheduled", NOW + timedelta(seconds=30))
+    assert first.wake_at == a.due and first.state.budgets == {}
+    waiting_ = run(DELAYED, [pod("a", "Failed")], first.state, now=NOW + timedelta(seconds=10))
+    assert waiting_.actions == () and len(waiting_.state.delayed) == 1
+    due = run(DELAYED, [pod("a", "Failed")], waiting_.state, now=NOW + timedelta(seconds=31))
+    assert ran(due) == [("restartTask", "run")] and due.actions[0].due == a.due
+    assert due.state.delayed == () and due.state.budgets == {"retry": 1}
+    assert run(DELAYED, [pod("a", "Failed")], due.state, now=NOW + timedelta(minutes=5)).actions == ()
+
+
+def test_delayed_action_is_cancelled_when_the_pod_recovers() -> None:
+    first = run(DELAYED, [pod("a", "Failed")])
+    replaced = [pod("a", uid="uid-a2")]
+    e = run(DELAYED, replaced, first.state, now=NOW + timedelta(seconds=31))
+    assert ran(e) == [("restartTask", "cancelled")] and e.state.delayed == ()
+
+
+def test_a_restart_since_scheduling_is_not_a_recovery() -> None:
+    pol = [policy("containerRestarted", action("failJob", delay=60))]
+    first = run(pol, [pod("a", containers=[running("main", 1, last_exit=1)])])
+    e = run(pol, [pod("a", containers=[running("main", 2, last_exit=1)])], first.state,
+            now=NOW + timedelta(seconds=61))
+    assert ran(e) == [("failJob", "run")]
+    calm = run(pol, [pod("a", containers=[running("main", 1, last_exit=1)])], first.state,
+               now=NOW + timedelta(seconds=61))
+    assert ran(calm) == [("failJob", "cancelled")]
+
+
+def test_delayed_pending_action_is_cancelled_as_soon_as_the_pod_runs() -> None:
+    pol = [policy("podPending", action("failJob", delay=600))]
+    first = run(pol, [pod("a", "Pending")])
+    e = run(pol, [pod("a")], first.state, now=NOW + timedelta(seconds=5))
+    assert ran(e) == [("failJob", "cancelled")]
+
+
+def test_a_final_verdict_cancels_delayed_actions_and_stops_policies() -> None:
+    pol = [policy("podFailed", action("restartPod", delay=30), task="worker"),
+           policy("podFailed", action("failJob"), task="master")]
+    worker = pod("w", "Failed", task="worker", containers=[terminated("main", 1, finished=30)])
+    e = run(pol, [worker, pod("m", "Failed", task="master")])
+    assert sorted(ran(e)) == [("failJob", "run"), ("restartPod", "scheduled")]
+    assert e.state.delayed == ()
+    later = run(pol, [worker, pod("m", "Failed", task="master"),
+                      pod("w2", "Failed", task="worker")], e.state)
+    assert later.actions == () and later.verdict.final
+
+
+def test_state_prunes_pods_that_are_gone() -> None:
+    first = run([], [pod("a", "Succeeded"), pod("b")])
+    assert len(first.state.pods) == 2
+    assert set(run([], [pod("b")], first.state).state.pods) == {pods.digest("uid-b")}
+
+
+def test_explain_policies() -> None:
+    pol = [policy("podFailed", action("restartPod"), filter=exit_in(137)),
+           policy("podFailed", action("failJob")), policy("podEvicted", action("restartJob"))]
+    k = load_kind(RULES, pol)
+    e = evaluator.evaluate(k, job(), [pod("a", "Failed")], None, NOW, explain=True)
+    found = {f.name: (f.matched, f.why) for f in e.explanation if f.what == "policy"}
+    assert found[pol[0]["id"]] == (False, "on pod failed exit 137 -> restart pod: pod a: filter false: exit 137")
+    assert found[pol[1]["id"]] == (True, "on pod failed -> fail job: pod a: matched")
+    assert found[pol[2]["id"]] == (False, "on pod evicted -> restart job: no pod evicted event")
+
+
+def test_reason_filter_on_gone_pods_is_false_and_task_filter_works() -> None:
+    pol = [policy("podDeleted", action("restartPod"), filter=reason_in("OOMKilled")),
+           policy("podDeleted", action("restartTask"), filter={"op": "task", "values": ["w"], "negate": False})]
+    e = run(pol, [], seen(pod("a", task="w")))
+    assert ran(e) == [("restartTask", "run")] and e.actions[0].target.task == "w"
+    assert e.actions[0].target.pod is None
