@@ -1,0 +1,339 @@
+"""The shipped rules give the right verdict for each kind's real status conventions.
+
+Objects are shaped as each operator writes them (conditions, phases, pod labels and owners);
+the plan is the golden one (`test_rules_shipped.py` keeps it equal to what `rules/` compiles to),
+so these tests exercise exactly what is shipped, through the runtime's own evaluator.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime import evaluator, plan
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "plans" / "rules.json"
+NOW = datetime(2025, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
+T = "2025-03-01T11:00:00Z"
+UID = "6c1f3a52-0000-4000-8000-00000000000a"
+
+JOB = ("batch/v1", "Job")
+VCJOB = ("batch.volcano.sh/v1alpha1", "Job")
+TFJOB = ("kubeflow.org/v1", "TFJob")
+PYTORCHJOB = ("kubeflow.org/v1", "PyTorchJob")
+MPIJOB = ("kubeflow.org/v1", "MPIJob")
+JOBSET = ("jobset.x-k8s.io/v1alpha2", "JobSet")
+WORKFLOW = ("argoproj.io/v1alpha1", "Workflow")
+PIPELINERUN = ("tekton.dev/v1", "PipelineRun")
+
+
+@pytest.fixture(scope="module")
+def shipped() -> plan.Plan:
+    return plan.load_file(GOLDEN)
+
+
+# -- objects as the operators write them ---------------------------------------------------------
+
+def job(gvk: tuple[str, str], *, spec: dict | None = None, status: dict | None = None,
+        name: str = "train") -> dict[str, Any]:
+    return {"apiVersion": gvk[0], "kind": gvk[1],
+            "metadata": {"name": name, "namespace": "ml", "uid": UID, "creationTimestamp": T},
+            "spec": spec or {}, "status": status or {}}
+
+
+def cond(type: str, status: str = "True", reason: str | None = None,
+         message: str | None = None) -> dict[str, Any]:
+    out = {"type": type, "status": status, "lastTransitionTime": T}
+    out.update({k: v for k, v in (("reason", reason), ("message", message)) if v is not None})
+    return out
+
+
+def conditions(*items: dict[str, Any]) -> dict[str, Any]:
+    return {"conditions": list(items)}
+
+
+def terminated(name: str, code: int, reason: str) -> dict[str, Any]:
+    return {"name": name, "restartCount": 0, "ready": False,
+            "state": {"terminated": {"exitCode": code, "reason": reason,
+                                     "startedAt": T, "finishedAt": T}}}
+
+
+def running(name: str) -> dict[str, Any]:
+    return {"name": name, "restartCount": 0, "ready": True, "state": {"running": {"startedAt": T}}}
+
+
+def labels_of(owner: dict[str, Any], task: str | None) -> tuple[dict[str, str], dict[str, Any]]:
+    """The labels and controlling owner reference each operator gives its pods."""
+    name, kind = owner["metadata"]["name"], owner["kind"]
+    own = {"apiVersion": owner["apiVersion"], "kind": kind, "name": name, "uid": UID,
+           "controller": True}
+    child = {"controller": True, "name": f"{name}-{task}", "uid": "child-uid"}
+    if owner["apiVersion"] == "batch/v1":
+        return {"batch.kubernetes.io/controller-uid": UID, "batch.kubernetes.io/job-name": name}, own
+    if kind == "Job":
+        return {"volcano.sh/job-name": name, "volcano.sh/task-spec": task or "main"}, own
+    if owner["apiVersion"] == "kubeflow.org/v1":
+        return {"training.kubeflow.org/job-name": name,
+                "training.kubeflow.org/replica-type": task or "worker"}, own
+    if kind == "JobSet":
+        return ({"jobset.sigs.k8s.io/jobset-name": name,
+                 "jobset.sigs.k8s.io/replicatedjob-name": task or "workers"},
+                dict(child, apiVersion="batch/v1", kind="Job"))
+    if kind == "Workflow":
+        return {"workflows.argoproj.io/workflow": name}, own
+    return ({"tekton.dev/pipelineRun": name, "tekton.dev/pipelineTask": task or "build"},
+            dict(child, apiVersion="tekton.dev/v1", kind="TaskRun"))
+
+
+def pod(owner: dict[str, Any], name: str, phase: str, *containers: dict[str, Any],
+        task: str | None = None, init: tuple[dict[str, Any], ...] = (), reason: str | None = None,
+        deleting: bool = False) -> dict[str, Any]:
+    labels, ref = labels_of(owner, task)
+    meta: dict[str, Any] = {"name": name, "namespace": "ml", "uid": f"uid-{name}",
+                            "creationTimestamp": T, "labels": labels, "ownerReferences": [ref]}
+    if deleting:
+        meta["deletionTimestamp"] = T
+    status: dict[str, Any] = {"phase": phase, "startTime": T,
+                              "containerStatuses": list(containers) or [running("main")]}
+    if init:
+        status["initContainerStatuses"] = list(init)
+    if reason:
+        status["reason"] = reason
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {}, "status": status}
+
+
+def verdict_of(shipped: plan.Plan, obj: dict[str, Any],
+               pods: list[dict[str, Any]]) -> tuple[str, str | None, str | None]:
+    mine = evaluator.pods_of(shipped, obj, pods, NOW)
+    assert len(mine) == len(pods), "every pod of the scenario belongs to its job"
+    v = evaluator.evaluate(shipped, obj, mine, None, NOW).verdict
+    return v.phase, v.reason, v.message
+
+
+# -- batch/v1 Job --------------------------------------------------------------------------------
+
+BACKOFF = "Job has reached the specified backoff limit"
+
+
+def test_job_suspended_is_not_running(shipped: plan.Plan) -> None:
+    obj = job(JOB, spec={"suspend": True},
+              status=dict(conditions(cond("Suspended", reason="JobSuspended",
+                                          message="Job suspended")), active=1))
+    still_running = pod(obj, "train-abc12", "Running")
+    assert verdict_of(shipped, obj, [still_running]) == ("Suspended", "JobSuspended", "Job suspended")
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        pytest.param(conditions(cond("FailureTarget", reason="BackoffLimitExceeded", message=BACKOFF),
+                                cond("Failed", reason="BackoffLimitExceeded", message=BACKOFF)),
+                     ("Failed", "BackoffLimitExceeded", BACKOFF), id="backoff-limit"),
+        pytest.param(conditions(cond("Failed", reason="DeadlineExceeded",
+                                     message="Job was active longer than specified deadline")),
+                     ("Failed", "DeadlineExceeded", "Job was active longer than specified deadline"),
+                     id="deadline-before-1.31"),
+        pytest.param(conditions(cond("FailureTarget", reason="PodFailurePolicy",
+                                     message="Container main for pod ml/train-x failed with exit "
+                                             "code 42 matching FailJob rule at index 0")),
+                     ("Failed", "PodFailurePolicy", "Container main for pod ml/train-x failed with "
+                                                    "exit code 42 matching FailJob rule at index 0"),
+                     id="pod-failure-policy-pods-still-terminating"),
+        pytest.param(conditions(cond("SuccessCriteriaMet", reason="CompletionsReached",
+                                     message="Reached expected number of succeeded pods"),
+                                cond("Complete", reason="CompletionsReached",
+                                     message="Reached expected number of succeeded pods")),
+                     ("Succeeded", "CompletionsReached", "Reached expected number of succeeded pods"),
+                     id="complete"),
+        pytest.param(conditions(cond("Suspended", "False", reason="JobResumed")),
+                     ("Pending", None, None), id="resumed-no-pods-yet"),
+    ],
+)
+def test_job_conditions(shipped: plan.Plan, status: dict, expected: tuple) -> None:
+    assert verdict_of(shipped, job(JOB, status=status), []) == expected
+
+
+def test_job_with_a_failed_pod_being_retried_is_running(shipped: plan.Plan) -> None:
+    obj = job(JOB, status={"active": 1, "failed": 1})
+    pods = [pod(obj, "train-a", "Failed", terminated("main", 1, "Error")),
+            pod(obj, "train-b", "Running")]
+    assert verdict_of(shipped, obj, pods)[0] == "Running"
+
+
+# -- Volcano Job ---------------------------------------------------------------------------------
+
+def test_volcano_oomkilled_pod_fails_the_job_volcano_called_completed(shipped: plan.Plan) -> None:
+    obj = job(VCJOB, status={"state": {"phase": "Completed"}, "failed": 1})
+    oom = pod(obj, "train-master-0", "Failed", terminated("jarvis-single-job", 137, "OOMKilled"),
+              task="master", init=(terminated("runtime", 0, "Completed"),))
+    assert verdict_of(shipped, obj, [oom]) == (
+        "Failed", "PodFailed",
+        "task master pod train-master-0: container jarvis-single-job OOMKilled (exit 137)")
+
+
+@pytest.mark.parametrize(
+    ("phase", "pods", "expected"),
+    [
+        pytest.param("Completed", [("master", "Succeeded", False)], "Succeeded", id="all-succeeded"),
+        pytest.param("Completed", [], "Succeeded", id="completed-pods-gone"),
+        pytest.param("Running", [("master", "Running", False), ("worker", "Pending", False)],
+                     "Running", id="running"),
+        pytest.param("Pending", [("master", "Pending", False)], "Pending", id="pending"),
+        pytest.param("Aborted", [], "Suspended", id="aborted"),
+        pytest.param("Aborting", [("master", "Running", True)], "Suspended", id="aborting"),
+        pytest.param("Restarting", [("master", "Failed", True)], "Restarting", id="restarting"),
+        pytest.param("Completing", [("master", "Succeeded", False), ("worker", "Failed", True)],
+                     "Running", id="completing-workers-killed-are-not-failures"),
+        pytest.param("Failed", [], "Failed", id="volcano-failed"),
+    ],
+)
+def test_volcano_phases(shipped: plan.Plan, phase: str, pods: list, expected: str) -> None:
+    obj = job(VCJOB, status={"state": {"phase": phase}})
+    objs = [pod(obj, f"train-{task}-{i}", p,
+                running("main") if p == "Running" else terminated("main", 0 if p == "Succeeded" else 143,
+                                                                   "Completed" if p == "Succeeded" else "Error"),
+                task=task, deleting=deleting)
+            for i, (task, p, deleting) in enumerate(pods)]
+    assert verdict_of(shipped, obj, objs)[0] == expected
+
+
+def test_volcano_terminated_reason_falls_back_to_the_phase(shipped: plan.Plan) -> None:
+    obj = job(VCJOB, status={"state": {"phase": "Terminated", "reason": "", "message": "killed"}})
+    assert verdict_of(shipped, obj, []) == ("Failed", "Terminated", "killed")
+
+
+def test_volcano_evicted_pod_is_restarting(shipped: plan.Plan) -> None:
+    obj = job(VCJOB, status={"state": {"phase": "Running"}})
+    gone = pod(obj, "train-worker-1", "Failed", terminated("main", 137, "Error"), task="worker",
+               reason="Evicted")
+    assert verdict_of(shipped, obj, [gone])[:2] == ("Restarting", "PodEvicted")
+
+
+# -- Kubeflow ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("gvk", [TFJOB, PYTORCHJOB, MPIJOB], ids=lambda g: g[1])
+@pytest.mark.parametrize(
+    ("conds", "spec", "expected"),
+    [
+        pytest.param([("Created", "True", "Created")], {}, ("Pending", None, None), id="created"),
+        pytest.param([("Created", "True", "Created"), ("Running", "True", "Running")], {},
+                     ("Running", None, None), id="running"),
+        pytest.param([("Created", "True", "Created"), ("Restarting", "True", "Restarting")], {},
+                     ("Restarting", "Restarting", "m"), id="restarting"),
+        pytest.param([("Created", "True", "Created"), ("Running", "False", "Running"),
+                      ("Failed", "True", "Failed")], {}, ("Failed", "Failed", "m"), id="failed"),
+        pytest.param([("Created", "True", "Created"), ("Running", "False", "Running"),
+                      ("Succeeded", "True", "Succeeded")], {}, ("Succeeded", "Succeeded", "m"),
+                     id="succeeded"),
+        pytest.param([("Created", "True", "Created"), ("Running", "False", "Suspended"),
+                      ("Suspended", "True", "Suspended")], {"runPolicy": {"suspend": True}},
+                     ("Suspended", "Suspended", "m"), id="suspended"),
+        pytest.param([("Created", "True", "Created")], {"runPolicy": {"suspend": True}},
+                     ("Suspended", None, None), id="suspend-requested"),
+        pytest.param([("Created", "True", "Created"), ("Suspended", "False", "Resumed"),
+                      ("Running", "True", "Running")], {}, ("Running", None, None), id="resumed"),
+    ],
+)
+def test_kubeflow_conditions(shipped: plan.Plan, gvk: tuple[str, str], conds: list, spec: dict,
+                             expected: tuple) -> None:
+    kind = gvk[1]
+    obj = job(gvk, spec=spec, status=conditions(
+        *(cond(t, s, reason=kind + r, message="m") for t, s, r in conds)))
+    phase, reason, message = expected
+    assert verdict_of(shipped, obj, []) == (phase, reason and kind + reason, message)
+
+
+def test_kubeflow_pods_are_found_by_owner_and_job_name(shipped: plan.Plan) -> None:
+    obj = job(PYTORCHJOB)
+    mine = pod(obj, "train-master-0", "Running", running("pytorch"), task="master")
+    other = pod(job(PYTORCHJOB, name="other"), "other-master-0", "Running", task="master")
+    assert evaluator.pods_of(shipped, obj, [mine, other], NOW) == [mine]
+
+
+# -- JobSet --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("spec", "status", "expected"),
+    [
+        pytest.param({}, conditions(cond("Completed", reason="AllJobsCompleted",
+                                         message="jobset completed successfully")),
+                     ("Succeeded", "AllJobsCompleted", "jobset completed successfully"), id="completed"),
+        pytest.param({}, dict(conditions(cond("Failed", reason="ReachedMaxRestarts",
+                                              message="jobset failed due to reaching max number "
+                                                      "of restarts")), terminalState="Failed"),
+                     ("Failed", "ReachedMaxRestarts",
+                      "jobset failed due to reaching max number of restarts"), id="failed"),
+        pytest.param({"suspend": True}, conditions(cond("Suspended", reason="SuspendedJobs",
+                                                        message="jobset is suspended")),
+                     ("Suspended", "SuspendedJobs", "jobset is suspended"), id="suspended"),
+        pytest.param({}, conditions(cond("Suspended", "False", reason="ResumeJobs"),
+                                    cond("RestartingJobSet", reason="DefaultFailurePolicy",
+                                         message="restarting")),
+                     ("Restarting", "DefaultFailurePolicy", "restarting"), id="restarting"),
+        pytest.param({}, {}, ("Pending", None, None), id="no-pods"),
+    ],
+)
+def test_jobset(shipped: plan.Plan, spec: dict, status: dict, expected: tuple) -> None:
+    assert verdict_of(shipped, job(JOBSET, spec=spec, status=status), []) == expected
+
+
+def test_jobset_pods_of_child_jobs_are_found_by_label(shipped: plan.Plan) -> None:
+    obj = job(JOBSET)
+    assert verdict_of(shipped, obj, [pod(obj, "train-workers-0-0-x", "Running", task="workers")])[0] \
+        == "Running"
+
+
+# -- Argo Workflow -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("spec", "status", "expected"),
+    [
+        pytest.param({}, {"phase": "Error", "message": "error in entry template execution"},
+                     ("Failed", "Error", "error in entry template execution"), id="error"),
+        pytest.param({}, {"phase": "Failed", "message": "child 'main' failed"},
+                     ("Failed", "Failed", "child 'main' failed"), id="failed"),
+        pytest.param({}, {"phase": "Succeeded"}, ("Succeeded", None, None), id="succeeded"),
+        pytest.param({"suspend": True}, {"phase": "Running"}, ("Suspended", None, None),
+                     id="suspended"),
+        pytest.param({}, {"phase": "Running"}, ("Running", None, None), id="running"),
+        pytest.param({}, {}, ("Pending", None, None), id="not-yet-reconciled"),
+    ],
+)
+def test_argo_workflow(shipped: plan.Plan, spec: dict, status: dict, expected: tuple) -> None:
+    assert verdict_of(shipped, job(WORKFLOW, spec=spec, status=status), []) == expected
+
+
+# -- Tekton PipelineRun --------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("spec", "succeeded", "expected"),
+    [
+        pytest.param({}, ("True", "Succeeded", "Tasks Completed: 2 (Failed: 0, Cancelled 0), Skipped: 0"),
+                     ("Succeeded", "Succeeded", "Tasks Completed: 2 (Failed: 0, Cancelled 0), Skipped: 0"),
+                     id="succeeded"),
+        pytest.param({}, ("False", "Failed", "Tasks Completed: 1 (Failed: 1, Cancelled 0), Skipped: 1"),
+                     ("Failed", "Failed", "Tasks Completed: 1 (Failed: 1, Cancelled 0), Skipped: 1"),
+                     id="failed"),
+        pytest.param({"status": "Cancelled"},
+                     ("False", "Cancelled", 'PipelineRun "train" was cancelled'),
+                     ("Failed", "Cancelled", 'PipelineRun "train" was cancelled'), id="cancelled"),
+        pytest.param({}, ("False", "PipelineRunTimeout", 'PipelineRun "train" failed to finish within "1h0m0s"'),
+                     ("Failed", "PipelineRunTimeout",
+                      'PipelineRun "train" failed to finish within "1h0m0s"'), id="timeout"),
+        pytest.param({}, ("Unknown", "Running", "Tasks Completed: 0 (Failed: 0, Cancelled 0), Incomplete: 2"),
+                     ("Running", "Running", "Tasks Completed: 0 (Failed: 0, Cancelled 0), Incomplete: 2"),
+                     id="running"),
+        pytest.param({"status": "PipelineRunPending"}, ("Unknown", "PipelineRunPending", "PipelineRun \"train\" is pending"),
+                     ("Pending", "PipelineRunPending", None), id="pending"),
+        pytest.param({"status": "PipelineRunPending"}, None, ("Pending", "PipelineRunPending", None),
+                     id="pending-not-yet-reconciled"),
+        pytest.param({}, None, ("Pending", None, None), id="not-yet-reconciled"),
+    ],
+)
+def test_tekton_pipelinerun(shipped: plan.Plan, spec: dict, succeeded: tuple | None,
+                            expected: tuple) -> None:
+    status = conditions(cond("Succeeded", *succeeded)) if succeeded else {}
+    assert verdict_of(shipped, job(PIPELINERUN, spec=spec, status=status), []) == expected
