@@ -1,0 +1,96 @@
+"""The compiler as a library: paths in, plan and diagnostics out.
+
+`build` runs the stages as explicit steps (read, parse, lower, check, emit); the CLI and the
+`rulec eval/mutate/test` commands call it rather than the stages.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from rulec import ast, checker, diagnostics, emit, lower, syntax
+from rulec.diagnostics import Diagnostic
+from rulec.source import SourceFile
+
+
+class InputError(Exception):
+    """A path that cannot be read as rules: reported as a usage/IO problem (exit 2)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Build:
+    plan: dict[str, Any] | None       # None when there are errors (or emission was not asked)
+    diagnostics: tuple[Diagnostic, ...]
+    sources: Mapping[str, SourceFile]
+
+    @property
+    def errors(self) -> tuple[Diagnostic, ...]:
+        return tuple(d for d in self.diagnostics if d.severity == diagnostics.ERROR)
+
+
+def rule_files(paths: Iterable[str]) -> list[str]:
+    """The `.rules` files named by `paths` (files, or folders searched recursively), sorted."""
+    found: set[str] = set()
+    for given in paths:
+        path = os.path.normpath(given)
+        if os.path.isdir(path):
+            for root, dirs, files in os.walk(path):
+                dirs.sort()
+                found.update(os.path.join(root, f) for f in files if f.endswith(".rules"))
+        elif os.path.exists(path):
+            found.add(path)
+        else:
+            raise InputError(f"{given}: no such file or directory")
+    return sorted(found)
+
+
+def read(path: str) -> SourceFile:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text") from None
+    except OSError as err:
+        raise InputError(f"{path}: {err.strerror or err}") from None
+    return SourceFile.from_text(path, text.replace("\r\n", "\n"))
+
+
+def build(paths: Iterable[str], crds: Iterable[str] = (), *, emit_plan: bool = True) -> Build:
+    """Compile the rules under `paths`; raises InputError only for unreadable inputs."""
+    sources = [read(p) for p in rule_files(paths)]
+    return build_sources(sources, crds, emit_plan=emit_plan)
+
+
+def build_sources(sources: Iterable[SourceFile], crds: Iterable[str] = (), *,
+                  emit_plan: bool = True) -> Build:
+    ordered = sorted(sources, key=lambda s: s.path)
+    found: list[Diagnostic] = []
+    files: list[tuple[SourceFile, ast.File]] = []
+    complete = True
+    for source in ordered:
+        parsed = syntax.parse(source)
+        found.extend(parsed.diagnostics)
+        if parsed.tree is None:
+            complete = False
+            continue
+        files.append((source, lower.lower(parsed, found)))
+    schemas = _schemas(tuple(crds), found)
+    found = checker.check(files, found, complete=complete, schemas=schemas)
+    plan = None
+    if emit_plan and not any(d.severity == diagnostics.ERROR for d in found):
+        plan = emit.plan(files)
+    return Build(plan, tuple(sorted(found, key=Diagnostic.sort_key)),
+                 {s.path: s for s in ordered})
+
+
+def _schemas(crds: tuple[str, ...], out: list[Diagnostic]) -> Any:
+    """The CRD schema index for `--crd`, imported only when asked (it needs YAML)."""
+    if not crds:
+        return None
+    from rulec import schema
+
+    index, errors = schema.SchemaIndex.load(crds)
+    if errors:
+        raise InputError("; ".join(errors))
+    return index

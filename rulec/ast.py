@@ -1,0 +1,449 @@
+"""The typed syntax tree: frozen nodes, each with its source span as first field.
+
+Values keep the spelling-independent meaning (decoded strings, seconds, plan vocabulary) so that
+the checker and the emitter never look at text again.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from rulec.source import Span
+
+
+# ---------------------------------------------------------------- leaves
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    """A string literal, decoded."""
+
+    span: Span
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class Name:
+    """An identifier: a kind or define name, a phase word, a kind's Kind."""
+
+    span: Span
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class Number:
+    span: Span
+    value: int
+
+
+@dataclass(frozen=True, slots=True)
+class Duration:
+    span: Span
+    seconds: int
+
+
+@dataclass(frozen=True, slots=True)
+class Expr:
+    """A JMESPath expression; `line`/`column` locate its first character in the file."""
+
+    span: Span
+    text: str
+    line: int
+    column: int
+
+
+@dataclass(frozen=True, slots=True)
+class Placeholder:
+    span: Span
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Template:
+    span: Span
+    parts: tuple[Union[str, Placeholder, Expr], ...]
+
+    def literal(self) -> str | None:
+        """The text when the template is a plain string, else None."""
+        if all(isinstance(p, str) for p in self.parts):
+            return "".join(self.parts)  # type: ignore[arg-type]
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class FieldPath:
+    span: Span
+    segments: tuple[str, ...]
+
+
+# ---------------------------------------------------------------- boolean structure
+# Conditions, pod filters and injection filters share the connectives.
+
+@dataclass(frozen=True, slots=True)
+class And:
+    span: Span
+    args: tuple["Node", ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Or:
+    span: Span
+    args: tuple["Node", ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Not:
+    span: Span
+    arg: "Node"
+
+
+# ---------------------------------------------------------------- condition atoms
+
+@dataclass(frozen=True, slots=True)
+class JobExpr:
+    span: Span
+    expr: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class PodQuant:
+    span: Span
+    quant: str                     # any | all | none
+    task: Text | None
+    state: str | None
+    for_: Duration | None
+    filter: "Node | None"
+
+
+@dataclass(frozen=True, slots=True)
+class PodCount:
+    span: Span
+    task: Text | None
+    state: str | None
+    filter: "Node | None"
+    cmp: str
+    value: Number | Expr
+
+
+@dataclass(frozen=True, slots=True)
+class TaskQuant:
+    span: Span
+    quant: str                     # any | all
+    task: Text | None
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobAge:
+    span: Span
+    longer_than: Duration
+
+
+# ---------------------------------------------------------------- pod filter terms
+
+@dataclass(frozen=True, slots=True)
+class ExitCodes:
+    span: Span
+    codes: tuple[Number, ...]
+    ranges: tuple[tuple[Number, Number], ...]
+    negate: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerReason:
+    span: Span
+    values: tuple[Text, ...]
+    negate: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerScope:
+    """`container "x"`: scopes the exit, reason and restarts terms of its filter."""
+
+    span: Span
+    name: Text
+
+
+@dataclass(frozen=True, slots=True)
+class PodReason:
+    span: Span
+    values: tuple[Text, ...]
+    negate: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PodCondition:
+    span: Span
+    type: Text
+    reasons: tuple[Text, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskIs:
+    span: Span
+    values: tuple[Text, ...]
+    negate: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Restarts:
+    span: Span
+    cmp: str
+    value: Number
+
+
+@dataclass(frozen=True, slots=True)
+class KeyTest:
+    """`label`/`annotation "k"` with `exists`, `= v`, `!= v`, `in [...]`, `not in [...]`."""
+
+    span: Span
+    what: str                      # label | annotation
+    key: Text
+    values: tuple[Text, ...] | None  # None: exists
+    negate: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Where:
+    span: Span
+    expr: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class IsDefine:
+    span: Span
+    name: Name
+
+
+# ---------------------------------------------------------------- injection match terms
+
+@dataclass(frozen=True, slots=True)
+class Namespace:
+    span: Span
+    values: tuple[Text, ...]
+    negate: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PrimaryPod:
+    span: Span
+
+
+Node = Union[And, Or, Not, JobExpr, PodQuant, PodCount, TaskQuant, JobAge, ExitCodes,
+             ContainerReason, ContainerScope, PodReason, PodCondition, TaskIs, Restarts, KeyTest,
+             Where, IsDefine, Namespace, PrimaryPod]
+
+
+# ---------------------------------------------------------------- kinds
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    span: Span
+    phase: str                     # plan Phase
+    when: Node | None              # None: otherwise
+    reason: Template | None
+    message: Template | None
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    span: Span
+    name: str                      # plan Event
+    task: Text | None
+    for_: Duration | None
+    to: Name | None
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    span: Span
+    verb: str                      # plan ActionName
+    reason: Template | None
+    message: Template | None
+    max: Number | None
+    per: Name | None               # per task | per job
+    budget: Text | None
+    delay: Duration | None
+    fallback: "Action | None"
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    span: Span
+    event: Event
+    filter: Node | None
+    action: Action
+    id: Text | None
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseMapEntry:
+    span: Span
+    phase: Name
+    value: Text
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    span: Span
+    phase: FieldPath | None
+    phase_map: tuple[PhaseMapEntry, ...]
+    reason: FieldPath | None
+    message: FieldPath | None
+    condition: Text | None
+    condition_off: bool
+    events: bool
+    annotations: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PodLabel:
+    span: Span
+    key: Text
+    value: Template
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    span: Span
+    name: Name
+    api_version: Name
+    group: str
+    version: str
+    kind: Name
+    plural: Text | None
+    owned: bool
+    pod_labels: tuple[PodLabel, ...]
+    task_label: Text | None
+    task_expr: Expr | None
+    primary_pods: Node | None
+    primary_containers: tuple[Text, ...] | None
+    verdicts: tuple[Verdict, ...]
+    policies: tuple[Policy, ...]
+    status: Status | None
+
+    @property
+    def has_task(self) -> bool:
+        return self.task_label is not None or self.task_expr is not None
+
+
+# ---------------------------------------------------------------- injection
+
+@dataclass(frozen=True, slots=True)
+class Containers:
+    span: Span
+    select: str                    # primary | all | named
+    names: tuple[Text, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Annotate:
+    span: Span
+    key: Text
+    value: Template
+
+
+@dataclass(frozen=True, slots=True)
+class SetLabel:
+    span: Span
+    key: Text
+    value: Template
+
+
+@dataclass(frozen=True, slots=True)
+class Env:
+    span: Span
+    name: Text
+    value: Template
+    containers: Containers | None
+
+
+@dataclass(frozen=True, slots=True)
+class Volume:
+    span: Span
+    name: Text
+    source: str                    # emptyDir | configMap | secret
+    ref: Text | None
+
+
+@dataclass(frozen=True, slots=True)
+class Mount:
+    span: Span
+    volume: Text
+    path: Text
+    read_only: bool
+    containers: Containers | None
+
+
+@dataclass(frozen=True, slots=True)
+class SidecarEnv:
+    span: Span
+    name: Text
+    value: Template
+
+
+@dataclass(frozen=True, slots=True)
+class Sidecar:
+    span: Span
+    name: Text
+    native: bool
+    image: Template | None
+    command: tuple[Template, ...] | None
+    args: tuple[Template, ...] | None
+    env: tuple[SidecarEnv, ...]
+    mounts: tuple[Mount, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Wrap:
+    span: Span
+    containers: Containers
+    argv: tuple[Template, ...] | None
+    shell: Template | None
+
+
+Op = Union[Annotate, SetLabel, Env, Volume, Mount, Sidecar, Wrap]
+
+
+@dataclass(frozen=True, slots=True)
+class Injection:
+    span: Span
+    name: Text | None
+    kinds: tuple[Name, ...]
+    match: Node | None
+    ops: tuple[Op, ...]
+    wait: tuple[Text, ...] | None
+
+
+# ---------------------------------------------------------------- files
+
+@dataclass(frozen=True, slots=True)
+class Define:
+    span: Span
+    name: Name
+    filter: Node
+
+
+@dataclass(frozen=True, slots=True)
+class Webhook:
+    span: Span
+    failure: Name | None           # open | closed
+    timeout: Duration | None
+
+
+Decl = Union[Kind, Injection, Define, Webhook]
+
+
+@dataclass(frozen=True, slots=True)
+class AllowComment:
+    """`# rulec: allow NAME`: silences warning NAME on its line (or the next, when alone)."""
+
+    span: Span
+    names: tuple[str, ...]
+    own_line: bool
+
+
+@dataclass(frozen=True, slots=True)
+class File:
+    span: Span
+    decls: tuple[Decl, ...]
+    allows: tuple[AllowComment, ...]

@@ -1,0 +1,741 @@
+"""Checking: every rule the grammar cannot express, collected as diagnostics in one pass.
+
+Never raises on user error. Cross-file references are resolved over the whole program; when a
+file did not parse, "unknown name" errors are held back (the name may live in that file).
+"""
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, Sequence
+
+from rulec import ast, diagnostics, expr, names
+from rulec.diagnostics import Diagnostic, Note
+from rulec.source import SourceFile, Span
+
+PHASES = ("Pending", "Running", "Suspended", "Restarting", "Succeeded", "Failed")
+PLACEHOLDERS = ("job", "namespace", "kind", "task", "pod", "container", "container_reason",
+                "exit_code", "pod_reason", "phase", "count", "total", "restarts", "event",
+                "budget_used", "budget_max")
+JOB_PLACEHOLDERS = ("job", "namespace", "kind")
+INJECT_PLACEHOLDERS = ("job", "namespace", "kind", "task", "pod")
+POD_EVENTS = frozenset({"podPending", "podRunning", "podSucceeded", "podFailed", "podEvicted",
+                        "podDeleted", "containerRestarted"})
+TASK_EVENTS = frozenset({"taskCompleted", "taskFailed"})
+JOB_EVENTS = frozenset({"jobVerdictChanged", "jobRunningLongerThan"})
+FAILURE_EVENTS = frozenset({"podFailed", "taskFailed"})
+RESTARTS = frozenset({"restartJob", "restartTask", "restartPod"})
+_EVENT_WORDS = {
+    "podPending": "pod pending", "podRunning": "pod running", "podSucceeded": "pod succeeded",
+    "podFailed": "pod failed", "podEvicted": "pod evicted", "podDeleted": "pod deleted",
+    "containerRestarted": "container restarted", "taskCompleted": "task completed",
+    "taskFailed": "task failed", "jobVerdictChanged": "job verdict changed",
+    "jobRunningLongerThan": "job running longer than",
+}
+_VERB_WORDS = {
+    "failJob": "fail job", "completeJob": "complete job", "restartJob": "restart job",
+    "restartTask": "restart task", "restartPod": "restart pod", "abortJob": "abort job",
+    "terminateJob": "terminate job", "ignore": "ignore",
+}
+_EXEC_ARGV = re.compile(r"(?:^|[\s;&|(])exec\s+$")
+
+
+def check(files: Sequence[tuple[SourceFile, ast.File]], found: Iterable[Diagnostic], *,
+          complete: bool = True, schemas: Any = None) -> list[Diagnostic]:
+    """`found` plus everything the checker finds, less the warnings that comments allow."""
+    checker = _Checker([f for _, f in files], complete, schemas)
+    checker.run()
+    return _allowed([*found, *checker.out], [f for _, f in files])
+
+
+def walk(node: Any) -> Iterator[Any]:
+    """Every AST node under `node` (itself included), depth first, in field order."""
+    if isinstance(node, tuple):
+        for item in node:
+            yield from walk(item)
+    elif hasattr(node, "__dataclass_fields__") and not isinstance(node, Span):
+        yield node
+        for name in node.__dataclass_fields__:
+            yield from walk(getattr(node, name))
+
+
+@dataclass(frozen=True, slots=True)
+class _Write:
+    """One field an injection op sets, for conflict detection."""
+
+    field: str
+    value: Any
+    injection: ast.Injection
+    containers: ast.Containers | None
+    span: Span
+
+
+class _Checker:
+    def __init__(self, files: list[ast.File], complete: bool, schemas: Any) -> None:
+        self.files = files
+        self.complete = complete
+        self.schemas = schemas
+        self.out: list[Diagnostic] = []
+        self.decls = [d for f in files for d in f.decls]
+        self.kinds: dict[str, ast.Kind] = {}
+        self.defines: dict[str, ast.Define] = {}
+        self.parsed: dict[ast.Expr, expr.Parsed] = {}
+
+    def report(self, name: str, span: Span, message: str, help: str | None = None,
+               notes: Iterable[Note] = ()) -> None:
+        self.out.append(diagnostics.make(name, span, message, help, notes))
+
+    def run(self) -> None:
+        for node in walk(tuple(self.files)):
+            if isinstance(node, ast.Expr):
+                self.parsed[node] = expr.parse(node, self.out)
+                expr.check_quotes(node, self.out)
+        self.declarations()
+        self.define_cycles()
+        for decl in self.decls:
+            if isinstance(decl, ast.Kind):
+                self.kind(decl)
+            elif isinstance(decl, ast.Injection):
+                self.injection(decl)
+            elif isinstance(decl, ast.Define):
+                self.filter_root(decl.filter, None, failure=False)
+        self.conflicts([d for d in self.decls if isinstance(d, ast.Injection)])
+        self.webhooks([d for d in self.decls if isinstance(d, ast.Webhook)])
+
+    # ------------------------------------------------------------ names
+    def declarations(self) -> None:
+        firsts: dict[tuple[str, str], Span] = {}
+
+        def unique(space: str, key: str, span: Span, what: str) -> bool:
+            first = firsts.setdefault((space, key), span)
+            if first is not span:
+                self.report("duplicate-name", span, f"{what} is declared twice",
+                            notes=(Note("first declared here", first),))
+                return False
+            return True
+
+        for d in self.decls:
+            if isinstance(d, ast.Kind):
+                if unique("kind", d.name.value, d.name.span, f"kind `{d.name.value}`"):
+                    self.kinds[d.name.value] = d
+                unique("gvk", f"{d.api_version.value} {d.kind.value}", d.kind.span,
+                       f"`{d.api_version.value} {d.kind.value}`")
+            elif isinstance(d, ast.Define):
+                if unique("define", d.name.value, d.name.span, f"define `{d.name.value}`"):
+                    self.defines[d.name.value] = d
+            elif isinstance(d, ast.Injection) and d.name is not None:
+                unique("inject", d.name.value, d.name.span, f"injection \"{d.name.value}\"")
+
+    def define_cycles(self) -> None:
+        uses = {name: [n for n in walk(d.filter) if isinstance(n, ast.IsDefine)]
+                for name, d in self.defines.items()}
+        done: set[str] = set()
+
+        def visit(name: str, trail: list[str]) -> None:
+            if name in trail:
+                cycle = trail[trail.index(name):] + [name]
+                first = self.defines[cycle[0]]
+                self.report("define-cycle", first.name.span,
+                            f"define `{cycle[0]}` uses itself: {' -> '.join(cycle)}")
+                return
+            if name in done or name not in uses:
+                return
+            for use in uses[name]:
+                visit(use.name.value, [*trail, name])
+            done.add(name)
+
+        for name in self.defines:
+            visit(name, [])
+
+    # ------------------------------------------------------------ kinds
+    def kind(self, k: ast.Kind) -> None:
+        for label in k.pod_labels:
+            self.key(label.key, "label")
+            self.template(label.value, JOB_PLACEHOLDERS, "a pod selector")
+            literal = label.value.literal()
+            if literal is not None:
+                self.label_value(literal, label.value.span)
+        if k.task_label is not None:
+            self.key(k.task_label, "label")
+        if k.primary_pods is not None:
+            self.filter_root(k.primary_pods, k, failure=False)
+        for name in k.primary_containers or ():
+            self.dns_label(name, "container")
+        for v in k.verdicts:
+            if v.when is not None:
+                self.condition(v.when, k)
+            self.template(v.reason, PLACEHOLDERS, "a verdict")
+            self.template(v.message, PLACEHOLDERS, "a verdict")
+        self.verdict_order(k)
+        for p in k.policies:
+            self.policy(p, k)
+        self.policy_ids(k)
+        self.shadowing(k)
+        if k.status is not None:
+            for entry in k.status.phase_map:
+                self.phase(entry.phase)
+        self.check_schema_paths(k)
+
+    def verdict_order(self, k: ast.Kind) -> None:
+        reachable: list[ast.Verdict] = []
+        otherwise = None
+        for v in k.verdicts:
+            if otherwise is not None:
+                self.report("unreachable-verdict", v.span,
+                            f"this `{v.phase.lower()}` verdict is never used",
+                            notes=(Note("`otherwise` before it always holds", otherwise.span),))
+                continue
+            reachable.append(v)
+            if v.when is None:
+                otherwise = v
+        if not any(v.phase in ("Succeeded", "Failed") for v in reachable):
+            self.report("no-terminal-verdict", k.name.span,
+                        f"kind `{k.name.value}` never becomes Succeeded or Failed",
+                        help="add verdicts such as `succeeded when all pods succeeded` and "
+                             "`failed when any pod failed`")
+
+    def need_task(self, k: ast.Kind | None, span: Span, what: str) -> None:
+        if k is not None and not k.has_task:
+            self.report("no-task-selector", span,
+                        f"{what} needs a task, but kind `{k.name.value}` declares no `task`",
+                        help='add `task label "..."` or `task <<expr>>` to the kind')
+
+    def phase(self, name: ast.Name) -> None:
+        if name.value.lower() not in {p.lower() for p in PHASES}:
+            self.report("unknown-phase", name.span, f"unknown phase `{name.value}`",
+                        help=diagnostics.did_you_mean(name.value, PHASES)
+                        or f"phases are {', '.join(PHASES)}")
+
+    # ------------------------------------------------------------ conditions and filters
+    def condition(self, n: ast.Node, k: ast.Kind) -> None:
+        if isinstance(n, (ast.And, ast.Or)):
+            for a in n.args:
+                self.condition(a, k)
+        elif isinstance(n, ast.Not):
+            self.condition(n.arg, k)
+        elif isinstance(n, ast.JobExpr):
+            expr.check_condition(self.parsed[n.expr], self.out)
+        elif isinstance(n, (ast.PodQuant, ast.PodCount)):
+            if n.task is not None:
+                self.need_task(k, n.task.span, "`of task`")
+            if n.filter is not None:
+                self.filter_root(n.filter, k, failure=n.state == "failed")
+            if isinstance(n, ast.PodCount) and isinstance(n.value, ast.Number) \
+                    and n.value.value < 0:
+                self.report("value-out-of-range", n.value.span,
+                            "a count of pods is never negative")
+        elif isinstance(n, ast.TaskQuant):
+            self.need_task(k, n.span, "a task condition")
+
+    def filter_root(self, root: ast.Node, k: ast.Kind | None, failure: bool) -> None:
+        top = root.args if isinstance(root, ast.And) else (root,)
+        scopes = [a for a in top if isinstance(a, ast.ContainerScope)]
+        for node in walk(root):
+            if isinstance(node, ast.ContainerScope) and node not in scopes:
+                self.report("invalid-filter", node.span,
+                            "`container` must be joined with `and` at the top of the filter",
+                            help="it scopes every exit, reason and restarts term of its filter")
+        for extra in scopes[1:]:
+            self.report("invalid-filter", extra.span, "a filter scopes to one container",
+                        notes=(Note("the first `container` term", scopes[0].span),))
+        if scopes and not any(isinstance(n, (ast.ExitCodes, ast.ContainerReason, ast.Restarts))
+                              for n in walk(root)):
+            self.report("invalid-filter", scopes[0].span, "this `container` term scopes nothing",
+                        help="join it with an `exit`, `reason` or `restarts` term using `and`")
+        self.filter_terms(root, k, failure, positive=True)
+
+    def filter_terms(self, n: ast.Node, k: ast.Kind | None, failure: bool,
+                     positive: bool) -> None:
+        if isinstance(n, (ast.And, ast.Or)):
+            for a in n.args:
+                self.filter_terms(a, k, failure, positive)
+        elif isinstance(n, ast.Not):
+            self.filter_terms(n.arg, k, failure, not positive)
+        elif isinstance(n, ast.ExitCodes):
+            self.exit_codes(n, failure and positive and not n.negate)
+        elif isinstance(n, ast.ContainerScope):
+            self.dns_label(n.name, "container")
+        elif isinstance(n, ast.TaskIs):
+            self.need_task(k, n.span, "a task filter")
+        elif isinstance(n, ast.Restarts):
+            if n.value.value < 0:
+                self.report("value-out-of-range", n.value.span,
+                            "a restart count is never negative")
+        elif isinstance(n, ast.KeyTest):
+            self.key(n.key, n.what)
+            if n.what == "label":
+                for v in n.values or ():
+                    self.label_value(v.value, v.span)
+        elif isinstance(n, ast.Where):
+            expr.check_condition(self.parsed[n.expr], self.out)
+        elif isinstance(n, ast.IsDefine):
+            if n.name.value not in self.defines and self.complete:
+                self.report("unknown-define", n.name.span, f"no define is called `{n.name.value}`",
+                            help=diagnostics.did_you_mean(n.name.value, self.defines))
+
+    def exit_codes(self, n: ast.ExitCodes, on_failure: bool) -> None:
+        for code in n.codes:
+            if not 0 <= code.value <= 255:
+                self.report("exit-code-range", code.span,
+                            f"exit code {code.value} is outside 0-255 and never matches")
+        for lo, hi in n.ranges:
+            for bound in (lo, hi):
+                if not 0 <= bound.value <= 255:
+                    self.report("exit-code-range", bound.span,
+                                f"exit code {bound.value} is outside 0-255 and never matches")
+            if lo.value > hi.value:
+                self.report("exit-code-range", Span(lo.span.path, lo.span.line, lo.span.column,
+                                                    hi.span.end_line, hi.span.end_column),
+                            f"the range {lo.value}..{hi.value} is empty")
+        zero = next((c.span for c in n.codes if c.value == 0), None) or next(
+            (lo.span for lo, hi in n.ranges if lo.value <= 0 <= hi.value), None)
+        if on_failure and zero is not None:
+            self.report("exit-zero-on-failure", zero,
+                        "exit 0 in a filter on a failure",
+                        help="a failed pod has a container that exited non-zero; "
+                             "match that code, or use `exit not in [0]`")
+
+    # ------------------------------------------------------------ policies
+    def policy(self, p: ast.Policy, k: ast.Kind) -> None:
+        e = p.event
+        if e.task is not None:
+            self.need_task(k, e.task.span, "a task-scoped event")
+        elif e.name in TASK_EVENTS:
+            self.need_task(k, e.span, f"`{_EVENT_WORDS[e.name]}`")
+        if e.to is not None:
+            self.phase(e.to)
+        if p.filter is not None:
+            if e.name in JOB_EVENTS:
+                self.report("invalid-filter", p.filter.span,
+                            f"`{_EVENT_WORDS[e.name]}` concerns the job: there is no pod to filter",
+                            help="use a verdict condition for the job's own state")
+            else:
+                self.filter_root(p.filter, k, failure=e.name in FAILURE_EVENTS)
+        self.action(p.action, e, k)
+
+    def action(self, a: ast.Action, e: ast.Event, k: ast.Kind) -> None:
+        event = _EVENT_WORDS[e.name]
+        verb = _VERB_WORDS[a.verb]
+        if a.verb == "restartPod" and e.name not in POD_EVENTS:
+            self.report("action-not-allowed", a.span,
+                        f"`restart pod` needs a pod event, and `{event}` has no pod",
+                        help="restart the job or the task instead")
+        elif a.verb == "restartTask":
+            if e.name in JOB_EVENTS:
+                self.report("action-not-allowed", a.span,
+                            f"`restart task` needs a pod or task event, and `{event}` has no task")
+            elif not k.has_task:
+                self.report("action-not-allowed", a.span,
+                            f"`restart task` needs a task, but kind `{k.name.value}` declares "
+                            "no `task`",
+                            help='add `task label "..."` or `task <<expr>>` to the kind')
+        if a.max is not None:
+            if a.verb == "ignore":
+                self.report("invalid-budget", a.max.span, "`ignore` counts nothing: `max` does "
+                            "not apply")
+            elif a.max.value < 1:
+                self.report("value-out-of-range", a.max.span, "`max` must be at least 1")
+            if a.per is not None and a.per.value == "task" and (
+                    e.name in JOB_EVENTS or not k.has_task):
+                self.report("invalid-budget", a.per.span,
+                            "`per task` needs an event with a task and a kind that declares "
+                            "`task`")
+        else:
+            if a.fallback is not None:
+                self.report("invalid-budget", a.fallback.span,
+                            "`then` runs when the budget is spent, but there is no `max`",
+                            help=f"add `max N` before `then`, e.g. `{verb} max 3 then ...`")
+            if a.budget is not None:
+                self.report("invalid-budget", a.budget.span, "`budget` names a budget, but "
+                            "there is no `max`")
+            if a.verb in RESTARTS:
+                self.report("restart-without-budget", a.span,
+                            f"`{verb}` has no budget and may repeat forever",
+                            help=f"add `max N`, e.g. `{verb} max 3 then fail job`")
+        self.template(a.reason, PLACEHOLDERS, "an action")
+        self.template(a.message, PLACEHOLDERS, "an action")
+        if a.fallback is not None:
+            self.action(a.fallback, e, k)
+
+    def policy_ids(self, k: ast.Kind) -> None:
+        counters: dict[str, int] = defaultdict(int)
+        firsts: dict[str, Span] = {}
+        for p in k.policies:
+            n = counters[p.event.name]
+            counters[p.event.name] += 1
+            policy_id = p.id.value if p.id else f"{p.event.name}#{n}"
+            span = p.id.span if p.id else p.span
+            first = firsts.setdefault(policy_id, span)
+            if first is not span:
+                self.report("duplicate-name", span, f"policy id `{policy_id}` is used twice",
+                            help="policy ids key the stored state; give each policy its own "
+                                 "`as \"id\"`",
+                            notes=(Note("first used here", first),))
+
+    def shadowing(self, k: ast.Kind) -> None:
+        for i, later in enumerate(k.policies):
+            for earlier in k.policies[:i]:
+                if _catches_all(earlier, later):
+                    self.report(
+                        "shadowed-policy", later.span, "this policy is never used",
+                        help="policies are tried in order; put the narrower one first",
+                        notes=(Note("this earlier policy catches every "
+                                    f"`{_EVENT_WORDS[later.event.name]}` first", earlier.span),))
+                    break
+
+    # ------------------------------------------------------------ injection
+    def injection(self, i: ast.Injection) -> None:
+        for name in i.kinds:
+            if name.value not in self.kinds and self.complete:
+                self.report("unknown-kind", name.span, f"no kind is called `{name.value}`",
+                            help=diagnostics.did_you_mean(name.value, self.kinds))
+        if i.match is not None:
+            self.filter_terms(i.match, None, failure=False, positive=True)
+        firsts: dict[tuple[str, str], Span] = {}
+        for op in i.ops:
+            self.op(op, firsts)
+        for name in i.wait or ():
+            self.dns_label(name, "container")
+
+    def op(self, op: ast.Op, firsts: dict[tuple[str, str], Span]) -> None:
+        def unique(space: str, name: ast.Text) -> None:
+            first = firsts.setdefault((space, name.value), name.span)
+            if first is not name.span:
+                self.report("duplicate-name", name.span,
+                            f"{space} `{name.value}` is declared twice in this injection",
+                            notes=(Note("first declared here", first),))
+
+        with_container = (*INJECT_PLACEHOLDERS, "container")
+        if isinstance(op, ast.Annotate):
+            self.key(op.key, "annotation")
+            self.template(op.value, INJECT_PLACEHOLDERS, "an injection")
+        elif isinstance(op, ast.SetLabel):
+            self.key(op.key, "label")
+            self.template(op.value, INJECT_PLACEHOLDERS, "an injection")
+            literal = op.value.literal()
+            if literal is not None:
+                self.label_value(literal, op.value.span)
+        elif isinstance(op, ast.Env):
+            self.containers(op.containers)
+            self.template(op.value, with_container, "an `env` value")
+        elif isinstance(op, ast.Volume):
+            self.dns_label(op.name, "volume")
+            unique("volume", op.name)
+        elif isinstance(op, ast.Mount):
+            self.dns_label(op.volume, "volume")
+            self.containers(op.containers)
+        elif isinstance(op, ast.Sidecar):
+            self.dns_label(op.name, "sidecar")
+            unique("sidecar", op.name)
+            if op.image is None:
+                self.report("missing-clause", op.name.span,
+                            f"sidecar `{op.name.value}` has no `image`")
+            for tpl in (op.image, *(op.command or ()), *(op.args or ())):
+                self.template(tpl, INJECT_PLACEHOLDERS, "a sidecar")
+            for env in op.env:
+                self.template(env.value, INJECT_PLACEHOLDERS, "a sidecar")
+            for mount in op.mounts:
+                self.dns_label(mount.volume, "volume")
+        else:
+            self.containers(op.containers)
+            for tpl in op.argv or ():
+                self.template(tpl, with_container, "a `wrap`")
+            if op.shell is not None:
+                self.template(op.shell, (*with_container, "argv"), "a `wrap ... shell`")
+                self.shell(op.shell)
+
+    def shell(self, tpl: ast.Template) -> None:
+        text = ""
+        for part in tpl.parts:
+            if isinstance(part, ast.Placeholder) and part.name == "argv":
+                if not _EXEC_ARGV.search(text):
+                    self.report("wrap-without-exec", part.span,
+                                "`{argv}` runs as a child of the shell, so it gets no signals",
+                                help="write `exec {argv}` so the program replaces the shell")
+                return
+            text += part if isinstance(part, str) else "_"
+        self.report("wrap-drops-command", tpl.span,
+                    "this shell never runs the container's own command",
+                    help="include `{argv}` (usually as `exec {argv}`)")
+
+    def containers(self, c: ast.Containers | None) -> None:
+        for name in c.names if c is not None else ():
+            self.dns_label(name, "container")
+
+    def conflicts(self, injections: list[ast.Injection]) -> None:
+        by_field: dict[str, list[_Write]] = defaultdict(list)
+        for i in injections:
+            for op in i.ops:
+                for w in _writes(op, i):
+                    by_field[w.field].append(w)
+        for writes in by_field.values():
+            for n, later in enumerate(writes):
+                for earlier in writes[:n]:
+                    if self._clash(earlier, later):
+                        self.report(
+                            "conflicting-injection", later.span,
+                            f"{_describe_field(later.field)} is already set differently",
+                            notes=(Note("set here", earlier.span),))
+                        break
+
+    def _clash(self, a: _Write, b: _Write) -> bool:
+        if a.injection is b.injection and a.field.startswith("sidecar:"):
+            return False  # reported as a duplicate name
+        if a.field.startswith("sidecar:"):
+            shared = set(_kind_names(a.injection)) & set(_kind_names(b.injection))
+            return bool(shared)
+        if a.value == b.value:
+            return False
+        shared = set(_kind_names(a.injection)) & set(_kind_names(b.injection))
+        if a.injection is b.injection:
+            shared = shared or {""}
+        if a.containers is None and b.containers is None:
+            return bool(shared)
+        return any(self._overlap(a.containers, b.containers, self.kinds.get(k)) for k in shared)
+
+    @staticmethod
+    def _overlap(a: ast.Containers | None, b: ast.Containers | None,
+                 k: ast.Kind | None) -> bool:
+        primary = None if k is None or k.primary_containers is None else {
+            c.value for c in k.primary_containers}
+
+        def resolve(c: ast.Containers | None) -> set[str] | None:
+            select = c.select if c is not None else "primary"
+            if select == "all" or (select == "primary" and primary is None):
+                return None
+            return primary if select == "primary" else {n.value for n in c.names}  # type: ignore[union-attr]
+
+        sa, sb = resolve(a), resolve(b)
+        return sa is None or sb is None or bool(sa & sb)
+
+    # ------------------------------------------------------------ webhook
+    def webhooks(self, hooks: list[ast.Webhook]) -> None:
+        failure = timeout = None
+        for h in hooks:
+            if h.failure is not None:
+                if failure is not None:
+                    self.report("duplicate-clause", h.failure.span,
+                                "`webhook failure` is set twice",
+                                notes=(Note("first set here", failure),))
+                failure = failure or h.failure.span
+            if h.timeout is not None:
+                if timeout is not None:
+                    self.report("duplicate-clause", h.timeout.span,
+                                "`webhook timeout` is set twice",
+                                notes=(Note("first set here", timeout),))
+                timeout = timeout or h.timeout.span
+                if not 1 <= h.timeout.seconds <= 30:
+                    self.report("value-out-of-range", h.timeout.span,
+                                "the webhook timeout must be between 1s and 30s")
+
+    # ------------------------------------------------------------ values
+    def template(self, tpl: ast.Template | None, allowed: Sequence[str], where: str) -> None:
+        for part in tpl.parts if tpl is not None else ():
+            if not isinstance(part, ast.Placeholder) or part.name in allowed:
+                continue
+            if part.name in PLACEHOLDERS or part.name == "argv":
+                hint = ("`{argv}` exists only in `wrap ... with shell`" if part.name == "argv"
+                        else f"placeholders here: {', '.join(allowed)}")
+                self.report("unknown-placeholder", part.span,
+                            f"placeholder `{{{part.name}}}` has no value in {where}", help=hint)
+            else:
+                self.report("unknown-placeholder", part.span,
+                            f"unknown placeholder `{{{part.name}}}`",
+                            help=diagnostics.did_you_mean(part.name, allowed)
+                            or f"placeholders here: {', '.join(allowed)}")
+
+    def key(self, key: ast.Text, what: str) -> None:
+        problem = names.key_problem(key.value)
+        if problem:
+            self.report("invalid-key", key.span, f"invalid {what} key \"{key.value}\": {problem}")
+
+    def label_value(self, value: str, span: Span) -> None:
+        problem = names.label_value_problem(value)
+        if problem:
+            self.report("invalid-label-value", span, f"invalid label value \"{value}\": {problem}")
+
+    def dns_label(self, name: ast.Text, what: str) -> None:
+        problem = names.dns_label_problem(name.value)
+        if problem:
+            self.report("invalid-dns-label", name.span,
+                        f"invalid {what} name \"{name.value}\": {problem}")
+
+    # ------------------------------------------------------------ CRD schemas
+    def check_schema_paths(self, k: ast.Kind) -> None:
+        """Look the kind's status paths and job-side JMESPath reads up in its CRD schema."""
+        if self.schemas is None:
+            return
+        api, kind = k.api_version.value, k.kind.value
+        if not self.schemas.has_kind(api, kind):
+            self.report("no-schema", k.kind.span,
+                        f"no CRD given defines `{api} {kind}`; its paths are not checked")
+            return
+        if k.status is not None:
+            for path in (k.status.phase, k.status.reason, k.status.message):
+                if path is not None:
+                    self._status_path(k, path)
+        for e in _job_exprs(k):
+            parsed = self.parsed.get(e)
+            if parsed is None or parsed.tree is None:
+                continue
+            self._expr_paths(k, e)
+
+    def _status_path(self, k: ast.Kind, path: ast.FieldPath) -> None:
+        problem = self.schemas.check_path(k.api_version.value, k.kind.value, path.segments)
+        if problem is None:
+            return
+        column = path.span.column + sum(len(s) + 1 for s in path.segments[:problem.index])
+        span = Span(path.span.path, path.span.line, column, path.span.line,
+                    column + len(problem.segment))
+        self._unknown_field(k, span, path.segments[:problem.index + 1], problem)
+
+    def _expr_paths(self, k: ast.Kind, e: ast.Expr) -> None:
+        from rulec import schema
+
+        reported: set[tuple[str, ...]] = set()
+        for path in schema.paths_in_jmespath(e.text):
+            problem = self.schemas.check_path(k.api_version.value, k.kind.value, path)
+            if problem is None:
+                continue
+            bad = path[:problem.index + 1]
+            if bad in reported:
+                continue
+            reported.add(bad)
+            self._unknown_field(k, _field_span(e, problem.segment), bad, problem)
+
+    def _unknown_field(self, k: ast.Kind, span: Span, path: tuple[str, ...],
+                       problem: Any) -> None:
+        parent = ".".join(path[:-1]) or "the object"
+        help = f"did you mean `{problem.suggestion}`?" if problem.suggestion else None
+        if help is None and problem.expected:
+            shown = ", ".join(problem.expected[:8]) + (", ..." if len(problem.expected) > 8 else "")
+            help = f"fields of {parent}: {shown}"
+        self.report("unknown-field", span,
+                    f"`{'.'.join(path)}` is not in the schema of `{k.api_version.value} "
+                    f"{k.kind.value}`", help=help)
+
+
+# ---------------------------------------------------------------- helpers
+
+def _catches_all(earlier: ast.Policy, later: ast.Policy) -> bool:
+    """Whether `earlier` matches every case `later` would (same event and scope, no filter)."""
+    a, b = earlier.event, later.event
+    if a.name != b.name or earlier.filter is not None:
+        return False
+    if (a.task.value if a.task else None) != (b.task.value if b.task else None):
+        return False
+    if a.for_ is not None and (b.for_ is None or a.for_.seconds > b.for_.seconds):
+        return False
+    if a.to is not None and (b.to is None or a.to.value.lower() != b.to.value.lower()):
+        return False
+    return True
+
+
+def _kind_names(i: ast.Injection) -> list[str]:
+    return [k.value for k in i.kinds]
+
+
+def _template_key(tpl: ast.Template | None) -> Any:
+    if tpl is None:
+        return None
+    return tuple(p if isinstance(p, str) else
+                 ("var", p.name) if isinstance(p, ast.Placeholder) else ("expr", p.text)
+                 for p in tpl.parts)
+
+
+def _writes(op: ast.Op, i: ast.Injection) -> list[_Write]:
+    if isinstance(op, ast.Annotate):
+        return [_Write(f"annotation:{op.key.value}", _template_key(op.value), i, None, op.span)]
+    if isinstance(op, ast.SetLabel):
+        return [_Write(f"label:{op.key.value}", _template_key(op.value), i, None, op.span)]
+    if isinstance(op, ast.Env):
+        return [_Write(f"env:{op.name.value}", _template_key(op.value), i,
+                       op.containers or ast.Containers(op.span, "primary", ()), op.span)]
+    if isinstance(op, ast.Sidecar):
+        return [_Write(f"sidecar:{op.name.value}", None, i, None, op.span)]
+    if isinstance(op, ast.Volume):
+        return [_Write(f"volume:{op.name.value}", (op.source, op.ref.value if op.ref else None),
+                       i, None, op.span)]
+    return []
+
+
+def _describe_field(field: str) -> str:
+    what, _, name = field.partition(":")
+    return {"annotation": f"annotation \"{name}\"", "label": f"label \"{name}\"",
+            "env": f"environment variable `{name}`", "sidecar": f"sidecar `{name}`",
+            "volume": f"volume `{name}`"}[what]
+
+
+def _job_exprs(k: ast.Kind) -> Iterator[ast.Expr]:
+    """The expressions of a kind that read the job object (not the pod)."""
+    def in_condition(n: ast.Node) -> Iterator[ast.Expr]:
+        if isinstance(n, (ast.And, ast.Or)):
+            for a in n.args:
+                yield from in_condition(a)
+        elif isinstance(n, ast.Not):
+            yield from in_condition(n.arg)
+        elif isinstance(n, ast.JobExpr):
+            yield n.expr
+        elif isinstance(n, ast.PodCount) and isinstance(n.value, ast.Expr):
+            yield n.value
+
+    def in_template(t: ast.Template | None) -> Iterator[ast.Expr]:
+        for part in t.parts if t is not None else ():
+            if isinstance(part, ast.Expr):
+                yield part
+
+    for label in k.pod_labels:
+        yield from in_template(label.value)
+    for v in k.verdicts:
+        if v.when is not None:
+            yield from in_condition(v.when)
+        yield from in_template(v.reason)
+        yield from in_template(v.message)
+    for p in k.policies:
+        action: ast.Action | None = p.action
+        while action is not None:
+            yield from in_template(action.reason)
+            yield from in_template(action.message)
+            action = action.fallback
+
+
+def _field_span(e: ast.Expr, segment: str) -> Span:
+    """Where `segment` is first read in the expression (the whole expression if not found)."""
+    from jmespath import lexer
+
+    for tok in lexer.Lexer().tokenize(e.text):
+        if tok["type"] in ("unquoted_identifier", "quoted_identifier") and tok["value"] == segment:
+            length = len(segment) + (2 if tok["type"] == "quoted_identifier" else 0)
+            return expr.position(e, tok["start"], length)
+    return e.span
+
+
+def _allowed(found: list[Diagnostic], files: list[ast.File]) -> list[Diagnostic]:
+    """Drop the warnings that a `# rulec: allow NAME` comment covers; report unknown names."""
+    allows = [a for f in files for a in f.allows]
+    out: list[Diagnostic] = []
+    for a in allows:
+        for name in a.names:
+            code = diagnostics.BY_NAME.get(name)
+            if code is None:
+                out.append(diagnostics.make(
+                    "unknown-allow", a.span, f"`{name}` is not a diagnostic name",
+                    help=diagnostics.did_you_mean(
+                        name, [c.name for c in diagnostics.CODES
+                               if c.severity == diagnostics.WARNING])))
+            elif code.severity == diagnostics.ERROR:
+                out.append(diagnostics.make(
+                    "unknown-allow", a.span, f"`{name}` is an error and cannot be allowed"))
+    covered = defaultdict(list)
+    for a in allows:
+        line = a.span.line + 1 if a.own_line else a.span.line
+        for name in a.names:
+            covered[(a.span.path, name)].append(line)
+    for d in found:
+        lines = covered.get((d.span.path, d.name), ())
+        if d.severity == diagnostics.WARNING and any(
+                d.span.line <= line <= d.span.end_line for line in lines):
+            continue
+        out.append(d)
+    return out

@@ -1,0 +1,204 @@
+"""`rulec`: check, compile, format and explain rules.
+
+Exit codes: 0 clean (or warnings only), 1 findings (errors, or warnings with --strict),
+2 usage, input/output or internal trouble. No user error prints a traceback; an internal one
+prints a one-line message unless RULEC_DEBUG=1.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from typing import Sequence
+
+# Commands that live in other modules: name -> (module with `register(subparsers)`, summary).
+# A module is imported only when its command runs or help is asked for.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "webhook-config": ("rulec.webhookcmd", "print the MutatingWebhookConfiguration for a plan"),
+}
+
+FORMATS = ("concise", "full", "json", "github")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    try:
+        parser = _parser(args_list)
+        args = parser.parse_args(args_list)
+    except SystemExit as exit_:
+        return exit_.code if isinstance(exit_.code, int) else 2
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as err:  # an internal error: one line, unless debugging
+        if os.environ.get("RULEC_DEBUG") == "1":
+            raise
+        print(f"rulec: internal error: {type(err).__name__}: {err} "
+              "(set RULEC_DEBUG=1 for a traceback)", file=sys.stderr)
+        return 2
+
+
+def _parser(argv: list[str]) -> argparse.ArgumentParser:
+    parser = _Parser(prog="rulec", description="Declarative rules for Kubernetes batch jobs.")
+    sub = parser.add_subparsers(metavar="COMMAND", parser_class=_Parser)
+
+    check = sub.add_parser("check", help="report problems in rules",
+                           description="Report problems in .rules files.")
+    _rules_args(check)
+    check.add_argument("--format", choices=FORMATS, default="concise",
+                       help="how diagnostics are printed (default: concise)")
+    check.add_argument("--strict", action="store_true", help="warnings fail too (exit 1)")
+    check.set_defaults(func=_check)
+
+    comp = sub.add_parser("compile", help="compile rules to a plan",
+                          description="Compile .rules files to a plan (JSON).")
+    _rules_args(comp)
+    comp.add_argument("-o", "--output", metavar="FILE", help="write the plan here (default: stdout)")
+    comp.add_argument("--format", choices=FORMATS, default="concise",
+                      help="how diagnostics are printed (default: concise)")
+    comp.set_defaults(func=_compile)
+
+    fmt = sub.add_parser("fmt", help="format rules canonically",
+                         description="Rewrite .rules files in canonical layout, comments kept.")
+    fmt.add_argument("paths", nargs="+", metavar="PATH", help=".rules files or folders")
+    fmt.add_argument("--check", action="store_true",
+                     help="change nothing; exit 1 when a file is not formatted")
+    fmt.set_defaults(func=_fmt)
+
+    explain = sub.add_parser("explain", help="explain a diagnostic code",
+                             description="Explain a diagnostic code (R123 or its name).")
+    explain.add_argument("code", help="a code such as R101, or its name such as unknown-kind")
+    explain.set_defaults(func=_explain)
+
+    wanted = next((a for a in argv if not a.startswith("-")), None)
+    for name, (module, summary) in COMMANDS.items():
+        if wanted in (name, None) or wanted not in ("check", "compile", "fmt", "explain"):
+            try:
+                importlib.import_module(module).register(sub)
+                continue
+            except ImportError:
+                pass
+        sub.add_parser(name, help=summary, add_help=False)
+    return parser
+
+
+def _rules_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", nargs="+", metavar="PATH", help=".rules files or folders")
+    p.add_argument("--crd", nargs="+", default=[], metavar="FILE",
+                   help="CRD manifests to check field paths against")
+
+
+def _check(args: argparse.Namespace) -> int:
+    from rulec import api, diagnostics
+
+    try:
+        result = api.build(args.paths, args.crd, emit_plan=False)
+    except api.InputError as err:
+        print(f"rulec: {err}", file=sys.stderr)
+        return 2
+    _print_diagnostics(result, args.format)
+    failing = result.errors or (args.strict and result.diagnostics)
+    if args.format in ("concise", "full") and result.diagnostics:
+        print(f"rulec: {diagnostics.summary(result.diagnostics)}", file=sys.stderr)
+    return 1 if failing else 0
+
+
+def _compile(args: argparse.Namespace) -> int:
+    from rulec import api, emit
+
+    try:
+        result = api.build(args.paths, args.crd)
+    except api.InputError as err:
+        print(f"rulec: {err}", file=sys.stderr)
+        return 2
+    if result.plan is None:
+        _print_diagnostics(result, args.format, stream=sys.stderr)
+        print(f"rulec: no plan written: {len(result.errors)} error(s)", file=sys.stderr)
+        return 1
+    _print_diagnostics(result, args.format, stream=sys.stderr)
+    text = emit.dumps(result.plan)
+    if args.output:
+        try:
+            with open(args.output, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as err:
+            print(f"rulec: {args.output}: {err.strerror or err}", file=sys.stderr)
+            return 2
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _fmt(args: argparse.Namespace) -> int:
+    from rulec import api, fmt
+
+    try:
+        paths = api.rule_files(args.paths)
+        sources = [api.read(p) for p in paths]
+    except api.InputError as err:
+        print(f"rulec: {err}", file=sys.stderr)
+        return 2
+    status = 0
+    for source in sources:
+        result = fmt.format_source(source)
+        if result.diagnostics:
+            from rulec import diagnostics
+
+            sys.stderr.write(diagnostics.render(result.diagnostics, "concise",
+                                                {source.path: source}))
+            status = max(status, 1)
+            continue
+        if result.text == source.text:
+            continue
+        if args.check:
+            print(f"rulec: {source.path}: not formatted", file=sys.stderr)
+            status = max(status, 1)
+            continue
+        try:
+            with open(source.path, "w", encoding="utf-8") as f:
+                f.write(result.text)
+        except OSError as err:
+            print(f"rulec: {source.path}: {err.strerror or err}", file=sys.stderr)
+            return 2
+        print(f"rulec: formatted {source.path}", file=sys.stderr)
+    return status
+
+
+def _explain(args: argparse.Namespace) -> int:
+    from rulec import diagnostics
+
+    code = diagnostics.lookup(args.code)
+    if code is None:
+        hint = diagnostics.did_you_mean(args.code, [c.name for c in diagnostics.CODES])
+        print(f"rulec: unknown code `{args.code}`" + (f"; {hint}" if hint else ""),
+              file=sys.stderr)
+        return 2
+    print(f"{code.code} {code.name} ({code.severity}): {code.summary}\n\n{code.doc}")
+    return 0
+
+
+def _print_diagnostics(result: object, fmt: str, stream: object = None) -> None:
+    from rulec import diagnostics
+
+    out = stream or sys.stdout
+    found = result.diagnostics  # type: ignore[attr-defined]
+    if found or fmt == "json":
+        out.write(diagnostics.render(found, fmt, result.sources))  # type: ignore[attr-defined]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

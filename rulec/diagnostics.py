@@ -1,0 +1,263 @@
+"""Diagnostics: the code registry, the Diagnostic value, and its four renderings."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from rulec.source import SourceFile, Span
+
+ERROR = "error"
+WARNING = "warning"
+
+
+@dataclass(frozen=True, slots=True)
+class Code:
+    """A stable diagnostic code: never renumbered, never reused."""
+
+    code: str
+    name: str
+    severity: str
+    summary: str
+    doc: str
+
+
+CODES: tuple[Code, ...] = (
+    # ---- R0xx: reading the text
+    Code("R001", "syntax-error", ERROR, "the text does not follow the grammar",
+         "The parser met a token it did not expect. The message says what was expected at that "
+         "point; when a `{` block is still open, a note says where it opened."),
+    Code("R002", "unknown-word", ERROR, "a misspelled keyword (event, action, phase, statement)",
+         "A word stands where the grammar expects a keyword, and it is close to one of them: "
+         "usually a typo such as `on pod faild`. The help names the closest keyword."),
+    Code("R003", "invalid-escape", ERROR, "an unknown backslash escape in a string",
+         "Strings know `\\\"`, `\\\\`, `\\n` and `\\t`. Any other backslash escape is an error "
+         "rather than being kept or dropped silently."),
+    Code("R004", "invalid-template", ERROR, "a `{` or `}` in a template that opens or closes nothing",
+         "In a string, `{name}` is a placeholder and `{<<expr>>}` embeds JMESPath; write `{{` and "
+         "`}}` for literal braces."),
+    # ---- R1xx: names and references
+    Code("R101", "unknown-kind", ERROR, "a kind name that no `job` declares",
+         "`inject ... into pods of NAME` must name kinds declared by `job NAME: ...` in one of the "
+         "files given to the same command."),
+    Code("R102", "unknown-define", ERROR, "`is NAME` with no `define NAME`",
+         "A pod filter used as `is NAME` must be declared with `define NAME = ...` in one of the "
+         "files given to the same command."),
+    Code("R103", "unknown-phase", ERROR, "a phase outside Pending, Running, Suspended, Restarting, "
+         "Succeeded, Failed",
+         "Phases form a closed set. Status value maps and `job verdict changed to PHASE` must use "
+         "one of them (any letter case)."),
+    Code("R104", "unknown-placeholder", ERROR, "a `{name}` placeholder that does not exist here",
+         "Templates know a fixed set of placeholders (see the language reference); injection "
+         "templates know fewer, and `{argv}` exists only in `wrap ... with shell`."),
+    Code("R105", "duplicate-name", ERROR, "two declarations with the same name",
+         "Kinds, defines, injections, policy ids, sidecars and volumes of one injection must each "
+         "have a unique name; the note points at the first declaration."),
+    Code("R106", "duplicate-clause", ERROR, "a statement or clause given twice where one is allowed",
+         "For example two `task` statements in a kind, two `reason` clauses on one action, or "
+         "two `webhook timeout` settings: one would silently override the other."),
+    Code("R107", "define-cycle", ERROR, "a `define` that uses itself",
+         "Defines are inlined into the plan, so a define that reaches itself through `is` can never "
+         "be expanded."),
+    Code("R108", "missing-clause", ERROR, "a required statement is missing",
+         "For example a `sidecar` without `image`: the pod would be rejected by the API server."),
+    # ---- R2xx: JMESPath
+    Code("R201", "jmespath-syntax", ERROR, "a JMESPath expression that does not parse",
+         "The position points at the offending character inside `<<...>>`."),
+    Code("R202", "double-quoted-string", ERROR, "`\"text\"` used as a string inside JMESPath",
+         "In JMESPath, `\"Failed\"` is a quoted field name, not a string: `status.phase == \"Failed\"` "
+         "compares against a field called Failed and is never true. Write `'Failed'`."),
+    Code("R203", "non-boolean-condition", ERROR, "a condition that can only yield a string or number",
+         "A condition is tested for JMESPath truthiness. An expression that can only produce a "
+         "string or a number (a literal, `length(...)`, or a field that is a string such as "
+         "`status.phase`) is true whenever it is non-empty, which is almost never what is meant: "
+         "compare it (`status.phase == 'Failed'`)."),
+    # ---- R3xx: values
+    Code("R301", "exit-code-range", ERROR, "an exit code outside 0-255",
+         "Container exit codes are 0-255 (a signal N shows as 128+N), so such a code never matches."),
+    Code("R302", "exit-zero-on-failure", WARNING, "exit 0 in a filter on a failure",
+         "A failed pod or task failed because some container exited non-zero; matching exit 0 "
+         "there usually means the filter was meant for another event."),
+    Code("R303", "invalid-key", ERROR, "a label or annotation key Kubernetes would reject",
+         "Keys are an optional DNS subdomain prefix (at most 253 characters) and `/`, then a name of "
+         "at most 63 characters of `[A-Za-z0-9_.-]`, starting and ending alphanumeric."),
+    Code("R304", "invalid-label-value", ERROR, "a label value Kubernetes would reject",
+         "Label values are empty or at most 63 characters of `[A-Za-z0-9_.-]`, starting and "
+         "ending alphanumeric."),
+    Code("R305", "invalid-dns-label", ERROR, "a container, sidecar or volume name Kubernetes would "
+         "reject",
+         "Container and volume names are DNS-1123 labels: at most 63 characters of lower-case "
+         "letters, digits and `-`, starting and ending alphanumeric."),
+    Code("R306", "value-out-of-range", ERROR, "a number or duration outside what it can mean",
+         "For example `max 0`, a webhook timeout outside 1-30 seconds, or `restarts < 0`."),
+    # ---- R4xx: kinds, verdicts, policies
+    Code("R401", "shadowed-policy", WARNING, "a policy that an earlier one always catches first",
+         "Policies are tried in order and the first match wins. An earlier policy on the same "
+         "event and task scope with no filter (and no longer duration) catches every case, so "
+         "the later one never runs. Task-scoped policies are tried before job-wide ones."),
+    Code("R402", "restart-without-budget", WARNING, "a restart with no `max`",
+         "A restart without a budget can loop forever on a pod that always fails. Add `max N` "
+         "(and usually `then fail job`)."),
+    Code("R403", "no-terminal-verdict", WARNING, "a kind that can never be Succeeded or Failed",
+         "No reachable verdict of the kind decides Succeeded or Failed, so its jobs never finish "
+         "as far as jobrules is concerned."),
+    Code("R404", "unreachable-verdict", WARNING, "a verdict after `otherwise`",
+         "Verdicts are tried in order and `otherwise` always holds, so nothing after it is used."),
+    Code("R405", "action-not-allowed", ERROR, "an action that makes no sense for its event",
+         "`restart pod` needs a pod event; `restart task` needs a pod or task event and a kind "
+         "that declares `task`; job-wide events cannot restart a pod or a task."),
+    Code("R406", "invalid-budget", ERROR, "a budget clause that cannot work",
+         "`then ACTION` and `budget \"name\"` need `max N`; `per task` needs an event that has a "
+         "task and a kind that declares `task`."),
+    Code("R407", "invalid-filter", ERROR, "a filter that cannot apply where it stands",
+         "Job-wide events (`job verdict changed`, `job running longer than`) have no pod to "
+         "filter; `container \"name\"` must be joined with `and` at the top of a filter, once, "
+         "beside the exit, reason or restarts terms it scopes."),
+    Code("R408", "no-task-selector", ERROR, "a task used in a kind that declares no `task`",
+         "`of task`, `task \"t\"` conditions and events, and task filters need the kind to say how "
+         "a pod's task is found (`task label \"...\"` or `task <<expr>>`)."),
+    # ---- R5xx: injection
+    Code("R501", "conflicting-injection", ERROR, "two injections write the same field differently",
+         "Two injection operations that can apply to the same pod set the same annotation, label, "
+         "or environment variable (on overlapping containers) to different values, or add two "
+         "sidecars with one name: the result would depend on order. Injections are assumed to "
+         "overlap when they share a kind."),
+    Code("R502", "wrap-without-exec", WARNING, "a shell wrap that does not `exec` the command",
+         "`wrap ... with shell` runs `/bin/sh -c`; without `exec` before `{argv}` the shell stays "
+         "PID 1 and signals (SIGTERM on deletion) never reach the program."),
+    Code("R503", "wrap-drops-command", WARNING, "a shell wrap without `{argv}`",
+         "The shell template replaces the container's command and arguments; without `{argv}` the "
+         "original program never runs."),
+    # ---- R6xx: CRD schemas
+    Code("R601", "unknown-field", ERROR, "a field path that the kind's CRD schema does not have",
+         "With `--crd FILE`, status paths and the field paths read by JMESPath in a kind are looked "
+         "up in the kind's OpenAPI schema."),
+    Code("R602", "no-schema", WARNING, "`--crd` was given but no CRD defines the kind",
+         "The kind's paths are not checked. Pass the CRD that defines its group, version and "
+         "kind, or leave `--crd` out."),
+    # ---- R9xx: about the rules themselves
+    Code("R901", "unknown-allow", WARNING, "`# rulec: allow NAME` with an unknown code name",
+         "The name after `allow` must be the kebab-case name of a warning, such as "
+         "`restart-without-budget`."),
+)
+
+BY_CODE: dict[str, Code] = {c.code: c for c in CODES}
+BY_NAME: dict[str, Code] = {c.name: c for c in CODES}
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    message: str
+    span: Span | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    code: str
+    severity: str
+    message: str
+    span: Span
+    help: str | None = None
+    notes: tuple[Note, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return BY_CODE[self.code].name
+
+    def sort_key(self) -> tuple[str, int, int, str, str]:
+        return (self.span.path, self.span.line, self.span.column, self.code, self.message)
+
+
+def make(name: str, span: Span, message: str, help: str | None = None,
+         notes: Iterable[Note] = ()) -> Diagnostic:
+    """A diagnostic for the code called `name`, with the registry's severity."""
+    code = BY_NAME[name]
+    return Diagnostic(code.code, code.severity, message, span, help, tuple(notes))
+
+
+def lookup(word: str) -> Code | None:
+    """A code by number (`R001`, any case) or kebab-case name."""
+    return BY_CODE.get(word.upper()) or BY_NAME.get(word.lower())
+
+
+def did_you_mean(word: str, candidates: Iterable[str]) -> str | None:
+    """`did you mean `x`?` for the closest candidate, if any is close."""
+    import difflib
+
+    match = difflib.get_close_matches(word, sorted(set(candidates)), n=1, cutoff=0.6)
+    return f"did you mean `{match[0]}`?" if match else None
+
+
+# ---------------------------------------------------------------- renderers
+
+def render(diagnostics: Sequence[Diagnostic], fmt: str,
+           sources: dict[str, SourceFile]) -> str:
+    """All diagnostics in one of the formats `concise`, `full`, `json`, `github`."""
+    ordered = sorted(diagnostics, key=Diagnostic.sort_key)
+    if fmt == "json":
+        return json.dumps([_json(d) for d in ordered], indent=2, ensure_ascii=False) + "\n"
+    if fmt == "github":
+        return "".join(_github(d) + "\n" for d in ordered)
+    if fmt == "full":
+        return "".join(_full(d, sources.get(d.span.path)) + "\n" for d in ordered)
+    return "".join(_concise(d) + "\n" for d in ordered)
+
+
+def summary(diagnostics: Sequence[Diagnostic]) -> str:
+    errors = sum(d.severity == ERROR for d in diagnostics)
+    warnings = len(diagnostics) - errors
+    return f"{_plural(errors, 'error')}, {_plural(warnings, 'warning')}"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _concise(d: Diagnostic) -> str:
+    return f"{d.span.cite()}: {d.severity}[{d.code}] {d.message}"
+
+
+def _full(d: Diagnostic, source: SourceFile | None) -> str:
+    s = d.span
+    lines = [f"{d.severity}[{d.code}]: {d.message}", f"  --> {s.cite()}"]
+    text = source.line_text(s.line) if source else ""
+    gutter = " " * len(str(s.line))
+    if source is not None and 1 <= s.line <= source.line_count:
+        shown = text.expandtabs(4)
+        start = len(text[: s.column - 1].expandtabs(4))
+        end_col = s.end_column if s.end_line == s.line else len(text) + 1
+        end = len(text[: max(end_col, s.column + 1) - 1].expandtabs(4))
+        width = max(1, end - start)
+        lines += [f"{gutter} |", f"{s.line} | {shown}".rstrip(),
+                  f"{gutter} | {' ' * start}{'^' * width}"]
+    if d.help:
+        lines.append(f"{gutter} = help: {d.help}")
+    for note in d.notes:
+        where = f" ({note.span.cite()})" if note.span else ""
+        lines.append(f"{gutter} = note: {note.message}{where}")
+    return "\n".join(lines) + "\n"
+
+
+def _json(d: Diagnostic) -> dict[str, object]:
+    return {
+        "code": d.code, "name": d.name, "severity": d.severity, "message": d.message,
+        **d.span.to_json(), "help": d.help,
+        "notes": [{"message": n.message, "span": n.span.to_json() if n.span else None}
+                  for n in d.notes],
+    }
+
+
+def _github(d: Diagnostic) -> str:
+    s = d.span
+    props = (f"file={_gh_prop(s.path)},line={s.line},col={s.column},endLine={s.end_line},"
+             f"endColumn={s.end_column},title={_gh_prop(f'{d.code} {d.name}')}")
+    message = d.message + (f" (help: {d.help})" if d.help else "")
+    return f"::{d.severity} {props}::{_gh_data(message)}"
+
+
+def _gh_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _gh_prop(text: str) -> str:
+    return _gh_data(text).replace(":", "%3A").replace(",", "%2C")

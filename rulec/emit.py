@@ -1,0 +1,322 @@
+"""Emission: a checked program to the plan JSON of docs/plan.md (planVersion 1).
+
+Deterministic by construction: files come sorted by path, declarations keep source order, and
+the text is dumped with sorted keys.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from rulec import ast
+from rulec.source import SourceFile, Span
+
+PLAN_VERSION = 1
+DEFAULT_CONDITION = "JobRulesVerdict"
+DEFAULT_TIMEOUT = 5
+
+Json = dict[str, Any]
+
+
+def plan(files: Sequence[tuple[SourceFile, ast.File]]) -> Json:
+    """The plan of a program; `files` must be sorted by path and free of errors."""
+    decls = [d for _, f in files for d in f.decls]
+    defines = {d.name.value: d for d in decls if isinstance(d, ast.Define)}
+    emitter = _Emitter(defines)
+    kinds = [emitter.kind(d) for d in decls if isinstance(d, ast.Kind)]
+    injections = []
+    for source, file in files:
+        stem = Path(source.path).stem
+        for index, decl in enumerate(d for d in file.decls if isinstance(d, ast.Injection)):
+            injections.append(emitter.injection(decl, f"{stem}#{index}"))
+    return {
+        "planVersion": PLAN_VERSION,
+        "files": [{"path": s.path, "sha256": hashlib.sha256(s.text.encode()).hexdigest()}
+                  for s, _ in files],
+        "kinds": kinds,
+        "injections": injections,
+        "webhook": _webhook([d for d in decls if isinstance(d, ast.Webhook)]),
+    }
+
+
+def dumps(plan_json: Json) -> str:
+    return json.dumps(plan_json, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+
+
+def plural(kind: str) -> str:
+    """The resource name Kubernetes derives from a Kind (as its code generators do)."""
+    lower = kind.lower()
+    if lower.endswith("y") and len(lower) > 1 and lower[-2] not in "aeiou":
+        return lower[:-1] + "ies"
+    if lower.endswith(("s", "x", "z", "ch", "sh")):
+        return lower + "es"
+    return lower + "s"
+
+
+def span(s: Span) -> Json:
+    return s.to_json()
+
+
+def template(t: ast.Template | None) -> list[Any] | None:
+    if t is None:
+        return None
+    return [_part(p) for p in t.parts]
+
+
+def _part(p: str | ast.Placeholder | ast.Expr) -> Any:
+    if isinstance(p, str):
+        return p
+    if isinstance(p, ast.Placeholder):
+        return {"var": p.name}
+    return {"expr": p.text, "span": span(p.span)}
+
+
+def _webhook(hooks: list[ast.Webhook]) -> Json:
+    failure = next((h.failure.value for h in hooks if h.failure), "open")
+    timeout = next((h.timeout.seconds for h in hooks if h.timeout), DEFAULT_TIMEOUT)
+    return {"failurePolicy": "Fail" if failure == "closed" else "Ignore",
+            "timeoutSeconds": timeout}
+
+
+def phase_name(word: str) -> str:
+    return word[:1].upper() + word[1:].lower()
+
+
+def container_scope(node: ast.Node | None) -> tuple[ast.Node | None, str | None]:
+    """A filter without its top-level `container "x"` term, and x."""
+    if isinstance(node, ast.ContainerScope):
+        return None, node.name.value
+    if isinstance(node, ast.And):
+        scopes = [a for a in node.args if isinstance(a, ast.ContainerScope)]
+        if scopes:
+            rest = tuple(a for a in node.args if not isinstance(a, ast.ContainerScope))
+            kept: ast.Node | None = rest[0] if len(rest) == 1 else (
+                ast.And(node.span, rest) if rest else None)
+            return kept, scopes[0].name.value
+    return node, None
+
+
+class _Emitter:
+    __slots__ = ("defines",)
+
+    def __init__(self, defines: Mapping[str, ast.Define]) -> None:
+        self.defines = defines
+
+    # ------------------------------------------------------------ kinds
+    def kind(self, k: ast.Kind) -> Json:
+        owned = k.owned or not k.pod_labels
+        task: Json | None = None
+        if k.task_label is not None:
+            task = {"label": k.task_label.value}
+        elif k.task_expr is not None:
+            task = {"expr": k.task_expr.text, "span": span(k.task_expr.span)}
+        counters: dict[str, int] = {}
+        policies = []
+        for p in k.policies:
+            n = counters.get(p.event.name, 0)
+            counters[p.event.name] = n + 1
+            policies.append(self.policy(p, p.id.value if p.id else f"{p.event.name}#{n}"))
+        return {
+            "name": k.name.value, "span": span(k.span),
+            "group": k.group, "version": k.version, "kind": k.kind.value,
+            "plural": k.plural.value if k.plural else plural(k.kind.value),
+            "apiVersion": k.api_version.value,
+            "pods": {"owned": owned,
+                     "labels": {lbl.key.value: template(lbl.value) for lbl in k.pod_labels}},
+            "task": task,
+            "primaryPods": self.pod_filter(k.primary_pods),
+            "primaryContainers": ([c.value for c in k.primary_containers]
+                                  if k.primary_containers is not None else None),
+            "verdicts": [self.verdict(v) for v in k.verdicts],
+            "policies": policies,
+            "status": self.status(k.status),
+        }
+
+    def verdict(self, v: ast.Verdict) -> Json:
+        return {"span": span(v.span), "phase": v.phase,
+                "when": None if v.when is None else self.condition(v.when),
+                "reason": template(v.reason), "message": template(v.message)}
+
+    def status(self, s: ast.Status | None) -> Json:
+        if s is None:
+            return {"phase": None, "reason": None, "message": None,
+                    "condition": DEFAULT_CONDITION, "annotations": True, "events": True}
+        phase = None
+        if s.phase is not None:
+            phase = {"path": list(s.phase.segments),
+                     "map": {phase_name(e.phase.value): e.value.value for e in s.phase_map}}
+        condition = None if s.condition_off else (
+            s.condition.value if s.condition else DEFAULT_CONDITION)
+        return {"phase": phase,
+                "reason": {"path": list(s.reason.segments)} if s.reason else None,
+                "message": {"path": list(s.message.segments)} if s.message else None,
+                "condition": condition, "annotations": s.annotations, "events": s.events}
+
+    def policy(self, p: ast.Policy, policy_id: str) -> Json:
+        e = p.event
+        return {
+            "id": policy_id, "span": span(p.span), "event": e.name,
+            "task": e.task.value if e.task else None,
+            "filter": self.pod_filter(p.filter),
+            "for": e.for_.seconds if e.for_ else None,
+            "to": phase_name(e.to.value) if e.to else None,
+            "action": self.action(p.action, policy_id),
+        }
+
+    def action(self, a: ast.Action, key: str) -> Json:
+        budget = None
+        if a.max is not None:
+            budget = {"max": a.max.value, "per": a.per.value if a.per else "job",
+                      "key": a.budget.value if a.budget else key}
+        return {
+            "action": a.verb, "reason": template(a.reason), "message": template(a.message),
+            "budget": budget,
+            "fallback": self.action(a.fallback, f"{key}/then") if a.fallback else None,
+            "delay": a.delay.seconds if a.delay else None,
+        }
+
+    # ------------------------------------------------------------ conditions
+    def condition(self, n: ast.Node) -> Json:
+        if isinstance(n, (ast.And, ast.Or)):
+            return {"op": "and" if isinstance(n, ast.And) else "or",
+                    "args": [self.condition(a) for a in n.args]}
+        if isinstance(n, ast.Not):
+            return {"op": "not", "arg": self.condition(n.arg)}
+        if isinstance(n, ast.JobExpr):
+            return _jmespath(n.expr)
+        if isinstance(n, ast.PodQuant):
+            return {"op": "pods", "quant": n.quant, "task": n.task.value if n.task else None,
+                    "state": n.state, "filter": self.pod_filter(n.filter),
+                    "for": n.for_.seconds if n.for_ else None}
+        if isinstance(n, ast.PodCount):
+            value: list[Any]
+            if isinstance(n.value, ast.Number):
+                value = [{"expr": f"`{n.value.value}`", "span": span(n.value.span)}]
+            else:
+                value = [_part(n.value)]
+            return {"op": "count", "task": n.task.value if n.task else None, "state": n.state,
+                    "filter": self.pod_filter(n.filter), "cmp": n.cmp, "value": value}
+        if isinstance(n, ast.TaskQuant):
+            return {"op": "task", "quant": n.quant, "task": n.task.value if n.task else None,
+                    "state": n.state}
+        assert isinstance(n, ast.JobAge), n
+        return {"op": "jobAge", "longerThan": n.longer_than.seconds}
+
+    # ------------------------------------------------------------ pod filters
+    def pod_filter(self, n: ast.Node | None) -> Json | None:
+        if n is None:
+            return None
+        rest, container = container_scope(n)
+        return None if rest is None else self._pod(rest, container)
+
+    def _pod(self, n: ast.Node, container: str | None) -> Json:
+        if isinstance(n, (ast.And, ast.Or)):
+            return {"op": "and" if isinstance(n, ast.And) else "or",
+                    "args": [self._pod(a, container) for a in n.args]}
+        if isinstance(n, ast.Not):
+            return {"op": "not", "arg": self._pod(n.arg, container)}
+        if isinstance(n, ast.ExitCodes):
+            return {"op": "exitCode", "codes": [c.value for c in n.codes],
+                    "ranges": [[lo.value, hi.value] for lo, hi in n.ranges],
+                    "negate": n.negate, "container": container}
+        if isinstance(n, ast.ContainerReason):
+            return {"op": "containerReason", "values": _values(n.values), "negate": n.negate,
+                    "container": container}
+        if isinstance(n, ast.PodReason):
+            return {"op": "podReason", "values": _values(n.values), "negate": n.negate}
+        if isinstance(n, ast.PodCondition):
+            return {"op": "condition", "type": n.type.value, "reasons": _values(n.reasons),
+                    "negate": False}
+        if isinstance(n, ast.TaskIs):
+            return {"op": "task", "values": _values(n.values), "negate": n.negate}
+        if isinstance(n, ast.Restarts):
+            return {"op": "restarts", "cmp": n.cmp, "value": n.value.value,
+                    "container": container}
+        if isinstance(n, ast.KeyTest):
+            return _key_test(n)
+        if isinstance(n, ast.Where):
+            return _jmespath(n.expr)
+        assert isinstance(n, ast.IsDefine), n
+        emitted = self.pod_filter(self.defines[n.name.value].filter)
+        assert emitted is not None
+        return emitted
+
+    # ------------------------------------------------------------ injection
+    def injection(self, i: ast.Injection, default_name: str) -> Json:
+        return {
+            "name": i.name.value if i.name else default_name, "span": span(i.span),
+            "kinds": [k.value for k in i.kinds],
+            "match": None if i.match is None else self._match(i.match),
+            "ops": [self.op(o) for o in i.ops],
+            "completionContainers": [w.value for w in i.wait] if i.wait is not None else None,
+        }
+
+    def _match(self, n: ast.Node) -> Json:
+        if isinstance(n, (ast.And, ast.Or)):
+            return {"op": "and" if isinstance(n, ast.And) else "or",
+                    "args": [self._match(a) for a in n.args]}
+        if isinstance(n, ast.Not):
+            return {"op": "not", "arg": self._match(n.arg)}
+        if isinstance(n, ast.KeyTest):
+            return _key_test(n)
+        if isinstance(n, ast.Namespace):
+            return {"op": "namespace", "values": _values(n.values), "negate": n.negate}
+        if isinstance(n, ast.TaskIs):
+            return {"op": "task", "values": _values(n.values), "negate": n.negate}
+        if isinstance(n, ast.PrimaryPod):
+            return {"op": "primary"}
+        assert isinstance(n, ast.Where), n
+        return _jmespath(n.expr)
+
+    def op(self, o: ast.Op) -> Json:
+        base: Json = {"span": span(o.span)}
+        if isinstance(o, ast.Annotate):
+            return {**base, "op": "annotate", "key": o.key.value, "value": template(o.value)}
+        if isinstance(o, ast.SetLabel):
+            return {**base, "op": "label", "key": o.key.value, "value": template(o.value)}
+        if isinstance(o, ast.Env):
+            return {**base, "op": "env", "name": o.name.value, "value": template(o.value),
+                    "containers": _containers(o.containers)}
+        if isinstance(o, ast.Volume):
+            source: Json = {"emptyDir": {}}
+            if o.source == "configMap":
+                source = {"configMap": {"name": o.ref.value if o.ref else ""}}
+            elif o.source == "secret":
+                source = {"secret": {"secretName": o.ref.value if o.ref else ""}}
+            return {**base, "op": "volume", "name": o.name.value, "source": source}
+        if isinstance(o, ast.Mount):
+            return {**base, "op": "mount", "volume": o.volume.value, "path": o.path.value,
+                    "readOnly": o.read_only, "containers": _containers(o.containers)}
+        if isinstance(o, ast.Sidecar):
+            return {**base, "op": "sidecar", "name": o.name.value, "native": o.native,
+                    "image": template(o.image),
+                    "command": None if o.command is None else [template(t) for t in o.command],
+                    "args": None if o.args is None else [template(t) for t in o.args],
+                    "env": [{"name": e.name.value, "value": template(e.value)} for e in o.env],
+                    "mounts": [{"volume": m.volume.value, "path": m.path.value,
+                                "readOnly": m.read_only} for m in o.mounts]}
+        assert isinstance(o, ast.Wrap), o
+        return {**base, "op": "wrap", "containers": _containers(o.containers),
+                "argv": None if o.argv is None else [template(t) for t in o.argv],
+                "shell": template(o.shell)}
+
+
+def _jmespath(e: ast.Expr) -> Json:
+    return {"op": "jmespath", "expr": e.text, "span": span(e.span)}
+
+
+def _values(texts: tuple[ast.Text, ...]) -> list[str]:
+    return [t.value for t in texts]
+
+
+def _key_test(n: ast.KeyTest) -> Json:
+    return {"op": n.what, "key": n.key.value,
+            "values": None if n.values is None else _values(n.values), "negate": n.negate}
+
+
+def _containers(c: ast.Containers | None) -> Json:
+    if c is None:
+        return {"select": "primary", "names": []}
+    return {"select": c.select, "names": _values(c.names)}

@@ -1,0 +1,160 @@
+"""JMESPath inside rules: parse errors at the exact file position, double-quoted "strings",
+and what types an expression can produce (to reject conditions that cannot be truth values)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rulec import ast, diagnostics
+from rulec.diagnostics import Diagnostic
+from rulec.source import Span, advance
+
+# Fields that Kubernetes conventions make strings whose presence is not a truth value.
+STRING_FIELDS = frozenset({"phase", "reason", "message", "type"})
+# Inside list items (conditions), `status` is the string "True"/"False"/"Unknown".
+ITEM_STRING_FIELDS = STRING_FIELDS | {"status"}
+
+_COMPARATORS = frozenset({"eq", "ne", "lt", "gt", "lte", "gte"})
+_FUNCTION_TYPES: dict[str, frozenset[str]] = {
+    **{f: frozenset({"boolean"}) for f in ("contains", "starts_with", "ends_with")},
+    **{f: frozenset({"number"}) for f in ("abs", "avg", "ceil", "floor", "length", "sum",
+                                          "to_number")},
+    **{f: frozenset({"string"}) for f in ("join", "to_string", "type")},
+    **{f: frozenset({"array"}) for f in ("keys", "values", "sort", "sort_by", "map", "to_array")},
+    "max": frozenset({"number", "string", "null"}), "min": frozenset({"number", "string", "null"}),
+    "merge": frozenset({"object"}), "reverse": frozenset({"array", "string"}),
+}
+ANY = frozenset({"any"})
+SCALARS = frozenset({"string", "number"})
+
+
+@dataclass(frozen=True, slots=True)
+class Parsed:
+    expr: ast.Expr
+    tree: dict[str, Any] | None
+
+
+def position(e: ast.Expr, offset: int, length: int = 1) -> Span:
+    """The file span of `length` characters at `offset` inside the expression."""
+    offset = max(0, min(offset, len(e.text)))
+    line, column = advance(e.line, e.column, e.text[:offset])
+    end_line, end_column = advance(line, column, e.text[offset:offset + max(1, length)])
+    if offset >= len(e.text):  # past the end: point at the closing `>>`
+        end_line, end_column = line, column + 2
+    return Span(e.span.path, line, column, end_line, end_column)
+
+
+def parse(e: ast.Expr, out: list[Diagnostic]) -> Parsed:
+    """The jmespath AST of `e`, or None after reporting why it does not parse."""
+    from jmespath import exceptions, parser
+
+    try:
+        return Parsed(e, parser.Parser().parse(e.text).parsed)
+    except exceptions.EmptyExpressionError:
+        out.append(diagnostics.make("jmespath-syntax", e.span, "empty JMESPath expression"))
+    except exceptions.LexerError as err:
+        value = err.lexer_value or ""
+        message = (err.message or "invalid token").rstrip(".")
+        out.append(diagnostics.make(
+            "jmespath-syntax", position(e, err.lexer_position or 0, len(value)),
+            f"invalid JMESPath: {message[:1].lower()}{message[1:]}"))
+    except exceptions.IncompleteExpressionError as err:
+        out.append(diagnostics.make(
+            "jmespath-syntax", position(e, err.lex_position or len(e.text)),
+            "invalid JMESPath: the expression ends too early"))
+    except exceptions.ParseError as err:
+        value = "" if err.token_value is None else str(err.token_value)
+        shown = f"`{value}`" if value else "end of expression"
+        out.append(diagnostics.make(
+            "jmespath-syntax", position(e, err.lex_position or 0, len(value)),
+            f"invalid JMESPath: unexpected {shown}"))
+    return Parsed(e, None)
+
+
+def check_quotes(e: ast.Expr, out: list[Diagnostic]) -> None:
+    """Report `"text"` compared as if it were a string (it is a field name)."""
+    from jmespath import exceptions, lexer
+
+    try:
+        tokens = list(lexer.Lexer().tokenize(e.text))
+    except exceptions.JMESPathError:
+        return
+    for i, tok in enumerate(tokens):
+        if tok["type"] != "quoted_identifier":
+            continue
+        before = tokens[i - 1]["type"] if i else ""
+        after = tokens[i + 1]["type"] if i + 1 < len(tokens) else ""
+        if before in _COMPARATORS or after in _COMPARATORS:
+            value = tok["value"]
+            raw = e.text[tok["start"]:_closing_quote(e.text, tok["start"]) + 1]
+            quoted = value.replace("'", "\\'")
+            out.append(diagnostics.make(
+                "double-quoted-string", position(e, tok["start"], len(raw)),
+                f"`{raw}` is a field name in JMESPath, not a string",
+                help=f"use '{quoted}' for the string"))
+
+
+def _closing_quote(text: str, start: int) -> int:
+    i = start + 1
+    while i < len(text) and text[i] != '"':
+        i += 2 if text[i] == "\\" else 1
+    return min(i, len(text) - 1)
+
+
+def check_condition(p: Parsed, out: list[Diagnostic]) -> None:
+    """Report a condition whose value can only be a string or a number."""
+    if p.tree is None:
+        return
+    produced = types(p.tree, item=False)
+    if "any" in produced or not produced <= SCALARS | {"null"} or not produced & SCALARS:
+        return
+    what = " or ".join(sorted(produced & SCALARS))
+    out.append(diagnostics.make(
+        "non-boolean-condition", p.expr.span,
+        f"this condition can only be a {what}, which is true whenever it is non-empty",
+        help="compare it, e.g. `status.phase == 'Failed'`, or test it with a function such "
+             "as `contains(...)`"))
+
+
+def types(node: dict[str, Any], item: bool) -> frozenset[str]:
+    """The JSON types `node` can evaluate to; `item` when evaluated on list items."""
+    kind = node["type"]
+    children = node.get("children", [])
+    if kind == "literal":
+        return frozenset({_json_type(node["value"])})
+    if kind in ("comparator", "not_expression"):
+        return frozenset({"boolean", "null"}) if kind == "comparator" else frozenset({"boolean"})
+    if kind in ("and_expression", "or_expression"):
+        return types(children[0], item) | types(children[1], item)
+    if kind == "field":
+        names = ITEM_STRING_FIELDS if item else STRING_FIELDS
+        return frozenset({"string", "null"}) if node["value"] in names else ANY
+    if kind == "subexpression":
+        return types(children[-1], item or _through_list(children[:-1]))
+    if kind == "pipe":
+        return types(children[1], item or _through_list(children[:1]))
+    if kind in ("projection", "filter_projection", "flatten", "slice", "multi_select_list"):
+        return frozenset({"array", "null"})
+    if kind == "multi_select_dict":
+        return frozenset({"object", "null"})
+    if kind == "function_expression":
+        return _FUNCTION_TYPES.get(node["value"], ANY)
+    return ANY
+
+
+def _through_list(nodes: list[dict[str, Any]]) -> bool:
+    """Whether the value reaching the next step came out of a list (index, filter, projection)."""
+    return any(n["type"] in ("index_expression", "filter_projection", "projection", "flatten")
+               or _through_list(n.get("children", [])) for n in nodes)
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if value is None:
+        return "null"
+    return "array" if isinstance(value, list) else "object"

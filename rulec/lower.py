@@ -1,0 +1,539 @@
+"""Lowering: the Lark tree of one file to its typed AST.
+
+Structural mistakes the grammar lets through (a clause given twice, a malformed API version) are
+reported here; everything that needs the whole program is left to the checker.
+"""
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Callable
+
+from rulec import ast, diagnostics, template
+from rulec.diagnostics import Diagnostic, Note
+from rulec.source import Span
+from rulec.syntax import Comment, Parsed, token_span
+
+if TYPE_CHECKING:
+    from lark import Token, Tree
+
+_PHASE = {p.lower(): p for p in
+          ("Pending", "Running", "Suspended", "Restarting", "Succeeded", "Failed")}
+_VERBS = {
+    ("fail", "job"): "failJob", ("complete", "job"): "completeJob",
+    ("restart", "job"): "restartJob", ("restart", "task"): "restartTask",
+    ("restart", "pod"): "restartPod", ("abort", "job"): "abortJob",
+    ("terminate", "job"): "terminateJob", ("ignore",): "ignore",
+}
+_POD_EVENTS = {"pending": "podPending", "running": "podRunning", "succeeded": "podSucceeded",
+               "failed": "podFailed", "evicted": "podEvicted", "deleted": "podDeleted"}
+_DURATION_PART = re.compile(r"(\d+)([smhd])")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_CORE_VERSION = re.compile(r"v\d+(?:(?:alpha|beta)\d+)?")
+_ALLOW = re.compile(r"#\s*rulec:\s*allow\s+(.*)")
+
+
+def lower(parsed: Parsed, out: list[Diagnostic]) -> ast.File:
+    """The AST of a parsed file; problems go to `out`."""
+    assert parsed.tree is not None
+    lowering = _Lowering(parsed.source.path, out)
+    decls = tuple(lowering.decl(child) for child in parsed.tree.children)
+    allows = tuple(a for a in (_allow(c, parsed.source.text) for c in parsed.comments) if a)
+    end = parsed.source.end_span()
+    return ast.File(ast_span(parsed.source.path, 1, 1, end.line, end.column), decls, allows)
+
+
+def ast_span(path: str, line: int, column: int, end_line: int, end_column: int) -> Span:
+    return Span(path, line, column, end_line, end_column)
+
+
+def _allow(comment: Comment, text: str) -> ast.AllowComment | None:
+    m = _ALLOW.match(comment.text)
+    if not m:
+        return None
+    names = tuple(n for n in re.split(r"[\s,]+", m.group(1).strip()) if n)
+    lines = text.split("\n")
+    before = lines[comment.span.line - 1][: comment.span.column - 1]
+    return ast.AllowComment(comment.span, names, own_line=not before.strip())
+
+
+def duration_seconds(text: str) -> int:
+    return sum(int(n) * _UNIT[u] for n, u in _DURATION_PART.findall(text))
+
+
+class _Lowering:
+    __slots__ = ("path", "out", "_dispatch")
+
+    def __init__(self, path: str, out: list[Diagnostic]) -> None:
+        self.path = path
+        self.out = out
+        self._dispatch: dict[str, Callable[[Tree], ast.Node]] = {
+            "c_or": self._or, "f_or": self._or, "c_and": self._and, "f_and": self._and,
+            "c_not": self._not, "f_not": self._not,
+            "c_expr": lambda t: ast.JobExpr(self.span(t), self.expr(t.children[0])),
+            "c_job_age": lambda t: ast.JobAge(self.span(t), self.duration(t.children[0])),
+            "pod_quant": self._pod_quant, "pod_count": self._pod_count,
+            "task_quant": self._task_quant, "task_named": self._task_named,
+            "exit_term": self._exit, "reason_term": self._reason,
+            "container_term": lambda t: ast.ContainerScope(self.span(t), self.text(t.children[0])),
+            "pod_reason_term": self._pod_reason, "condition_term": self._condition,
+            "task_term": self._task_term, "restarts_term": self._restarts,
+            "label_term": lambda t: self._key_test(t, "label"),
+            "annotation_term": lambda t: self._key_test(t, "annotation"),
+            "where_term": lambda t: ast.Where(self.span(t), self.expr(t.children[0])),
+            "is_term": lambda t: ast.IsDefine(self.span(t), self.name(t.children[0])),
+            "namespace_term": self._namespace,
+            "primary_term": lambda t: ast.PrimaryPod(self.span(t)),
+        }
+
+    # ------------------------------------------------------------ leaves
+    def span(self, node: Tree | Token) -> Span:
+        from lark import Token
+
+        if isinstance(node, Token):
+            return token_span(self.path, node)
+        m = node.meta
+        return Span(self.path, m.line, m.column, m.end_line, m.end_column)
+
+    def text(self, token: Token) -> ast.Text:
+        span = self.span(token)
+        return ast.Text(span, template.decode(str(token), span, self.out))
+
+    def name(self, token: Token) -> ast.Name:
+        return ast.Name(self.span(token), str(token))
+
+    def number(self, token: Token) -> ast.Number:
+        return ast.Number(self.span(token), int(token))
+
+    def duration(self, token: Token) -> ast.Duration:
+        return ast.Duration(self.span(token), duration_seconds(str(token)))
+
+    def expr(self, token: Token) -> ast.Expr:
+        return template.expr_of(str(token), self.span(token))
+
+    def value(self, token: Token) -> ast.Template:
+        if token.type == "EXPR":
+            return template.from_expr(str(token), self.span(token))
+        return template.from_string(str(token), self.span(token), self.out)
+
+    def texts(self, tree: Tree) -> tuple[ast.Text, ...]:
+        return tuple(self.text(t) for t in tree.children)
+
+    def values(self, tree: Tree) -> tuple[ast.Template, ...]:
+        return tuple(self.value(t) for t in tree.children)
+
+    def once(self, seen: dict[str, Span], key: str, span: Span, what: str) -> bool:
+        """Record `key`; report and return False when it was seen before."""
+        first = seen.get(key)
+        if first is None:
+            seen[key] = span
+            return True
+        self.out.append(diagnostics.make(
+            "duplicate-clause", span, f"{what} is given twice",
+            notes=(Note("first given here", first),)))
+        return False
+
+    # ------------------------------------------------------------ declarations
+    def decl(self, tree: Tree) -> ast.Decl:
+        return {"kind_decl": self.kind, "inject_decl": self.injection,
+                "define_decl": self.define, "webhook_decl": self.webhook}[tree.data](tree)
+
+    def define(self, tree: Tree) -> ast.Define:
+        name, body = tree.children
+        return ast.Define(self.span(tree), self.name(name), self.node(body))
+
+    def webhook(self, tree: Tree) -> ast.Webhook:
+        seen: dict[str, Span] = {}
+        failure = timeout = None
+        for setting in tree.children:
+            key, value = setting.children
+            if not self.once(seen, str(key), self.span(setting), f"`webhook {key}`"):
+                continue
+            if str(key) == "failure":
+                failure = self.name(value)
+            else:
+                timeout = self.duration(value)
+        return ast.Webhook(self.span(tree), failure, timeout)
+
+    def kind(self, tree: Tree) -> ast.Kind:
+        name, api, kind_name, *stmts = tree.children
+        api_version = str(api)
+        group, _, version = api_version.rpartition("/")
+        if api.type == "NAME" and not _CORE_VERSION.fullmatch(api_version):
+            self.out.append(diagnostics.make(
+                "syntax-error", self.span(api), f"`{api_version}` is not an API version",
+                help="write GROUP/VERSION such as `batch/v1`, or `v1` for the core group"))
+        seen: dict[str, Span] = {}
+        plural = task_label = task_expr = primary_pods = primary_containers = status = None
+        owned = False
+        labels: list[ast.PodLabel] = []
+        verdicts: list[ast.Verdict] = []
+        policies: list[ast.Policy] = []
+        for stmt in stmts:
+            kind, span, ch = stmt.data, self.span(stmt), stmt.children
+            if kind == "verdict":
+                verdicts.append(self.verdict(stmt))
+            elif kind == "policy":
+                policies.append(self.policy(stmt))
+            elif kind == "plural_stmt":
+                if self.once(seen, "plural", span, "`plural`"):
+                    plural = self.text(ch[0])
+            elif kind == "pods_owned":
+                owned = self.once(seen, "owned", span, "`pods owned`") or owned
+            elif kind == "pods_label":
+                key = self.text(ch[0])
+                if self.once(seen, f"label:{key.value}", span, f"`pods label \"{key.value}\"`"):
+                    labels.append(ast.PodLabel(span, key, self.value(ch[1])))
+            elif kind in ("task_label", "task_expr"):
+                if self.once(seen, "task", span, "`task`"):
+                    if kind == "task_label":
+                        task_label = self.text(ch[0])
+                    else:
+                        task_expr = self.expr(ch[0])
+            elif kind == "primary_pods":
+                if self.once(seen, "primary pods", span, "`primary pods`"):
+                    primary_pods = self.node(ch[0])
+            elif kind in ("primary_container", "primary_containers"):
+                if self.once(seen, "primary container", span, "`primary container`"):
+                    primary_containers = (
+                        (self.text(ch[0]),) if kind == "primary_container" else self.texts(ch[0]))
+            elif kind == "status_block":
+                if self.once(seen, "status", span, "`status`"):
+                    status = self.status(stmt)
+        return ast.Kind(
+            self.span(tree), self.name(name), ast.Name(self.span(api), api_version), group,
+            version, self.name(kind_name), plural, owned, tuple(labels), task_label, task_expr,
+            primary_pods, primary_containers, tuple(verdicts), tuple(policies), status)
+
+    def verdict(self, tree: Tree) -> ast.Verdict:
+        phase, test, *clauses = tree.children
+        when = None if test.data == "otherwise" else self.node(test)
+        reason = message = None
+        seen: dict[str, Span] = {}
+        for clause in clauses:
+            which = clause.data.removesuffix("_clause")
+            if self.once(seen, which, self.span(clause), f"`{which}`"):
+                if which == "reason":
+                    reason = self.value(clause.children[0])
+                else:
+                    message = self.value(clause.children[0])
+        return ast.Verdict(self.span(tree), _PHASE[str(phase.children[0])], when, reason,
+                           message)
+
+    def status(self, tree: Tree) -> ast.Status:
+        seen: dict[str, Span] = {}
+        phase = reason = message = condition = None
+        phase_map: tuple[ast.PhaseMapEntry, ...] = ()
+        condition_off, events, annotations = False, True, True
+        for stmt in tree.children:
+            kind, span, ch = stmt.data, self.span(stmt), stmt.children
+            if kind == "status_off":
+                what = str(ch[1])
+                key = "condition" if what == "condition" else what
+                if not self.once(seen, key, span, f"`{what}`"):
+                    continue
+                if what == "condition":
+                    condition_off = True
+                elif what == "events":
+                    events = False
+                else:
+                    annotations = False
+            elif kind == "status_condition":
+                if self.once(seen, "condition", span, "`condition`"):
+                    condition = self.text(ch[0])
+            elif self.once(seen, kind, span, f"`{kind.removeprefix('status_')} at`"):
+                path = self.path_of(ch[0])
+                if kind == "status_phase":
+                    phase = path
+                    if len(ch) > 1:
+                        phase_map = tuple(
+                            ast.PhaseMapEntry(self.span(e), self.name(e.children[0]),
+                                              self.text(e.children[1]))
+                            for e in ch[1].children)
+                elif kind == "status_reason":
+                    reason = path
+                else:
+                    message = path
+        return ast.Status(self.span(tree), phase, phase_map, reason, message, condition,
+                          condition_off, events, annotations)
+
+    def path_of(self, token: Token) -> ast.FieldPath:
+        return ast.FieldPath(self.span(token), tuple(str(token).split(".")))
+
+    # ------------------------------------------------------------ policies
+    def policy(self, tree: Tree) -> ast.Policy:
+        event, *rest = tree.children
+        policy_id = None
+        if rest and rest[-1].data == "policy_id":
+            policy_id = self.text(rest.pop().children[0])
+        action = rest.pop()
+        filt = self.node(rest[0]) if rest else None
+        return ast.Policy(self.span(tree), self.event(event), filt, self.action(action),
+                          policy_id)
+
+    def event(self, tree: Tree) -> ast.Event:
+        span, ch = self.span(tree), tree.children
+        task = for_ = to = None
+        if ch and getattr(ch[0], "data", None) == "event_task":
+            task = self.text(ch[0].children[0])
+            ch = ch[1:]
+        if tree.data == "pod_event":
+            kind = ch[0].children
+            if len(kind) > 1:
+                for_ = self.duration(kind[1].children[0])
+            return ast.Event(span, _POD_EVENTS[str(kind[0])], task, for_, None)
+        if tree.data == "container_event":
+            return ast.Event(span, "containerRestarted", task, None, None)
+        if tree.data == "task_event":
+            *named, kind = ch
+            task = self.text(named[0]) if named else None
+            which = str(kind.children[0])
+            return ast.Event(span, "taskCompleted" if which == "completed" else "taskFailed",
+                             task, None, None)
+        if tree.data == "verdict_event":
+            to = self.name(ch[0]) if ch else None
+            return ast.Event(span, "jobVerdictChanged", None, None, to)
+        return ast.Event(span, "jobRunningLongerThan", None, self.duration(ch[0]), None)
+
+    def action(self, tree: Tree) -> ast.Action:
+        verb, *clauses = tree.children
+        fields: dict[str, object] = {}
+        seen: dict[str, Span] = {}
+        fallback = None
+        for clause in clauses:
+            kind, ch = clause.data, clause.children
+            if kind == "then_clause":
+                fallback = self.action(ch[0])
+                continue
+            which = kind.removesuffix("_clause")
+            if not self.once(seen, which, self.span(clause), f"`{which}`"):
+                continue
+            if kind in ("reason_clause", "message_clause"):
+                fields[which] = self.value(ch[0])
+            elif kind == "max_clause":
+                fields["max"] = self.number(ch[0])
+                if len(ch) > 1:
+                    fields["per"] = ast.Name(self.span(ch[1]), str(ch[1].children[1]))
+            elif kind == "budget_clause":
+                fields["budget"] = self.text(ch[0])
+            else:
+                fields["delay"] = self.duration(ch[0])
+        words = tuple(str(t) for t in verb.children)
+        return ast.Action(
+            self.span(tree), _VERBS[words], fields.get("reason"),  # type: ignore[arg-type]
+            fields.get("message"), fields.get("max"), fields.get("per"),  # type: ignore[arg-type]
+            fields.get("budget"), fields.get("delay"), fallback)  # type: ignore[arg-type]
+
+    # ------------------------------------------------------------ conditions and filters
+    def node(self, tree: Tree) -> ast.Node:
+        return self._dispatch[tree.data](tree)
+
+    def _flatten(self, tree: Tree) -> tuple[ast.Node, ...]:
+        args: list[ast.Node] = []
+        for child in tree.children:
+            if child.data == tree.data:
+                args.extend(self._flatten(child))
+            else:
+                args.append(self.node(child))
+        return tuple(args)
+
+    def _or(self, tree: Tree) -> ast.Node:
+        return ast.Or(self.span(tree), self._flatten(tree))
+
+    def _and(self, tree: Tree) -> ast.Node:
+        return ast.And(self.span(tree), self._flatten(tree))
+
+    def _not(self, tree: Tree) -> ast.Node:
+        return ast.Not(self.span(tree), self.node(tree.children[0]))
+
+    def _pod_parts(self, children: list) -> tuple:
+        task = state = for_ = filt = None
+        rest = []
+        for child in children:
+            data = getattr(child, "data", None)
+            if data == "of_task":
+                task = self.text(child.children[0])
+            elif data == "pod_state":
+                state = str(child.children[0])
+            elif data == "for_dur":
+                for_ = self.duration(child.children[0])
+            elif data in ("quant", "cmp") or data is None:
+                rest.append(child)
+            else:
+                filt = self.node(child)
+        return task, state, for_, filt, rest
+
+    def _pod_quant(self, tree: Tree) -> ast.Node:
+        task, state, for_, filt, rest = self._pod_parts(tree.children)
+        quant = str(rest[0].children[0])
+        return ast.PodQuant(self.span(tree), "none" if quant == "no" else quant, task, state,
+                            for_, filt)
+
+    def _pod_count(self, tree: Tree) -> ast.Node:
+        task, state, _, filt, rest = self._pod_parts(tree.children)
+        cmp, value = rest
+        amount = self.number(value) if value.type == "INT" else self.expr(value)
+        return ast.PodCount(self.span(tree), task, state, filt, str(cmp.children[0]), amount)
+
+    def _task_quant(self, tree: Tree) -> ast.Node:
+        quant, state = tree.children
+        return ast.TaskQuant(self.span(tree), str(quant.children[0]), None,
+                             str(state.children[0]))
+
+    def _task_named(self, tree: Tree) -> ast.Node:
+        name, state = tree.children
+        return ast.TaskQuant(self.span(tree), "any", self.text(name), str(state.children[0]))
+
+    def _choice(self, tree: Tree) -> tuple[tuple[ast.Text, ...], bool]:
+        """The values of `X "v"` or `X [not] in [...]`, and whether negated."""
+        ch = tree.children
+        if len(ch) == 1:
+            return (self.text(ch[0]),), False
+        return self.texts(ch[1]), len(ch[0].children) == 2
+
+    def _exit(self, tree: Tree) -> ast.Node:
+        ch = tree.children
+        negate = False
+        items = ch
+        if len(ch) == 2:
+            negate = len(ch[0].children) == 2
+            items = ch[1].children
+        codes, ranges = [], []
+        for item in items:
+            if getattr(item, "data", None) == "code_range":
+                lo, hi = item.children
+                ranges.append((self.number(lo), self.number(hi)))
+            else:
+                codes.append(self.number(item))
+        return ast.ExitCodes(self.span(tree), tuple(codes), tuple(ranges), negate)
+
+    def _reason(self, tree: Tree) -> ast.Node:
+        values, negate = self._choice(tree)
+        return ast.ContainerReason(self.span(tree), values, negate)
+
+    def _pod_reason(self, tree: Tree) -> ast.Node:
+        values, negate = self._choice(tree)
+        return ast.PodReason(self.span(tree), values, negate)
+
+    def _task_term(self, tree: Tree) -> ast.Node:
+        values, negate = self._choice(tree)
+        return ast.TaskIs(self.span(tree), values, negate)
+
+    def _namespace(self, tree: Tree) -> ast.Node:
+        values, negate = self._choice(tree)
+        return ast.Namespace(self.span(tree), values, negate)
+
+    def _condition(self, tree: Tree) -> ast.Node:
+        ctype, *reason = tree.children
+        reasons: tuple[ast.Text, ...] = ()
+        if reason:
+            item = reason[0].children[0]
+            reasons = self.texts(item) if hasattr(item, "data") else (self.text(item),)
+        return ast.PodCondition(self.span(tree), self.text(ctype), reasons)
+
+    def _restarts(self, tree: Tree) -> ast.Node:
+        cmp, value = tree.children
+        return ast.Restarts(self.span(tree), str(cmp.children[0]), self.number(value))
+
+    def _key_test(self, tree: Tree, what: str) -> ast.Node:
+        key, *test = tree.children
+        values: tuple[ast.Text, ...] | None = None
+        negate = False
+        if test:
+            first, *rest = test[0].children
+            if hasattr(first, "data"):  # in_op str_list
+                negate = len(first.children) == 2
+                values = self.texts(rest[0])
+            elif str(first) in ("=", "!="):
+                negate = str(first) == "!="
+                values = (self.text(rest[0]),)
+        return ast.KeyTest(self.span(tree), what, self.text(key), values, negate)
+
+    # ------------------------------------------------------------ injection
+    def injection(self, tree: Tree) -> ast.Injection:
+        name = None
+        kinds: list[ast.Name] = []
+        match = None
+        ops: list[ast.Op] = []
+        wait = None
+        seen: dict[str, Span] = {}
+        for child in tree.children:
+            data = getattr(child, "data", None)
+            if data is None:
+                if child.type == "STRING":
+                    name = self.text(child)
+                else:
+                    kinds.append(self.name(child))
+            elif data == "inject_where":
+                match = self.node(child.children[0])
+            elif data == "wait_op":
+                if self.once(seen, "wait", self.span(child), "`wait for`"):
+                    item = child.children[0]
+                    wait = self.texts(item) if hasattr(item, "data") else (self.text(item),)
+            else:
+                ops.append(self.op(child))
+        return ast.Injection(self.span(tree), name, tuple(kinds), match, tuple(ops), wait)
+
+    def containers(self, tree: Tree | None) -> ast.Containers | None:
+        if tree is None:
+            return None
+        select = tree.data.removeprefix("select_")
+        names = self.texts(tree.children[0]) if select == "named" else ()
+        return ast.Containers(self.span(tree), select, names)
+
+    def op(self, tree: Tree) -> ast.Op:
+        span, ch, kind = self.span(tree), tree.children, tree.data
+        if kind == "annotate_op":
+            return ast.Annotate(span, self.text(ch[0]), self.value(ch[1]))
+        if kind == "label_op":
+            return ast.SetLabel(span, self.text(ch[0]), self.value(ch[1]))
+        if kind == "env_op":
+            return ast.Env(span, self.text(ch[0]), self.value(ch[1]),
+                           self.containers(ch[2] if len(ch) > 2 else None))
+        if kind == "volume_op":
+            source = ch[1]
+            ref = self.text(source.children[0]) if source.children else None
+            return ast.Volume(span, self.text(ch[0]),
+                              {"empty_dir": "emptyDir", "config_map": "configMap",
+                               "secret": "secret"}[source.data], ref)
+        if kind == "mount_op":
+            return self.mount(tree)
+        if kind == "sidecar_op":
+            return self.sidecar(tree)
+        # wrap_op
+        target, how = ch
+        if how.data == "wrap_shell":
+            return ast.Wrap(span, self.containers(target), None,  # type: ignore[arg-type]
+                            self.value(how.children[0]))
+        return ast.Wrap(span, self.containers(target), self.values(how),  # type: ignore[arg-type]
+                        None)
+
+    def mount(self, tree: Tree) -> ast.Mount:
+        ch = tree.children
+        read_only = any(getattr(c, "data", None) == "read_only" for c in ch)
+        containers = next((c for c in ch if getattr(c, "data", "").startswith("select_")),
+                          None)
+        return ast.Mount(self.span(tree), self.text(ch[0]), self.text(ch[1]), read_only,
+                         self.containers(containers))
+
+    def sidecar(self, tree: Tree) -> ast.Sidecar:
+        name, *rest = tree.children
+        native = bool(rest) and rest[0].data == "native"
+        fields: dict[str, object] = {}
+        env: list[ast.SidecarEnv] = []
+        mounts: list[ast.Mount] = []
+        seen: dict[str, Span] = {}
+        for stmt in rest[1:] if native else rest:
+            kind, span, ch = stmt.data, self.span(stmt), stmt.children
+            if kind == "sidecar_env":
+                env.append(ast.SidecarEnv(span, self.text(ch[0]), self.value(ch[1])))
+            elif kind == "sidecar_mount":
+                mounts.append(self.mount(stmt))
+            else:
+                which = kind.removeprefix("sidecar_")
+                if self.once(seen, which, span, f"`{which}`"):
+                    fields[which] = (self.value(ch[0]) if which == "image"
+                                     else self.values(ch[0]))
+        return ast.Sidecar(self.span(tree), self.text(name), native,
+                           fields.get("image"), fields.get("command"),  # type: ignore[arg-type]
+                           fields.get("args"), tuple(env), tuple(mounts))  # type: ignore[arg-type]
+

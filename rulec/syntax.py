@@ -1,0 +1,268 @@
+"""Parsing: text to a Lark tree, and a syntax error to a diagnostic that says, in words, what
+was expected there and which `{` is still open."""
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable
+
+from rulec import diagnostics
+from rulec.diagnostics import Diagnostic, Note
+from rulec.source import SourceFile, Span
+
+if TYPE_CHECKING:
+    import lark
+
+# The packaged grammar; in the repository it is a link to grammar/rules.lark.
+GRAMMAR = Path(__file__).with_name("rules.lark")
+
+
+@dataclass(frozen=True, slots=True)
+class Comment:
+    span: Span
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Parsed:
+    source: SourceFile
+    tree: "lark.Tree | None"
+    comments: tuple[Comment, ...]
+    diagnostics: tuple[Diagnostic, ...]
+
+
+class _CommentSink:
+    """Lexer callback collecting the comments of the parse in progress."""
+
+    __slots__ = ("tokens",)
+
+    def __init__(self) -> None:
+        self.tokens: list[lark.Token] = []
+
+    def __call__(self, token: "lark.Token") -> "lark.Token":
+        self.tokens.append(token)
+        return token
+
+
+_SINK = _CommentSink()
+_LOCK = threading.Lock()
+
+
+@cache
+def parser(keep_all_tokens: bool = False) -> "lark.Lark":
+    """The LALR parser, built once per process and cached on disk between processes."""
+    import lark
+
+    return lark.Lark(
+        GRAMMAR.read_text(encoding="utf-8"), parser="lalr", lexer="contextual",
+        propagate_positions=True, maybe_placeholders=False, keep_all_tokens=keep_all_tokens,
+        cache=True, lexer_callbacks={"COMMENT": _SINK},
+    )
+
+
+def parse(source: SourceFile, keep_all_tokens: bool = False) -> Parsed:
+    import lark
+
+    p = parser(keep_all_tokens)
+    with _LOCK:
+        _SINK.tokens = []
+        try:
+            tree, problem = p.parse(source.text), None
+        except lark.exceptions.UnexpectedInput as err:
+            tree, problem = None, syntax_error(source, err, p)
+        tokens, _SINK.tokens = _SINK.tokens, []
+    comments = tuple(Comment(token_span(source.path, t), str(t)) for t in tokens)
+    return Parsed(source, tree, comments, (problem,) if problem else ())
+
+
+def token_span(path: str, token: "lark.Token") -> Span:
+    return Span(path, token.line, token.column, token.end_line, token.end_column)
+
+
+# ---------------------------------------------------------------- syntax errors
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+
+_DESCRIBED = {
+    "STRING": "a string", "EXPR": "a JMESPath expression `<<...>>`", "INT": "a number",
+    "DURATION": "a duration such as `10m`", "NAME": "a name", "KIND": "a kind such as `Job`",
+    "GROUP_VERSION": "an API version such as `batch/v1`",
+    "PATH": "a field path such as `status.phase`", "WORD": "a phase such as `Succeeded`",
+    "$END": "the end of the file",
+}
+
+_PHASES = ("pending", "running", "suspended", "restarting", "succeeded", "failed")
+# When every word of a group is expected, the group is named instead of its words.
+_GROUPS: tuple[tuple[str, frozenset[str]], ...] = (
+    ("a declaration (`job`, `inject`, `define`, `webhook`)",
+     frozenset({"job", "inject", "define", "webhook"})),
+    ("a kind statement (`pods`, `task`, `primary`, `plural`, a verdict such as `failed when ...`, "
+     "`on ...`, `status {...}`)",
+     frozenset({"plural", "pods", "task", "primary", "on", "status", *_PHASES})),
+    ("a pod filter (`exit`, `reason`, `container`, `pod reason`, `condition`, `task`, "
+     "`restarts`, `label`, `where`, `is`)",
+     frozenset({"exit", "reason", "container", "pod", "condition", "task", "restarts", "label",
+                "where", "is"})),
+    ("a pod filter after `with` (`exit`, `reason`, `condition`, `label`, ...)",
+     frozenset({"exit", "reason", "container", "pod", "condition", "task", "restarts", "label",
+                "where"})),
+    ("an action (`fail job`, `complete job`, `restart job|task|pod`, `abort job`, "
+     "`terminate job`, `ignore`)",
+     frozenset({"fail", "complete", "restart", "abort", "terminate", "ignore"})),
+    ("an action clause (`reason`, `message`, `max`, `budget`, `after`, `then`)",
+     frozenset({"reason", "message", "max", "budget", "after", "then"})),
+    ("an event (`pod ...`, `container restarted`, `task ...`, `job ...`)",
+     frozenset({"pod", "container", "task", "job"})),
+    ("a pod state (`pending`, `running`, `succeeded`, `failed`, `evicted`, `terminating`)",
+     frozenset({"pending", "running", "succeeded", "failed", "evicted", "terminating"})),
+    ("a pod event (`pending`, `running`, `succeeded`, `failed`, `evicted`, `deleted`)",
+     frozenset({"pending", "running", "succeeded", "failed", "evicted", "deleted"})),
+    ("a task state (`pending`, `running`, `succeeded`, `failed`)",
+     frozenset({"pending", "running", "succeeded", "failed"})),
+    ("a condition (`<<expr>>`, `any`/`all`/`no pod ...`, `count pods ...`, `task ...`, "
+     "`job running longer than ...`, `not`, `(`)",
+     frozenset({"any", "all", "no", "count", "task", "job", "not"})),
+    ("an injection operation (`annotate`, `label`, `env`, `volume`, `mount`, `sidecar`, "
+     "`wrap`, `wait`)",
+     frozenset({"annotate", "label", "env", "volume", "mount", "sidecar", "wrap", "wait"})),
+    ("a status statement (`phase at`, `reason at`, `message at`, `condition`, `no ...`)",
+     frozenset({"phase", "reason", "message", "condition", "no"})),
+)
+# What a misspelled word is called, by the group it was closest to.
+_CATEGORY = {
+    "fail": "action", "complete": "action", "restart": "action", "abort": "action",
+    "terminate": "action", "ignore": "action", "evicted": "event", "deleted": "event",
+    "completed": "event", "restarted": "event", "pending": "phase or state",
+    "running": "phase or state", "succeeded": "phase or state", "failed": "phase or state",
+    "suspended": "phase", "restarting": "phase", "terminating": "state",
+}
+
+
+def syntax_error(source: SourceFile, err: "lark.exceptions.UnexpectedInput",
+                 p: "lark.Lark") -> Diagnostic:
+    import lark
+
+    text = source.text
+    state = getattr(err, "state", None)
+    if isinstance(err, lark.exceptions.UnexpectedCharacters):
+        expected = set(err.allowed or ())
+        pos = err.pos_in_stream
+        word = _WORD.match(text, pos)
+        if text.startswith("<<", pos):
+            return _error(source.span(pos, pos + 2), "this `<<` is never closed by `>>`", state,
+                          help="a JMESPath expression runs from `<<` to the next `>>` outside "
+                               "its quoted strings and literals")
+        if text[pos] == '"':
+            end = text.find("\n", pos)
+            return _error(source.span(pos, end if end >= 0 else len(text)),
+                          "this string is never closed", state,
+                          help='strings end on the line they start; write `\\"` for a quote')
+        if word:
+            return _unexpected_word(source, word.group(), source.span(pos, word.end()),
+                                    expected, p, state)
+        return _error(source.span(pos, pos + 1),
+                      f"unexpected character `{text[pos]}`; expected {_expected(expected, p)}",
+                      state)
+    assert isinstance(err, lark.exceptions.UnexpectedToken)
+    expected = set(err.expected or ())
+    token = err.token
+    if token.type == "$END":
+        return _error(source.end_span(),
+                      f"unexpected end of file; expected {_expected(expected, p)}", state,
+                      at_end=True)
+    span = token_span(source.path, token)
+    if _WORD.fullmatch(str(token)):
+        return _unexpected_word(source, str(token), span, expected, p, state)
+    return _error(span, f"unexpected {_show(str(token))}; expected {_expected(expected, p)}",
+                  state)
+
+
+def _unexpected_word(source: SourceFile, word: str, span: Span, expected: set[str],
+                     p: "lark.Lark", state: object) -> Diagnostic:
+    keywords = [w for w in (_keyword(n, p) for n in expected) if w]
+    suggestion = diagnostics.did_you_mean(word, keywords)
+    if suggestion and word not in _all_keywords(p):
+        close = suggestion.split("`")[1]
+        category = _CATEGORY.get(close, "keyword")
+        return _error(span, f"unknown {category} `{word}`", state, code="unknown-word",
+                      help=suggestion, extra=(Note(f"expected {_expected(expected, p)}"),))
+    return _error(span, f"unexpected {_show(word)}; expected {_expected(expected, p)}", state,
+                  help=suggestion)
+
+
+def _error(span: Span, message: str, state: object, *, code: str = "syntax-error",
+           help: str | None = None, at_end: bool = False,
+           extra: Iterable[Note] = ()) -> Diagnostic:
+    notes = list(extra)
+    brace = _open_brace(state)
+    if brace is not None:
+        opener = Span(span.path, brace.line, brace.column, brace.end_line, brace.end_column)
+        notes.append(Note("the block opened by this `{` is not closed" if at_end
+                          else "inside the block opened by this `{`", opener))
+    return diagnostics.make(code, span, message, help, notes)
+
+
+def _open_brace(state: object) -> "lark.Token | None":
+    """The innermost `{` the parser has shifted but not yet matched."""
+    import lark
+
+    for item in reversed(getattr(state, "value_stack", None) or ()):
+        if isinstance(item, lark.Token) and item.type == "LBRACE":
+            return item
+    return None
+
+
+def _keyword(name: str, p: "lark.Lark") -> str | None:
+    try:
+        term = p.get_terminal(name)
+    except KeyError:
+        return None
+    value = term.pattern.value
+    return value if term.pattern.type == "str" and _WORD.fullmatch(value) else None
+
+
+def _all_keywords(p: "lark.Lark") -> frozenset[str]:
+    return frozenset(t.pattern.value for t in p.terminals
+                     if t.pattern.type == "str" and _WORD.fullmatch(t.pattern.value))
+
+
+def _describe(name: str, p: "lark.Lark") -> str:
+    if name in _DESCRIBED:
+        return _DESCRIBED[name]
+    try:
+        term = p.get_terminal(name)
+    except KeyError:
+        return name
+    return f"`{term.pattern.value}`" if term.pattern.type == "str" else name.lower()
+
+
+def _expected(names: set[str], p: "lark.Lark") -> str:
+    words = {_keyword(n, p): n for n in names}
+    words.pop(None, None)
+    remaining = set(names)
+    described: list[str] = []
+    for label, group in _GROUPS:
+        if group <= words.keys() and all(words[w] in remaining for w in group):
+            described.append(label)
+            remaining -= {words[w] for w in group}
+    described += sorted((_describe(n, p) for n in remaining), key=_order)
+    if not described:
+        return "nothing more"
+    if len(described) == 1:
+        return described[0]
+    return ", ".join(described[:-1]) + " or " + described[-1]
+
+
+def _order(text: str) -> tuple[int, str]:
+    """Keywords first, then symbols, then descriptions such as `a string`."""
+    if text.startswith("`"):
+        return (0 if _WORD.fullmatch(text.strip("`")) else 1, text)
+    return (2, text)
+
+
+def _show(text: str) -> str:
+    text = text if len(text) <= 40 else text[:37] + "..."
+    return f"`{text}`"

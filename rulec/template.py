@@ -1,0 +1,116 @@
+"""Templates inside strings: `{name}` placeholders, `{<<expr>>}` JMESPath, `{{` and `}}`."""
+from __future__ import annotations
+
+import re
+
+from rulec import diagnostics
+from rulec.ast import Expr, Placeholder, Template
+from rulec.diagnostics import Diagnostic
+from rulec.source import Span, advance
+
+EXPR = re.compile(r"""<<(?:[^'"`>]|>(?!>)|'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|`(?:[^`\\]|\\.)*`)*>>""")
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_ESCAPES = {'"': '"', "\\": "\\", "n": "\n", "t": "\t"}
+
+
+def from_string(raw: str, span: Span, out: list[Diagnostic]) -> Template:
+    """The template a string token spells; `raw` includes the quotes."""
+    body = raw[1:-1]
+    parts: list[str | Placeholder | Expr] = []
+    buf: list[str] = []
+    line, col = span.line, span.column + 1
+    i = 0
+
+    def here(j: int, k: int) -> Span:
+        end_line, end_col = advance(line, col, body[i:k])
+        start_line, start_col = advance(line, col, body[i:j])
+        return Span(span.path, start_line, start_col, end_line, end_col)
+
+    def literal() -> None:
+        if buf:
+            parts.append("".join(buf))
+            buf.clear()
+
+    n = len(body)
+    while i < n:
+        c = body[i]
+        step = 1
+        if c == "\\":
+            esc = body[i + 1] if i + 1 < n else ""
+            step = 2
+            if esc in _ESCAPES:
+                buf.append(_ESCAPES[esc])
+            else:
+                out.append(diagnostics.make(
+                    "invalid-escape", here(i, i + 2), f"unknown escape `\\{esc}` in a string",
+                    help='escapes are `\\"`, `\\\\`, `\\n` and `\\t`'))
+                buf.append(esc)
+        elif c == "{":
+            expr = EXPR.match(body, i + 1)
+            placeholder = _PLACEHOLDER.match(body, i)
+            if body.startswith("{{", i):
+                buf.append("{")
+                step = 2
+            elif expr and body.startswith("}", expr.end()):
+                literal()
+                e_line, e_col = advance(line, col, body[i:i + 3])
+                parts.append(Expr(here(i, expr.end() + 1), expr.group()[2:-2], e_line, e_col))
+                step = expr.end() + 1 - i
+            elif placeholder:
+                literal()
+                parts.append(Placeholder(here(i, placeholder.end()), placeholder.group(1)))
+                step = placeholder.end() - i
+            else:
+                out.append(diagnostics.make(
+                    "invalid-template", here(i, i + 1), "`{` opens no placeholder",
+                    help="a placeholder is `{name}`, JMESPath is `{<<expr>>}`; "
+                         "write `{{` for a literal `{`"))
+                buf.append("{")
+        elif c == "}":
+            if body.startswith("}}", i):
+                step = 2
+            else:
+                out.append(diagnostics.make(
+                    "invalid-template", here(i, i + 1), "`}` closes no placeholder",
+                    help="write `}}` for a literal `}`"))
+            buf.append("}")
+        else:
+            buf.append(c)
+        line, col = advance(line, col, body[i:i + step])
+        i += step
+    literal()
+    return Template(span, tuple(parts))
+
+
+def from_expr(raw: str, span: Span) -> Template:
+    return Template(span, (expr_of(raw, span),))
+
+
+def expr_of(raw: str, span: Span) -> Expr:
+    """The expression of an `<<...>>` token."""
+    return Expr(span, raw[2:-2], span.line, span.column + 2)
+
+
+def decode(raw: str, span: Span, out: list[Diagnostic]) -> str:
+    """The value of a plain (non-template) string token; `raw` includes the quotes."""
+    body = raw[1:-1]
+    if "\\" not in body:
+        return body
+    chars: list[str] = []
+    i = 0
+    while i < len(body):
+        c = body[i]
+        if c != "\\":
+            chars.append(c)
+            i += 1
+            continue
+        esc = body[i + 1]
+        if esc not in _ESCAPES:
+            line, col = advance(span.line, span.column + 1, body[:i])
+            out.append(diagnostics.make(
+                "invalid-escape", Span(span.path, line, col, line, col + 2),
+                f"unknown escape `\\{esc}` in a string",
+                help='escapes are `\\"`, `\\\\`, `\\n` and `\\t`'))
+        chars.append(_ESCAPES.get(esc, esc))
+        i += 2
+    return "".join(chars)
