@@ -15,6 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
+import gunicorn.sock
+
 from runtime.settings import Settings
 
 _settings = Settings.from_env(os.environ)
@@ -68,12 +70,22 @@ def on_exit(server: Any) -> None:
         shutil.rmtree(_made_metrics_dir, ignore_errors=True)
 
 
+def _tls_loaded(previous: ssl.SSLContext | None, context: ssl.SSLContext) -> None:
+    webhook.log.info("tls: certificate %s and key %s loaded", certfile, keyfile)
+
+
+def post_worker_init(worker: Any) -> None:
+    """Build the TLS context at boot: certificate files that break later then find one to keep."""
+    if worker.cfg.is_ssl:
+        gunicorn.sock.ssl_context(worker.cfg)
+
+
 def ssl_context(conf: Any, default_ssl_context_factory: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
     """Called by gunicorn for every new connection: hand out the worker's cached context."""
     global _tls
     if _tls is None:
         _tls = webhook.Reloading("tls", (conf.certfile, conf.keyfile), default_ssl_context_factory,
-                                 _settings.reload_interval)
+                                 _settings.reload_interval, _tls_loaded)
     context = _tls.get()
     if context is None:
         raise ssl.SSLError("no usable TLS certificate and key (see the log)")

@@ -114,7 +114,9 @@ def create_app(settings: Settings | None = None) -> flask.Flask:
     settings = settings or Settings.from_env(os.environ)
     _log_like_gunicorn()
     app = flask.Flask("jobrules.webhook")
-    app.config["MAX_CONTENT_LENGTH"] = settings.max_body
+    # One byte over: a chunked body is cut at the limit rather than refused, so reading one byte
+    # more is how an oversize chunked body shows.
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_body + 1
     plans = plan_holder(settings)
     plans.get()  # load now: ready sooner, and the first request does not pay for it
 
@@ -154,6 +156,8 @@ def _review(plan: planlib.Plan | None, max_body: int) -> tuple[int, bytes, str]:
     try:
         body = flask.request.get_data(cache=False)
     except RequestEntityTooLarge:
+        body = None
+    if body is None or len(body) > max_body:
         return 413, _error(f"body larger than {max_body} bytes"), "too-large"
     try:
         request = admission.decode(body)
