@@ -13,9 +13,13 @@ import sys
 from typing import Sequence
 
 # Commands that live in other modules: name -> (module with `register(subparsers)`, summary).
-# A module is imported only when its command runs or help is asked for.
+# A module is imported only when one of its commands runs or help is asked for; its
+# `register` adds all of its commands.
 COMMANDS: dict[str, tuple[str, str]] = {
     "webhook-config": ("rulec.webhookcmd", "print the MutatingWebhookConfiguration for a plan"),
+    "eval": ("rulec.run", "evaluate a job and its pods: verdict, events, actions, new state"),
+    "mutate": ("rulec.run", "apply the injections to a pod: JSON patch and patched pod"),
+    "test": ("rulec.run", "run rule test suites"),
 }
 
 FORMATS = ("concise", "full", "json", "github")
@@ -85,14 +89,17 @@ def _parser(argv: list[str]) -> argparse.ArgumentParser:
     explain.set_defaults(func=_explain)
 
     wanted = next((a for a in argv if not a.startswith("-")), None)
-    for name, (module, summary) in COMMANDS.items():
-        if wanted in (name, None) or wanted not in ("check", "compile", "fmt", "explain"):
+    builtin = ("check", "compile", "fmt", "explain")
+    for module in dict.fromkeys(m for m, _ in COMMANDS.values()):
+        names = [n for n, (m, _) in COMMANDS.items() if m == module]
+        if wanted is None or wanted in names or wanted not in builtin:
             try:
                 importlib.import_module(module).register(sub)
                 continue
             except ImportError:
                 pass
-        sub.add_parser(name, help=summary, add_help=False)
+        for name in names:
+            sub.add_parser(name, help=COMMANDS[name][1], add_help=False)
     return parser
 
 

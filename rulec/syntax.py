@@ -96,78 +96,70 @@ _DESCRIBED = {
 
 _PHASES = ("pending", "running", "suspended", "restarting", "succeeded", "failed")
 # When every word of a group is expected, the group is named instead of its words.
-_GROUPS: tuple[tuple[str, frozenset[str]], ...] = (
-    ("a declaration (`job`, `inject`, `define`, `webhook`)",
+_GROUPS: tuple[tuple[str, str, frozenset[str]], ...] = (
+    ("declaration", "a declaration (`job`, `inject`, `define`, `webhook`)",
      frozenset({"job", "inject", "define", "webhook"})),
-    ("a kind statement (`pods`, `task`, `primary`, `plural`, a verdict such as `failed when ...`, "
+    ("kind statement", "a kind statement (`pods`, `task`, `primary`, `plural`, a verdict such as `failed when ...`, "
      "`on ...`, `status {...}`)",
      frozenset({"plural", "pods", "task", "primary", "on", "status", *_PHASES})),
-    ("a pod filter (`exit`, `reason`, `container`, `pod reason`, `condition`, `task`, "
+    ("filter", "a pod filter (`exit`, `reason`, `container`, `pod reason`, `condition`, `task`, "
      "`restarts`, `label`, `where`, `is`)",
      frozenset({"exit", "reason", "container", "pod", "condition", "task", "restarts", "label",
                 "where", "is"})),
-    ("a pod filter after `with` (`exit`, `reason`, `condition`, `label`, ...)",
+    ("filter", "a pod filter after `with` (`exit`, `reason`, `condition`, `label`, ...)",
      frozenset({"exit", "reason", "container", "pod", "condition", "task", "restarts", "label",
                 "where"})),
-    ("an action (`fail job`, `complete job`, `restart job|task|pod`, `abort job`, "
+    ("action", "an action (`fail job`, `complete job`, `restart job|task|pod`, `abort job`, "
      "`terminate job`, `ignore`)",
      frozenset({"fail", "complete", "restart", "abort", "terminate", "ignore"})),
-    ("an action clause (`reason`, `message`, `max`, `budget`, `after`, `then`)",
+    ("action clause", "an action clause (`reason`, `message`, `max`, `budget`, `after`, `then`)",
      frozenset({"reason", "message", "max", "budget", "after", "then"})),
-    ("an event (`pod ...`, `container restarted`, `task ...`, `job ...`)",
+    ("event", "an event (`pod ...`, `container restarted`, `task ...`, `job ...`)",
      frozenset({"pod", "container", "task", "job"})),
-    ("a pod state (`pending`, `running`, `succeeded`, `failed`, `evicted`, `terminating`)",
+    ("pod state", "a pod state (`pending`, `running`, `succeeded`, `failed`, `evicted`, `terminating`)",
      frozenset({"pending", "running", "succeeded", "failed", "evicted", "terminating"})),
-    ("a pod event (`pending`, `running`, `succeeded`, `failed`, `evicted`, `deleted`)",
+    ("pod event", "a pod event (`pending`, `running`, `succeeded`, `failed`, `evicted`, `deleted`)",
      frozenset({"pending", "running", "succeeded", "failed", "evicted", "deleted"})),
-    ("a task state (`pending`, `running`, `succeeded`, `failed`)",
+    ("task state", "a task state (`pending`, `running`, `succeeded`, `failed`)",
      frozenset({"pending", "running", "succeeded", "failed"})),
-    ("a condition (`<<expr>>`, `any`/`all`/`no pod ...`, `count pods ...`, `task ...`, "
+    ("condition", "a condition (`<<expr>>`, `any`/`all`/`no pod ...`, `count pods ...`, `task ...`, "
      "`job running longer than ...`, `not`, `(`)",
      frozenset({"any", "all", "no", "count", "task", "job", "not"})),
-    ("an injection operation (`annotate`, `label`, `env`, `volume`, `mount`, `sidecar`, "
+    ("injection operation", "an injection operation (`annotate`, `label`, `env`, `volume`, `mount`, `sidecar`, "
      "`wrap`, `wait`)",
      frozenset({"annotate", "label", "env", "volume", "mount", "sidecar", "wrap", "wait"})),
-    ("a status statement (`phase at`, `reason at`, `message at`, `condition`, `no ...`)",
+    ("status statement", "a status statement (`phase at`, `reason at`, `message at`, `condition`, `no ...`)",
      frozenset({"phase", "reason", "message", "condition", "no"})),
 )
-# What a misspelled word is called, by the group it was closest to.
-_CATEGORY = {
-    "fail": "action", "complete": "action", "restart": "action", "abort": "action",
-    "terminate": "action", "ignore": "action", "evicted": "event", "deleted": "event",
-    "completed": "event", "restarted": "event", "pending": "phase or state",
-    "running": "phase or state", "succeeded": "phase or state", "failed": "phase or state",
-    "suspended": "phase", "restarting": "phase", "terminating": "state",
-}
-
-
 def syntax_error(source: SourceFile, err: "lark.exceptions.UnexpectedInput",
                  p: "lark.Lark") -> Diagnostic:
     import lark
 
     text = source.text
     state = getattr(err, "state", None)
+    pos = err.pos_in_stream if isinstance(err, lark.exceptions.UnexpectedCharacters) else (
+        None if err.token.type == "$END" else err.token.start_pos)
+    if pos is not None and text.startswith("<<", pos):
+        return _error(source.span(pos, pos + 2), "this `<<` is never closed by `>>`", state,
+                      help="a JMESPath expression runs from `<<` to the next `>>` outside "
+                           "its quoted strings and literals")
+    if pos is not None and text.startswith('"', pos) and \
+            isinstance(err, lark.exceptions.UnexpectedCharacters):
+        end = text.find("\n", pos)
+        return _error(source.span(pos, end if end >= 0 else len(text)),
+                      "this string is never closed", state,
+                      help='strings end on the line they start; write `\\"` for a quote')
     if isinstance(err, lark.exceptions.UnexpectedCharacters):
-        expected = set(err.allowed or ())
-        pos = err.pos_in_stream
-        word = _WORD.match(text, pos)
-        if text.startswith("<<", pos):
-            return _error(source.span(pos, pos + 2), "this `<<` is never closed by `>>`", state,
-                          help="a JMESPath expression runs from `<<` to the next `>>` outside "
-                               "its quoted strings and literals")
-        if text[pos] == '"':
-            end = text.find("\n", pos)
-            return _error(source.span(pos, end if end >= 0 else len(text)),
-                          "this string is never closed", state,
-                          help='strings end on the line they start; write `\\"` for a quote')
+        expected = _accepts(state, err.allowed)
+        word = _WORD.match(text, err.pos_in_stream)
         if word:
-            return _unexpected_word(source, word.group(), source.span(pos, word.end()),
+            return _unexpected_word(source, word.group(), source.span(word.start(), word.end()),
                                     expected, p, state)
-        return _error(source.span(pos, pos + 1),
-                      f"unexpected character `{text[pos]}`; expected {_expected(expected, p)}",
-                      state)
+        return _error(source.span(err.pos_in_stream, err.pos_in_stream + 1),
+                      f"unexpected character `{text[err.pos_in_stream]}`; "
+                      f"expected {_expected(expected, p)}", state)
     assert isinstance(err, lark.exceptions.UnexpectedToken)
-    expected = set(err.expected or ())
+    expected = _accepts(state, err.expected)
     token = err.token
     if token.type == "$END":
         return _error(source.end_span(),
@@ -186,7 +178,8 @@ def _unexpected_word(source: SourceFile, word: str, span: Span, expected: set[st
     suggestion = diagnostics.did_you_mean(word, keywords)
     if suggestion and word not in _all_keywords(p):
         close = suggestion.split("`")[1]
-        category = _CATEGORY.get(close, "keyword")
+        category = next((short for short, _, group in _GROUPS
+                         if close in group and group <= set(keywords)), "keyword")
         return _error(span, f"unknown {category} `{word}`", state, code="unknown-word",
                       help=suggestion, extra=(Note(f"expected {_expected(expected, p)}"),))
     return _error(span, f"unexpected {_show(word)}; expected {_expected(expected, p)}", state,
@@ -205,14 +198,43 @@ def _error(span: Span, message: str, state: object, *, code: str = "syntax-error
     return diagnostics.make(code, span, message, help, notes)
 
 
-def _open_brace(state: object) -> "lark.Token | None":
-    """The innermost `{` the parser has shifted but not yet matched."""
+def _accepts(state: object, fallback: Iterable[str] | None) -> set[str]:
+    """The terminals the parser would really accept next.
+
+    LALR merges states, so a state's table can list tokens that fail after a reduction;
+    feeding each candidate to a copy of the parser keeps only the real ones.
+    """
+    import copy
+
     import lark
 
-    for item in reversed(getattr(state, "value_stack", None) or ()):
+    table = getattr(getattr(state, "parse_conf", None), "parse_table", None)
+    if table is None:
+        return set(fallback or ())
+    accepted = set()
+    for name in table.states[state.position]:  # type: ignore[attr-defined]
+        if not name.isupper():
+            continue
+        trial = copy.copy(state)
+        try:
+            trial.feed_token(lark.Token(name, ""), name == "$END")  # type: ignore[attr-defined]
+        except lark.exceptions.UnexpectedInput:
+            continue
+        accepted.add(name)
+    return accepted or set(fallback or ())
+
+
+def _open_brace(state: object) -> "lark.Token | None":
+    """The innermost `{` the parser has shifted but not yet matched by a `}`."""
+    import lark
+
+    open_braces: list[lark.Token] = []
+    for item in getattr(state, "value_stack", None) or ():
         if isinstance(item, lark.Token) and item.type == "LBRACE":
-            return item
-    return None
+            open_braces.append(item)
+        elif isinstance(item, lark.Token) and item.type == "RBRACE" and open_braces:
+            open_braces.pop()
+    return open_braces[-1] if open_braces else None
 
 
 def _keyword(name: str, p: "lark.Lark") -> str | None:
@@ -244,7 +266,7 @@ def _expected(names: set[str], p: "lark.Lark") -> str:
     words.pop(None, None)
     remaining = set(names)
     described: list[str] = []
-    for label, group in _GROUPS:
+    for _, label, group in _GROUPS:
         if group <= words.keys() and all(words[w] in remaining for w in group):
             described.append(label)
             remaining -= {words[w] for w in group}

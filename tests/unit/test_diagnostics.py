@@ -1,0 +1,83 @@
+"""Diagnostics: one golden input per code, rendered concise and full, compared byte for byte.
+
+Refresh the expected files with JOBRULES_UPDATE_GOLDENS=1 and review them as a diff.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from rulec import api, diagnostics
+from rulec.source import Span
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "tests" / "golden" / "diagnostics"
+INPUTS = sorted(GOLDEN.glob("*.rules"))
+UPDATE = os.environ.get("JOBRULES_UPDATE_GOLDENS") == "1"
+
+
+def _build(path: Path) -> api.Build:
+    crd = path.with_suffix(".crd.yaml")
+    relative = path.relative_to(ROOT).as_posix()
+    crds = [crd.relative_to(ROOT).as_posix()] if crd.exists() else []
+    return api.build([relative], crds, emit_plan=False)
+
+
+@pytest.fixture(autouse=True)
+def _at_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+
+
+@pytest.mark.parametrize("path", INPUTS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("fmt", ["concise", "full"])
+def test_golden(path: Path, fmt: str) -> None:
+    result = _build(path)
+    text = diagnostics.render(result.diagnostics, fmt, result.sources)
+    expected = path.with_suffix(f".{fmt}")
+    if UPDATE:
+        expected.write_text(text, encoding="utf-8")
+    assert expected.exists(), f"missing {expected.name}: run with JOBRULES_UPDATE_GOLDENS=1"
+    assert text == expected.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("code", diagnostics.CODES, ids=lambda c: c.code)
+def test_every_code_has_a_golden_that_reports_it(code: diagnostics.Code) -> None:
+    path = GOLDEN / f"{code.code}-{code.name}.rules"
+    assert path.exists(), f"no golden input {path.name}"
+    assert code.code in {d.code for d in _build(path).diagnostics}
+
+
+def test_every_golden_names_a_code() -> None:
+    known = {f"{c.code}-{c.name}" for c in diagnostics.CODES}
+    assert {p.stem.split(".")[0] for p in INPUTS} <= known
+
+
+def test_registry_is_consistent() -> None:
+    codes = [c.code for c in diagnostics.CODES]
+    names = [c.name for c in diagnostics.CODES]
+    assert len(set(codes)) == len(codes) and len(set(names)) == len(names)
+    for c in diagnostics.CODES:
+        assert c.severity in (diagnostics.ERROR, diagnostics.WARNING)
+        assert c.summary and c.doc and c.name == c.name.lower()
+        assert diagnostics.lookup(c.code) is c and diagnostics.lookup(c.name) is c
+
+
+SAMPLE = diagnostics.make(
+    "unknown-kind", Span("a.rules", 3, 5, 3, 9), 'no kind "x, y"\n', help="did you mean `x`?")
+
+
+def test_json_rendering() -> None:
+    [item] = json.loads(diagnostics.render([SAMPLE], "json", {}))
+    assert item["code"] == "R101" and item["name"] == "unknown-kind"
+    assert (item["path"], item["line"], item["column"]) == ("a.rules", 3, 5)
+    assert item["help"] == "did you mean `x`?" and item["notes"] == []
+
+
+def test_github_rendering_escapes() -> None:
+    line = diagnostics.render([SAMPLE], "github", {})
+    assert line.startswith("::error file=a.rules,line=3,col=5,endLine=3,endColumn=9,")
+    assert "title=R101 unknown-kind::" in line
+    assert line.count("\n") == 1 and "%0A" in line
