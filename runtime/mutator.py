@@ -90,11 +90,13 @@ def mutate(plan: Plan, pod: dict, owner: dict | None = None,
     candidates = index.candidates.get(kind_name, ())
     if not candidates:
         return Mutation((), (), kind_name)
+    matched = [i for i in candidates if i.match is None or _matches(i.match, view, i)]
+    if not matched:
+        return Mutation((), (), kind_name)
     draft = _Draft(view)
-    for injection in candidates:
-        if injection.match is None or _matches(injection.match, view, injection):
-            draft.inject(injection)
-    applied = draft.finish(candidates, plan.digest[:12])
+    for injection in matched:
+        draft.inject(injection)
+    applied = draft.finish(matched, plan.digest[:12])
     return Mutation(tuple(draft.ops), applied, kind_name)
 
 
@@ -164,7 +166,7 @@ class _Pod:
     """The received pod with the facts filters and templates need, computed at most once."""
 
     __slots__ = ("pod", "meta", "labels", "annotations", "spec", "kind", "owner", "namespace",
-                 "sidecars", "_data", "_options", "_task", "_primary")
+                 "sidecars", "_data", "_options", "_task", "_primary", "_selected")
 
     def __init__(self, pod: dict, index: _Index, owner: dict | None, namespace: str | None) -> None:
         self.pod = pod
@@ -189,6 +191,7 @@ class _Pod:
         self._options: jmespath.Options | None = None
         self._task: Any = _UNSET
         self._primary: Any = _UNSET
+        self._selected: dict[Containers, list[tuple[str, int, dict, str]]] = {}
 
     def search(self, expr: Expr, injection: Injection, data: Any = None) -> Any:
         """Evaluate `expr` over `data` (default: {pod, owner, namespace}); failures cite it."""
@@ -230,6 +233,12 @@ class _Pod:
 
     def select(self, which: Containers) -> list[tuple[str, int, dict, str]]:
         """The pod's own containers an op targets; sidecars declared in the plan never are."""
+        selected = self._selected.get(which)
+        if selected is None:
+            selected = self._selected[which] = self._select(which)
+        return selected
+
+    def _select(self, which: Containers) -> list[tuple[str, int, dict, str]]:
         if which.select == "named":
             names, fields = set(which.names), _LISTS
         elif which.select == "primary" and self.kind is not None \
@@ -557,7 +566,7 @@ class _Draft:
             entries = list(self.recorded.values()) + [f"{i.name}@{digest}" for i in new]
             self.meta["annotations"][RECORD_ANNOTATION] = (
                 json.dumps(entries, separators=(",", ":"), ensure_ascii=False), "")
-        created: set[tuple[str, ...]] = set()
+        created: set[str] = set()
         for field in ("annotations", "labels"):
             self._emit_map(("metadata", field), {k: v for k, (v, _) in self.meta[field].items()},
                            created)
@@ -569,51 +578,52 @@ class _Draft:
             self._emit_list(("spec", field), [c for c, _ in self.sidecars[field]], created)
         return applied
 
-    def _parent(self, path: tuple[str, ...], created: set[tuple[str, ...]]) -> Any:
+    def _parent(self, path: tuple[str, ...], created: set[str]) -> Any:
         """The node at `path` in the received pod, adding empty objects for missing parents."""
         node: Any = self.pod.pod
         for depth in range(len(path) - 1):
-            prefix = path[:depth + 1]
             node = node.get(path[depth]) if isinstance(node, dict) else None
+            prefix = "/" + "/".join(path[:depth + 1])
             if node is None and prefix not in created:
-                self.ops.append(jp.add(jp.pointer(*prefix), {}))
+                self.ops.append(jp.add(prefix, {}))
                 created.add(prefix)
         return node.get(path[-1]) if isinstance(node, dict) else None
 
-    def _emit_map(self, path: tuple[str, ...], items: dict[str, str],
-                  created: set[tuple[str, ...]]) -> None:
+    def _emit_map(self, path: tuple[str, ...], items: dict[str, str], created: set[str]) -> None:
         if not items:
             return
         current = self._parent(path, created)
+        where = "/" + "/".join(path)
         if current is None:
-            self.ops.append(jp.add(jp.pointer(*path), items))
+            self.ops.append(jp.add(where, items))
             return
         for key, value in items.items():
             op = jp.replace if key in current else jp.add
-            self.ops.append(op(jp.pointer(*path, key), value))
+            self.ops.append(op(f"{where}/{jp.escape(key)}", value))
 
-    def _emit_list(self, path: tuple[str, ...], items: list, created: set[tuple[str, ...]]) -> None:
+    def _emit_list(self, path: tuple[str, ...], items: list, created: set[str]) -> None:
         if not items:
             return
+        where = "/" + "/".join(path)
         if self._parent(path, created) is None:
-            self.ops.append(jp.add(jp.pointer(*path), items))
+            self.ops.append(jp.add(where, items))
             return
-        self.ops.extend(jp.add(jp.pointer(*path, "-"), item) for item in items)
+        self.ops.extend(jp.add(f"{where}/-", item) for item in items)
 
     def _emit_edit(self, edit: _Edit) -> None:
-        base = ("spec", edit.field, edit.index)
-        self.ops.append(jp.test(jp.pointer(*base, "name"), edit.name))
+        base = f"/spec/{edit.field}/{edit.index}"
+        self.ops.append(jp.test(f"{base}/name", edit.name))
         for key, items in (("env", edit.env), ("volumeMounts", edit.mounts)):
             if not items:
                 continue
             if edit.container.get(key) is None:
-                self.ops.append(jp.add(jp.pointer(*base, key), items))
+                self.ops.append(jp.add(f"{base}/{key}", items))
             else:
-                self.ops.extend(jp.add(jp.pointer(*base, key, "-"), item) for item in items)
+                self.ops.extend(jp.add(f"{base}/{key}/-", item) for item in items)
         if edit.wrapped:
-            self.ops.append(jp.replace(jp.pointer(*base, "command"), edit.command))
+            self.ops.append(jp.replace(f"{base}/command", edit.command))
             if "args" in edit.container:
-                self.ops.append(jp.remove(jp.pointer(*base, "args")))
+                self.ops.append(jp.remove(f"{base}/args"))
 
 
 _JSON_TYPE = {dict: "an object", list: "an array"}

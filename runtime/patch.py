@@ -21,7 +21,10 @@ class PatchError(ValueError):
 
 def escape(token: str | int) -> str:
     """One reference token as written in a JSON Pointer: `~` -> `~0`, then `/` -> `~1`."""
-    return str(token).replace("~", "~0").replace("/", "~1")
+    text = token if isinstance(token, str) else str(token)
+    if "~" in text or "/" in text:
+        return text.replace("~", "~0").replace("/", "~1")
+    return text
 
 
 def pointer(*tokens: str | int) -> str:
