@@ -41,7 +41,7 @@ def _in(values: Any, negate: bool) -> str:
 
 
 def filter(f: Any) -> str:
-    """A pod filter as rules text."""
+    """A pod filter (or an injection's match filter) as rules text."""
     if isinstance(f, plan.And):
         return " and ".join(_group(a) for a in f.args)
     if isinstance(f, plan.Or):
@@ -70,6 +70,10 @@ def filter(f: Any) -> str:
         return ("not " if f.negate else "") + f"{word} {json.dumps(f.key)} {test}"
     if isinstance(f, plan.JmesPath):
         return f"where <<{f.expr.source}>>"
+    if isinstance(f, plan.NamespaceIs):
+        return f"namespace {_in(f.values, f.negate)}"
+    if isinstance(f, plan.IsPrimary):
+        return "primary"
     return repr(f)
 
 

@@ -1,0 +1,204 @@
+"""`rulec eval`, `rulec mutate` and `rulec test`: run rules offline against objects on disk.
+
+Thin shells over the runtime's pure cores (evaluator, mutator) and the suite runner. Exit codes
+follow the CLI convention: 0 success, 1 test failures, 2 usage, input or rules errors (reported
+in one line naming the file, never as a traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime, timezone
+from typing import Any, Callable, TextIO
+
+from rulec import inputs, suite
+from runtime import functions
+
+
+def register(subparsers: Any) -> None:
+    """Add the `eval`, `mutate` and `test` subcommands (once, however often called)."""
+    if "eval" in subparsers.choices:
+        return
+    ev = subparsers.add_parser(
+        "eval", help="evaluate a job and its pods: verdict, events, actions, new state",
+        description="Evaluate a job object and its pods against the rules: the verdict, the events "
+                    "detected against the stored state, the actions policies take, the new state.")
+    ev.add_argument("--rules", nargs="+", required=True, metavar="PATH",
+                    help=".rules files, folders of them, or one compiled plan (.json)")
+    ev.add_argument("--object", required=True, metavar="FILE", help="the job (YAML or JSON)")
+    ev.add_argument("--pods", metavar="FILE",
+                    help="its pods: a JSON array, a `kind: List`, or multi-document YAML")
+    ev.add_argument("--state", metavar="FILE",
+                    help="stored state (JSON, or an earlier eval output); default: the job's "
+                         "jobrules.dev/state annotation")
+    ev.add_argument("--now", metavar="TIME", help="evaluation time, RFC 3339 (default: the clock)")
+    ev.add_argument("--format", choices=("json", "text"), default="json")
+    ev.add_argument("--explain", action="store_true",
+                    help="say for every rule whether it matched and, if not, why")
+    ev.set_defaults(func=_guarded(_eval), command="eval")
+
+    mu = subparsers.add_parser(
+        "mutate", help="apply the injections to a pod: JSON patch and patched pod",
+        description="Apply the rules' injections to a pod as the admission webhook would.")
+    mu.add_argument("--rules", nargs="+", required=True, metavar="PATH",
+                    help=".rules files, folders of them, or one compiled plan (.json)")
+    mu.add_argument("--pod", required=True, metavar="FILE", help="the pod (YAML or JSON)")
+    mu.add_argument("--owner", metavar="FILE", help="the owner job object, when known")
+    mu.add_argument("--namespace", metavar="NS", help="the request namespace")
+    mu.add_argument("--format", choices=("json", "text"), default="json")
+    mu.add_argument("--explain", action="store_true",
+                    help="say for every injection whether it applied and, if not, why")
+    mu.set_defaults(func=_guarded(_mutate), command="mutate")
+
+    te = subparsers.add_parser(
+        "test", help="run test suites (suite.yaml, *.suite.yaml)",
+        description="Run the cases of rule test suites; exit 1 if any case fails.")
+    te.add_argument("paths", nargs="+", metavar="PATH", help="suite files or folders")
+    te.add_argument("-k", metavar="TEXT", dest="keyword", help="only cases whose name contains TEXT")
+    te.add_argument("--update", action="store_true", help="rewrite golden files with actual output")
+    te.add_argument("-q", "--quiet", action="store_true", help="print failures and the summary only")
+    te.set_defaults(func=_guarded(_test), command="test")
+
+
+def _guarded(command: Callable[[argparse.Namespace, TextIO], int]) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return command(args, sys.stdout)
+        except inputs.InputError as err:
+            print(f"rulec {args.command}: {err}", file=sys.stderr)
+            return 2
+    return run
+
+
+def _now(text: str | None) -> datetime:
+    if text is None:
+        return datetime.now(timezone.utc)
+    moment = functions.timestamp(text)
+    if moment is None:
+        raise inputs.InputError(f"--now {text!r}: expected an RFC 3339 time such as 2024-05-01T12:00:00Z")
+    return moment
+
+
+def _eval(args: argparse.Namespace, out: TextIO) -> int:
+    plan = inputs.load_plan(args.rules)
+    job = inputs.read_object(args.object)
+    candidates = inputs.read_objects(args.pods) if args.pods else []
+    prior = inputs.read_text(args.state) if args.state else None
+    if prior is not None:
+        try:
+            prior = json.loads(prior)
+        except json.JSONDecodeError:
+            pass  # reported by the state decoder as a problem, and treated as empty
+    result = suite.eval_result(plan, job, candidates, prior, _now(args.now), args.explain)
+    out.write(_json(result) if args.format == "json" else eval_text(result))
+    for problem in result.get("problems", []):
+        print(f"rulec eval: warning: {problem}", file=sys.stderr)
+    return 0
+
+
+def _mutate(args: argparse.Namespace, out: TextIO) -> int:
+    plan = inputs.load_plan(args.rules)
+    pod = inputs.read_object(args.pod)
+    owner = inputs.read_object(args.owner) if args.owner else None
+    result = suite.mutate_result(plan, pod, owner, args.namespace, args.explain)
+    out.write(_json(result) if args.format == "json" else mutate_text(result))
+    if "error" in result:
+        print(f"rulec mutate: {result['error']}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _test(args: argparse.Namespace, out: TextIO) -> int:
+    files = suite.find(args.paths)
+    if not files:
+        raise inputs.InputError(f"no test suites (suite.yaml, *.suite.yaml) under {' '.join(args.paths)}")
+    passed = failed = 0
+    usage = False
+    plans: dict[tuple[str, ...], Any] = {}
+    for path in files:
+        try:
+            loaded = suite.load(path)
+            if loaded.rules not in plans:
+                plans[loaded.rules] = inputs.load_plan(list(loaded.rules))
+        except inputs.InputError as err:
+            print(f"rulec test: {err}", file=sys.stderr)
+            usage = True
+            continue
+        for case in loaded.cases:
+            if args.keyword and args.keyword not in case.name:
+                continue
+            outcome = suite.run_case(loaded, case, plans[loaded.rules], args.update)
+            if outcome.passed:
+                passed += 1
+                if not args.quiet:
+                    out.write(f"PASS {path}: {case.name}\n")
+            else:
+                failed += 1
+                out.write(f"FAIL {path}: {case.name}\n")
+                out.write("".join(f"    {line}\n" for line in outcome.report.rstrip("\n").splitlines()))
+            for written in outcome.updated:
+                out.write(f"     wrote {written}\n")
+    out.write(f"{passed} passed, {failed} failed\n")
+    if usage:
+        return 2
+    return 1 if failed else 0
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+
+
+def eval_text(r: dict[str, Any]) -> str:
+    """The eval output for a terminal."""
+    lines = [f"{r['phase']}" + (f" ({r['reason']})" if r.get("reason") else "")
+             + (f"  [{r['rule']}]" if r.get("rule") else "") + ("  final" if r.get("final") else "")]
+    if r.get("message"):
+        lines.append(f"  {r['message']}")
+    lines.append("events:" if r["events"] else "events: none")
+    for e in r["events"]:
+        where = " ".join(f"{k} {e[k]}" for k in ("pod", "task", "container") if e.get(k))
+        lines.append(f"  {e['event']}" + (f" {e['detail']}" if e.get("detail") else "")
+                     + (f"  {where}" if where else "")
+                     + (f"  -> {e['policy']}" if e.get("policy") else "  (no policy)"))
+    lines.append("actions:" if r["actions"] else "actions: none")
+    for a in r["actions"]:
+        target = " ".join(f"{k} {v}" for k, v in a["target"].items() if k not in ("namespace", "uid"))
+        line = f"  {a['status']:<9} {a['action']}  {target}  [{a['policy']} at {a['rule']}]"
+        if a.get("due"):
+            line += f" due {a['due']}"
+        if a.get("budget"):
+            line += f" budget {a['budget']['key']} {a['budget']['used']}/{a['budget']['max']}"
+        lines.append(line)
+        if a.get("reason") or a.get("message"):
+            lines.append(f"            {a.get('reason') or ''}: {a.get('message') or ''}".rstrip(": "))
+    lines.append("state: " + json.dumps(r["state"], separators=(",", ":"), sort_keys=True))
+    if r.get("wakeAt"):
+        lines.append(f"evaluate again at {r['wakeAt']}")
+    lines += [f"problem: {p}" for p in r.get("problems", [])]
+    lines += _explain_text(r.get("explain", []))
+    return "\n".join(lines) + "\n"
+
+
+def mutate_text(r: dict[str, Any]) -> str:
+    """The mutate output for a terminal."""
+    if "error" in r:
+        return f"error: {r['error']}\n"
+    lines = [f"kind: {r['kind'] or 'none'}", "applied: " + (", ".join(r["applied"]) or "none")]
+    for op in r["patch"]:
+        value = "" if op["op"] == "remove" else " " + json.dumps(op.get("value"), separators=(",", ":"))
+        lines.append(f"  {op['op']} {op['path']}{value}")
+    lines += _explain_text(r.get("explain", []))
+    return "\n".join(lines) + "\n"
+
+
+def _explain_text(findings: list[dict[str, Any]]) -> list[str]:
+    if not findings:
+        return []
+    out = ["explain:"]
+    for f in findings:
+        name = f.get("name") or f.get("injection")
+        what = f.get("what", "injection")
+        out.append(f"  {f['rule']}: {what} {name}: {'matched' if f['matched'] else 'no'}: {f['why']}")
+    return out
