@@ -1,0 +1,708 @@
+"""A real, local Kubernetes control plane for tests and demos.
+
+Runs etcd, kube-apiserver and kube-controller-manager on 127.0.0.1 with throw-away credentials,
+then installs the shared CRDs. There is no kubelet and no scheduler: pods stay unscheduled and
+tests report their lifecycle through the ``pods/status`` subresource, as Kubernetes' own Job
+integration tests do. The runtime never imports this module; it is tooling around the product.
+
+Command line (also ``rulec cluster``)::
+
+    python -m rulec.cluster up     # start detached, print ``export KUBECONFIG=...`` on stdout
+    python -m rulec.cluster env    # print the export line of the running control plane
+    python -m rulec.cluster down   # stop it and remove every file it wrote
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import base64
+import contextlib
+import ctypes
+import dataclasses
+import datetime
+import ipaddress
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+REPO = Path(__file__).resolve().parents[1]
+BUILD_SCRIPT = REPO / "tools" / "k8s" / "build.sh"
+DEFAULT_CRDS = REPO.parent / "shared" / "crds"
+BINARY_NAMES = ("etcd", "kube-apiserver", "kube-controller-manager")
+# Controllers a batch-job test needs; the rest would only burn the two cores we have.
+CONTROLLERS = (
+    "job-controller",
+    "garbage-collector-controller",
+    "namespace-controller",
+    "pod-garbage-collector-controller",
+    "ttl-after-finished-controller",
+    "replicaset-controller",
+    "serviceaccount-controller",
+    "serviceaccount-token-controller",
+)
+FIELD_MANAGER = "jobrules-cluster"
+ROOT_PREFIX = "jobrules-cluster-"
+# A root directory younger than this may belong to a launcher that has not spawned etcd yet.
+STALE_AFTER_SECONDS = 60.0
+
+T = TypeVar("T")
+
+
+class ClusterError(RuntimeError):
+    """The control plane could not be found, started or reached; the message says what to do."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Binaries
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Binaries:
+    """Where the control-plane executables are; the controller manager is optional (envtest)."""
+
+    etcd: Path
+    kube_apiserver: Path
+    kube_controller_manager: Path | None
+
+
+def find_binaries(env: dict[str, str] | None = None) -> Binaries:
+    """Binaries from ``KUBEBUILDER_ASSETS``, else ``JOBRULES_K8S_BIN``, else a (cached) build."""
+    env = dict(os.environ if env is None else env)
+    if assets := env.get("KUBEBUILDER_ASSETS"):
+        folder = Path(assets)
+        kcm = folder / "kube-controller-manager"
+        if not _is_executable(kcm):
+            print(
+                f"warning: kube-controller-manager is missing from KUBEBUILDER_ASSETS={folder} "
+                "(envtest ships only etcd and kube-apiserver): no Job pods, no garbage collection, "
+                "no default ServiceAccounts. Unset KUBEBUILDER_ASSETS to build the full set "
+                "with tools/k8s/build.sh.",
+                file=sys.stderr,
+            )
+            kcm = None
+        return Binaries(_executable(folder / "etcd"), _executable(folder / "kube-apiserver"), kcm)
+    folder = Path(env["JOBRULES_K8S_BIN"]) if env.get("JOBRULES_K8S_BIN") else build_binaries()
+    etcd, apiserver, kcm = (_executable(folder / name) for name in BINARY_NAMES)
+    return Binaries(etcd, apiserver, kcm)
+
+
+def build_binaries() -> Path:
+    """Run tools/k8s/build.sh (a no-op when its cache is filled) and return the binaries' folder."""
+    if not BUILD_SCRIPT.is_file():
+        raise ClusterError(
+            "no control-plane binaries: set JOBRULES_K8S_BIN or KUBEBUILDER_ASSETS "
+            f"(the build script {BUILD_SCRIPT} is not there to build them)"
+        )
+    print(f"using {BUILD_SCRIPT} (a first build takes a while) ...", file=sys.stderr)
+    done = subprocess.run(["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        raise ClusterError(f"{BUILD_SCRIPT} failed with exit code {done.returncode}")
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+def _is_executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def _executable(path: Path) -> Path:
+    if not _is_executable(path):
+        raise ClusterError(f"{path.name} not found or not executable at {path}")
+    return path
+
+
+def crds_dir(env: dict[str, str] | None = None) -> Path | None:
+    """The CRD folder: ``JOBRULES_CRDS`` (must exist) or ``../shared/crds`` next to the repo."""
+    env = dict(os.environ if env is None else env)
+    if explicit := env.get("JOBRULES_CRDS"):
+        if not Path(explicit).is_dir():
+            raise ClusterError(f"JOBRULES_CRDS={explicit} is not a directory")
+        return Path(explicit)
+    return DEFAULT_CRDS if DEFAULT_CRDS.is_dir() else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Throw-away PKI
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CertificateAuthority:
+    """A one-off CA; tests reuse it to give their own TLS servers (webhooks) a trusted cert."""
+
+    cert: x509.Certificate
+    key: ec.EllipticCurvePrivateKey
+
+    @classmethod
+    def create(cls, name: str) -> CertificateAuthority:
+        key = ec.generate_private_key(ec.SECP256R1())
+        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+        cert = (
+            _certificate_builder(subject, subject, key.public_key())
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True, content_commitment=False, key_encipherment=False,
+                    data_encipherment=False, key_agreement=False, key_cert_sign=True,
+                    crl_sign=True, encipher_only=False, decipher_only=False,
+                ),
+                critical=True,
+            )
+            .sign(key, hashes.SHA256())
+        )
+        return cls(cert, key)
+
+    @property
+    def cert_pem(self) -> bytes:
+        return self.cert.public_bytes(serialization.Encoding.PEM)
+
+    def issue(
+        self, common_name: str, *, organization: str | None = None, hosts: Sequence[str] = ()
+    ) -> tuple[bytes, bytes]:
+        """A (certificate PEM, key PEM) pair: a server cert when ``hosts`` are given, else a client cert."""
+        key = ec.generate_private_key(ec.SECP256R1())
+        attributes = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
+        if organization:
+            attributes.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization))
+        builder = _certificate_builder(x509.Name(attributes), self.cert.subject, key.public_key())
+        if hosts:
+            names: list[x509.GeneralName] = []
+            for host in hosts:
+                try:
+                    names.append(x509.IPAddress(ipaddress.ip_address(host)))
+                except ValueError:
+                    names.append(x509.DNSName(host))
+            builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+            usage = ExtendedKeyUsageOID.SERVER_AUTH
+        else:
+            usage = ExtendedKeyUsageOID.CLIENT_AUTH
+        cert = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False).sign(
+            self.key, hashes.SHA256()
+        )
+        return cert.public_bytes(serialization.Encoding.PEM), _key_pem(key)
+
+
+def _certificate_builder(
+    subject: x509.Name, issuer: x509.Name, public_key: ec.EllipticCurvePublicKey
+) -> x509.CertificateBuilder:
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(public_key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=30))
+    )
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+def _write(path: Path, data: bytes | str) -> Path:
+    path.write_bytes(data.encode() if isinstance(data, str) else data)
+    path.chmod(0o600)
+    return path
+
+
+def _kubeconfig(server: str, ca_pem: bytes, cert_pem: bytes, key_pem: bytes, user: str) -> str:
+    """A self-contained kubeconfig (certificates inline), so it keeps working when copied."""
+    b64 = lambda data: base64.b64encode(data).decode()  # noqa: E731
+    return yaml.safe_dump(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {"name": "jobrules", "cluster": {"server": server, "certificate-authority-data": b64(ca_pem)}}
+            ],
+            "users": [
+                {"name": user, "user": {"client-certificate-data": b64(cert_pem), "client-key-data": b64(key_pem)}}
+            ],
+            "contexts": [{"name": "jobrules", "context": {"cluster": "jobrules", "user": user}}],
+            "current-context": "jobrules",
+        },
+        sort_keys=False,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The running control plane
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ControlPlane:
+    """A started control plane. Everything it wrote lives under ``root``; stop() removes it."""
+
+    root: Path
+    server: str
+    version: str
+    controller_manager: bool
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.root / "kubeconfig"
+
+    @property
+    def pki(self) -> Path:
+        return self.root / "pki"
+
+    def api_client(self) -> Any:
+        """A ``kubernetes.client.ApiClient`` authenticated as cluster admin."""
+        return _admin_client(self.server, self.pki)
+
+    def to_json(self) -> str:
+        return json.dumps({**dataclasses.asdict(self), "root": str(self.root)}, indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> ControlPlane:
+        data = json.loads(text)
+        return cls(**{**data, "root": Path(data["root"])})
+
+
+def _admin_client(server: str, pki: Path) -> Any:
+    from kubernetes import client
+
+    config = client.Configuration()
+    config.host = server
+    config.ssl_ca_cert = str(pki / "ca.crt")
+    config.cert_file = str(pki / "admin.crt")
+    config.key_file = str(pki / "admin.key")
+    return client.ApiClient(config)
+
+
+_ATTACHED: dict[Path, ControlPlane] = {}
+_ATTACHED_LOCK = threading.Lock()
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: SIGKILL it when the launcher dies, even by SIGKILL."""
+    _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def start(*, crds: bool = True, detached: bool = False, binaries: Binaries | None = None,
+          timeout: float = 90.0) -> ControlPlane:
+    """Start etcd, kube-apiserver and (when present) kube-controller-manager; wait until usable.
+
+    Usable means: ``/readyz`` is ok, every CRD from crds_dir() is Established and the controller
+    manager has created the ``default`` ServiceAccount. An attached control plane dies with this
+    process (atexit, and the kernel's parent-death signal as a last resort); a detached one runs
+    until stop() or ``down``.
+    """
+    binaries = binaries or find_binaries()
+    crd_folder = crds_dir() if crds else None
+    sweep_stale()
+    root = Path(tempfile.mkdtemp(prefix=ROOT_PREFIX, dir=_scratch_parent()))
+    processes: list[subprocess.Popen[bytes]] = []
+    try:
+        plane = _launch(root, binaries, crd_folder, detached, processes, time.monotonic() + timeout)
+    except BaseException:
+        _terminate(root)
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    if not detached:
+        with _ATTACHED_LOCK:
+            if not _ATTACHED:
+                atexit.register(_stop_attached)
+            _ATTACHED[root] = plane
+    return plane
+
+
+def stop(plane: ControlPlane) -> None:
+    """Terminate the control plane's processes (SIGTERM, then SIGKILL) and delete its files."""
+    with _ATTACHED_LOCK:
+        _ATTACHED.pop(plane.root, None)
+    _terminate(plane.root)
+    shutil.rmtree(plane.root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def running(**options: Any) -> Iterator[ControlPlane]:
+    """A control plane for the length of a with-block. SIGTERM becomes KeyboardInterrupt meanwhile,
+    so a CI runner stopping the tests still tears it down."""
+    restore = None
+    if threading.current_thread() is threading.main_thread() and (
+        signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    ):
+        restore = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        plane = start(**options)
+        try:
+            yield plane
+        finally:
+            stop(plane)
+    finally:
+        if restore is not None:
+            signal.signal(signal.SIGTERM, restore)
+
+
+def _stop_attached() -> None:
+    for plane in list(_ATTACHED.values()):
+        stop(plane)
+
+
+def _launch(root: Path, binaries: Binaries, crd_folder: Path | None, detached: bool,
+            processes: list[subprocess.Popen[bytes]], deadline: float) -> ControlPlane:
+    pki = root / "pki"
+    pki.mkdir()
+    etcd_client, etcd_peer, secure_port = free_ports(3)
+    server = f"https://127.0.0.1:{secure_port}"
+
+    ca = CertificateAuthority.create("jobrules-local-ca")
+    _write(pki / "ca.crt", ca.cert_pem)
+    serving = ca.issue(
+        "kube-apiserver",
+        hosts=["127.0.0.1", "localhost", "10.0.0.1", "kubernetes", "kubernetes.default",
+               "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"],
+    )
+    _write(pki / "apiserver.crt", serving[0])
+    _write(pki / "apiserver.key", serving[1])
+    admin_cert, admin_key = ca.issue("admin", organization="system:masters")
+    _write(pki / "admin.crt", admin_cert)
+    _write(pki / "admin.key", admin_key)
+    sa_key = ec.generate_private_key(ec.SECP256R1())
+    _write(pki / "sa.key", _key_pem(sa_key))
+    _write(pki / "sa.pub", sa_key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    _write(root / "kubeconfig", _kubeconfig(server, ca.cert_pem, admin_cert, admin_key, "admin"))
+
+    def spawn(name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+        with open(root / f"{name}.log", "wb") as log:
+            process = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True, preexec_fn=None if detached else _die_with_parent,
+            )
+        processes.append(process)
+        return process
+
+    peer = f"http://127.0.0.1:{etcd_peer}"
+    spawn("etcd", [
+        str(binaries.etcd), "--name=default", f"--data-dir={root / 'etcd'}",
+        f"--listen-client-urls=http://127.0.0.1:{etcd_client}",
+        f"--advertise-client-urls=http://127.0.0.1:{etcd_client}",
+        f"--listen-peer-urls={peer}", f"--initial-advertise-peer-urls={peer}",
+        f"--initial-cluster=default={peer}",
+        "--unsafe-no-fsync", "--log-level=warn",
+    ])
+    # kube-apiserver retries etcd itself, so both start at once.
+    spawn("kube-apiserver", [
+        str(binaries.kube_apiserver),
+        f"--etcd-servers=http://127.0.0.1:{etcd_client}",
+        "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={secure_port}",
+        f"--cert-dir={pki}",
+        f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
+        f"--client-ca-file={pki / 'ca.crt'}",
+        f"--service-account-key-file={pki / 'sa.pub'}",
+        f"--service-account-signing-key-file={pki / 'sa.key'}",
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+        "--service-cluster-ip-range=10.0.0.0/24",
+        "--authorization-mode=Node,RBAC",
+        # One client, loopback only: fairness queues and endpoint upkeep cost CPU and buy nothing.
+        "--enable-priority-and-fairness=false",
+        "--endpoint-reconciler-type=none",
+        "--profiling=false",
+    ])
+
+    def wait(what: str, ready: Callable[[], T]) -> T:
+        return _wait(what, ready, root, processes, deadline)
+
+    with contextlib.closing(_admin_client(server, pki)) as api, ThreadPoolExecutor(1) as pool:
+        # Parsing 3 MB of CRDs takes a second: do it while the API server boots.
+        crds = pool.submit(crd_manifests, crd_folder) if crd_folder else None
+        wait("kube-apiserver /readyz", lambda: _get(api, "/readyz") == b"ok")
+        version = request(api, "GET", "/version")["gitVersion"]
+        # One at a time: concurrent CRD creations make the API server slower, not faster.
+        for name in [_apply_crd(api, crd) for crd in (crds.result() if crds else [])]:
+            wait(f"CRD {name} Established", lambda n=name: _established(api, n))
+        if binaries.kube_controller_manager:
+            kcm_cert, kcm_key = ca.issue("system:kube-controller-manager")
+            _write(root / "kube-controller-manager.kubeconfig", _kubeconfig(
+                server, ca.cert_pem, kcm_cert, kcm_key, "system:kube-controller-manager"))
+            # Started once the CRDs are served, so the garbage collector's first discovery sees them.
+            spawn("kube-controller-manager", [
+                str(binaries.kube_controller_manager),
+                f"--kubeconfig={root / 'kube-controller-manager.kubeconfig'}",
+                f"--controllers={','.join(CONTROLLERS)}",
+                f"--root-ca-file={pki / 'ca.crt'}",
+                f"--service-account-private-key-file={pki / 'sa.key'}",
+                "--use-service-account-credentials=true",
+                "--leader-elect=false", "--secure-port=0",
+                "--kube-api-qps=100", "--kube-api-burst=200",
+            ])
+            wait("kube-controller-manager to create ServiceAccount default/default",
+                 lambda: _get(api, "/api/v1/namespaces/default/serviceaccounts/default") is not None)
+    return ControlPlane(root, server, version, binaries.kube_controller_manager is not None)
+
+
+def free_ports(count: int) -> list[int]:
+    """Distinct free loopback ports (held open together so they cannot repeat)."""
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+
+
+def _scratch_parent() -> str:
+    """tmpfs when there is one: etcd then never touches a disk."""
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else tempfile.gettempdir()
+
+
+def _wait(what: str, ready: Callable[[], T], root: Path,
+          processes: Sequence[subprocess.Popen[bytes]], deadline: float) -> T:
+    """Poll ``ready`` until truthy; fail fast, quoting its log, if a process exits meanwhile."""
+    while True:
+        for process in processes:
+            if process.poll() is not None:
+                name = Path(process.args[0]).name
+                raise ClusterError(f"{name} exited with code {process.returncode} while waiting "
+                                   f"for {what}\n{_log_tail(root / f'{name}.log')}")
+        if result := ready():
+            return result
+        if time.monotonic() > deadline:
+            tails = "\n".join(_log_tail(root / f"{Path(p.args[0]).name}.log") for p in processes)
+            raise ClusterError(f"timed out waiting for {what}\n{tails}")
+        time.sleep(0.1)
+
+
+def _log_tail(log: Path, lines: int = 20) -> str:
+    text = log.read_text(errors="replace").splitlines()[-lines:] if log.exists() else []
+    return "\n".join([f"--- last lines of {log} ---", *text])
+
+
+def request(api: Any, method: str, path: str, body: Any = None, *,
+            query: Sequence[tuple[str, str]] = (), content_type: str = "application/json",
+            timeout: float | None = None) -> Any:
+    """One call through a ``kubernetes.client.ApiClient`` with a plain-dict body, skipping model
+    classes. JSON answers come back as dicts, others as bytes; errors raise ``ApiException``."""
+    from kubernetes.client.exceptions import ApiException
+
+    method, url, headers, body, post = api.param_serialize(
+        method, path, query_params=list(query), body=body, auth_settings=["BearerToken"],
+        header_params={"Content-Type": content_type, "Accept": "application/json, */*"})
+    response = api.call_api(method, url, headers, body, post, _request_timeout=timeout)
+    data = response.read()
+    if not 200 <= response.status <= 299:
+        raise ApiException.from_response(http_resp=response, body=data.decode(errors="replace"),
+                                          data=None)
+    if response.headers.get("Content-Type", "").startswith("application/json"):
+        return json.loads(data)
+    return data
+
+
+def _get(api: Any, path: str) -> Any:
+    """``request(GET)``, or None while the server is not there yet or answers with an error."""
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    try:
+        return request(api, "GET", path, timeout=5)
+    except (ApiException, HTTPError):
+        return None
+
+
+def crd_manifests(folder: Path) -> list[dict[str, Any]]:
+    """The CRDs in ``folder``, as they are installed here.
+
+    CRDs whose conversion webhook would point at a Service that does not exist here (Tekton) get
+    ``strategy: None``: objects are then read and written in the version they are sent with.
+    """
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: 20x faster on 3 MB of CRDs
+    crds = []
+    for path in sorted(folder.glob("*.y*ml")):
+        for crd in yaml.load_all(path.read_text(), Loader=loader):
+            if not crd or crd.get("kind") != "CustomResourceDefinition":
+                continue
+            if crd["spec"].get("conversion", {}).get("strategy") == "Webhook":
+                crd["spec"]["conversion"] = {"strategy": "None"}
+            crds.append(crd)
+    return crds
+
+
+def _apply_crd(api: Any, crd: dict[str, Any]) -> str:
+    """Server-side apply one CRD (no size limit from a last-applied annotation); return its name."""
+    name = crd["metadata"]["name"]
+    request(api, "PATCH", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}", crd,
+            query=[("fieldManager", FIELD_MANAGER), ("force", "true")],
+            content_type="application/apply-patch+yaml")
+    return name
+
+
+def _established(api: Any, name: str) -> bool:
+    crd = _get(api, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}") or {}
+    conditions = (crd.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+
+# ---------------------------------------------------------------------------------------------
+# Finding and ending processes
+
+
+def processes_using(root: Path, names: Sequence[str] = BINARY_NAMES) -> list[int]:
+    """Pids of control-plane processes (of ``names``) whose command line points into ``root``.
+
+    Found from /proc rather than from remembered pids, so nothing escapes when the launcher
+    crashed or a pid was reused.
+    """
+    marker = os.fsencode(f"{root}/")
+    wanted = {os.fsencode(name) for name in names}
+    pids = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = Path(entry.path, "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if os.path.basename(argv[0]) in wanted and any(marker in arg for arg in argv[1:]):
+            pids.append(int(entry.name))
+    return pids
+
+
+def _terminate(root: Path, grace: float = 5.0) -> None:
+    """Stop the processes of ``root``: SIGTERM, then SIGKILL after ``grace`` seconds; reap ours.
+
+    Clients go first: kube-apiserver drains its clients' requests (up to a minute) before it
+    exits, and it needs etcd to exit cleanly.
+    """
+    for name in ("kube-controller-manager", "kube-apiserver", "etcd"):
+        pids = processes_using(root, [name])
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
+            for pid in processes_using(root, [name]):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)
+            deadline = time.monotonic() + wait
+            while processes_using(root, [name]) and time.monotonic() < deadline:
+                time.sleep(0.02)
+        for pid in pids:  # exited: waitpid returns at once for our own children
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+
+
+def sweep_stale(parent: str | None = None) -> list[Path]:
+    """Remove root folders that no process uses any more (left by a launcher killed by SIGKILL)."""
+    removed = []
+    for path in Path(parent or _scratch_parent()).glob(f"{ROOT_PREFIX}*"):
+        with contextlib.suppress(OSError):
+            if time.time() - path.stat().st_mtime > STALE_AFTER_SECONDS and not processes_using(path):
+                shutil.rmtree(path)
+                removed.append(path)
+    return removed
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line
+
+
+def state_file() -> Path:
+    """Where ``up`` records the detached control plane (``JOBRULES_CLUSTER_STATE`` overrides the folder)."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return Path(os.environ.get("JOBRULES_CLUSTER_STATE") or cache / "jobrules" / "cluster") / "state.json"
+
+
+def _recorded() -> ControlPlane | None:
+    path = state_file()
+    return ControlPlane.from_json(path.read_text()) if path.exists() else None
+
+
+def _export_line(plane: ControlPlane) -> str:
+    return f"export KUBECONFIG={plane.kubeconfig}"
+
+
+def _up(args: argparse.Namespace) -> int:
+    if (plane := _recorded()) is not None:
+        if processes_using(plane.root):
+            print(f"already running at {plane.server}", file=sys.stderr)
+            print(_export_line(plane))
+            return 0
+        _down(args)
+    began = time.monotonic()
+    plane = start(crds=not args.no_crds, detached=True)
+    path = state_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(plane.to_json())
+    print(f"Kubernetes {plane.version} ready at {plane.server} in {time.monotonic() - began:.1f}s\n"
+          f"kubeconfig: {plane.kubeconfig}\nlogs: {plane.root}/*.log\n"
+          f"stop with: python -m rulec.cluster down", file=sys.stderr)
+    print(_export_line(plane))
+    return 0
+
+
+def _down(args: argparse.Namespace) -> int:
+    if (plane := _recorded()) is None:
+        print("no control plane is recorded; nothing to stop", file=sys.stderr)
+        return 0
+    stop(plane)
+    state_file().unlink(missing_ok=True)
+    print(f"stopped the control plane at {plane.server} and removed {plane.root}", file=sys.stderr)
+    return 0
+
+
+def _env(args: argparse.Namespace) -> int:
+    plane = _recorded()
+    if plane is None or not processes_using(plane.root):
+        print("no control plane is running; start one with: python -m rulec.cluster up",
+              file=sys.stderr)
+        return 1
+    print(_export_line(plane))
+    return 0
+
+
+def add_subcommand(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``cluster up|down|env``; the chosen action is ``args.func(args) -> exit code``."""
+    parser = subparsers.add_parser(
+        "cluster", help="run a local Kubernetes control plane for tests and demos",
+        description=_DESCRIPTION)
+    _add_actions(parser)
+    return parser
+
+
+_DESCRIPTION = "Run a local Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager)."
+
+
+def _add_actions(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", required=True)
+    up = actions.add_parser("up", help="start a detached control plane and print its export line")
+    up.add_argument("--no-crds", action="store_true", help="skip installing the shared CRDs")
+    up.set_defaults(func=_up)
+    actions.add_parser("down", help="stop it and remove its files").set_defaults(func=_down)
+    actions.add_parser("env", help="print the KUBECONFIG export line").set_defaults(func=_env)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="rulec cluster", description=_DESCRIPTION)
+    _add_actions(parser)
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except ClusterError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""Fixtures for tests against a real control plane.
+
+One control plane serves the whole session (started here, or an already running one when
+``JOBRULES_REUSE_CLUSTER=1`` and ``KUBECONFIG`` are set); every test gets its own namespace.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import kube
+import pytest
+from kubernetes import config as kube_config
+from kubernetes.client import ApiClient
+
+from rulec import cluster
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """The control plane the tests talk to. ``plane`` is None when reusing one started elsewhere."""
+
+    api: ApiClient
+    plane: cluster.ControlPlane | None
+
+    @property
+    def has_controller_manager(self) -> bool:
+        return self.plane is None or self.plane.controller_manager
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[Session]:
+    if os.environ.get("JOBRULES_REUSE_CLUSTER") == "1" and os.environ.get("KUBECONFIG"):
+        api = kube_config.new_client_from_config(os.environ["KUBECONFIG"])
+        with api:
+            yield Session(api, None)
+        return
+    with cluster.running() as plane, plane.api_client() as api:
+        yield Session(api, plane)
+
+
+@pytest.fixture(scope="session")
+def api(control_plane: Session) -> ApiClient:
+    return control_plane.api
+
+
+@pytest.fixture
+def controller_manager(control_plane: Session) -> None:
+    """Skip tests that need kube-controller-manager when it is not running (envtest assets)."""
+    if not control_plane.has_controller_manager:
+        pytest.skip("kube-controller-manager is missing (KUBEBUILDER_ASSETS has none)")
+
+
+@pytest.fixture
+def namespace(request: pytest.FixtureRequest, control_plane: Session) -> Iterator[str]:
+    """A fresh namespace named after the test, usable for pods; deleted (in the background) after."""
+    api = control_plane.api
+    slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
+    name = f"{slug}-{uuid.uuid4().hex[:6]}"
+    kube.create(api, kube.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                       "metadata": {"name": name}})
+    default_sa = kube.SERVICE_ACCOUNTS.path(name, "default")
+    if control_plane.has_controller_manager:
+        # The ServiceAccount admission plugin rejects pods until this exists.
+        kube.wait_for(f"ServiceAccount {name}/default", lambda: kube.exists(api, default_sa))
+    else:
+        kube.create(api, kube.SERVICE_ACCOUNTS, {"apiVersion": "v1", "kind": "ServiceAccount",
+                                                 "metadata": {"name": "default", "namespace": name}})
+    yield name
+    kube.delete(api, kube.NAMESPACES.path(name=name))

@@ -1,0 +1,361 @@
+"""Raw-dict Kubernetes helpers for integration tests, and a stand-in for the kubelet.
+
+Objects are plain camelCase dicts read as raw JSON. With no kubelet in the test control plane,
+the ``report_*`` functions write what a kubelet would write to ``pods/status``: the phase, the
+conditions and the container states of a pod that runs, succeeds, fails, is OOM-killed, evicted,
+or whose init container fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
+
+from rulec import cluster
+
+T = TypeVar("T")
+Obj = dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Resource:
+    """A REST resource: ``api_version`` as in objects (``v1``, ``batch/v1``) and its plural."""
+
+    api_version: str
+    plural: str
+
+    def path(self, namespace: str | None = None, name: str | None = None,
+             subresource: str | None = None) -> str:
+        prefix = "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
+        parts = [prefix]
+        if namespace is not None:
+            parts += ["namespaces", namespace]
+        parts.append(self.plural)
+        if name is not None:
+            parts.append(name)
+        if subresource is not None:
+            parts.append(subresource)
+        return "/".join(parts)
+
+
+NAMESPACES = Resource("v1", "namespaces")
+SERVICE_ACCOUNTS = Resource("v1", "serviceaccounts")
+PODS = Resource("v1", "pods")
+JOBS = Resource("batch/v1", "jobs")
+MUTATING_WEBHOOKS = Resource("admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations")
+VOLCANO_JOBS = Resource("batch.volcano.sh/v1alpha1", "jobs")
+TF_JOBS = Resource("kubeflow.org/v1", "tfjobs")
+WORKFLOWS = Resource("argoproj.io/v1alpha1", "workflows")
+
+
+request = cluster.request
+
+
+def get(api: ApiClient, path: str) -> Obj:
+    return request(api, "GET", path)
+
+
+def create(api: ApiClient, resource: Resource, body: Obj, **query: str) -> Obj:
+    """Create ``body`` in its ``metadata.namespace`` (if any); ``query`` e.g. ``dryRun="All"``."""
+    namespace = body["metadata"].get("namespace")
+    return request(api, "POST", resource.path(namespace), body, query=list(query.items()))
+
+
+def delete(api: ApiClient, path: str) -> None:
+    """Delete, in the background; an object already gone is fine."""
+    try:
+        request(api, "DELETE", path, {"propagationPolicy": "Background"})
+    except ApiException as error:
+        if error.status != 404:
+            raise
+
+
+def exists(api: ApiClient, path: str) -> bool:
+    try:
+        get(api, path)
+    except ApiException as error:
+        if error.status == 404:
+            return False
+        raise
+    return True
+
+
+def list_pods(api: ApiClient, namespace: str, selector: str = "") -> list[Obj]:
+    query = [("labelSelector", selector)] if selector else []
+    return request(api, "GET", PODS.path(namespace), query=query)["items"]
+
+
+def wait_for(what: str, check: Callable[[], T], timeout: float = 30.0, interval: float = 0.1) -> T:
+    """Poll ``check`` until it returns something truthy, and return that."""
+    deadline = time.monotonic() + timeout
+    while not (result := check()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+    return result
+
+
+def wait_for_pods(api: ApiClient, namespace: str, selector: str, count: int = 1,
+                  timeout: float = 30.0) -> list[Obj]:
+    return wait_for(
+        f"{count} pod(s) matching {selector!r} in {namespace}",
+        lambda: pods if len(pods := list_pods(api, namespace, selector)) >= count else None,
+        timeout,
+    )
+
+
+def condition(obj: Obj, type_: str) -> Obj | None:
+    """The status condition of that type, if the object has one."""
+    return next((c for c in obj.get("status", {}).get("conditions", []) if c["type"] == type_), None)
+
+
+def wait_for_condition(api: ApiClient, path: str, type_: str, timeout: float = 30.0) -> Obj:
+    """Wait until the object at ``path`` has condition ``type_`` with status True; return it."""
+    def check() -> Obj | None:
+        found = condition(get(api, path), type_)
+        return found if found and found["status"] == "True" else None
+
+    return wait_for(f"condition {type_}=True on {path}", check, timeout)
+
+
+def owner_reference(owner: Obj, *, controller: bool = True) -> Obj:
+    """An ownerReference to ``owner`` as its controller would set it."""
+    return {
+        "apiVersion": owner["apiVersion"], "kind": owner["kind"],
+        "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"],
+        "controller": controller, "blockOwnerDeletion": True,
+    }
+
+
+def pod_manifest(namespace: str, name: str, *, containers: Sequence[str] = ("main",),
+                 init_containers: Sequence[str] = (), restart_policy: str = "Never",
+                 owner: Obj | None = None, labels: dict[str, str] | None = None) -> Obj:
+    """A minimal pod; containers run ``busybox`` (never pulled: no kubelet here)."""
+    metadata: Obj = {"name": name, "namespace": namespace, "labels": labels or {}}
+    if owner is not None:
+        metadata["ownerReferences"] = [owner_reference(owner)]
+    spec: Obj = {
+        "restartPolicy": restart_policy,
+        "containers": [{"name": c, "image": "busybox:1.36"} for c in containers],
+    }
+    if init_containers:
+        spec["initContainers"] = [{"name": c, "image": "busybox:1.36"} for c in init_containers]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def job_manifest(namespace: str, name: str, *, backoff_limit: int = 3,
+                 pod_failure_rules: list[Obj] | None = None) -> Obj:
+    """A batch/v1 Job of one pod (init container ``setup``, container ``main``, never restarted)."""
+    pod = pod_manifest(namespace, name, init_containers=["setup"])
+    spec: Obj = {"backoffLimit": backoff_limit, "template": {"spec": pod["spec"]}}
+    if pod_failure_rules:
+        spec["podFailurePolicy"] = {"rules": pod_failure_rules}
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+
+
+def job_pods(api: ApiClient, job: Obj, count: int = 1) -> list[Obj]:
+    """Wait until the Job controller has created ``count`` pods for ``job``; return them."""
+    meta = job["metadata"]
+    return wait_for_pods(api, meta["namespace"], f"batch.kubernetes.io/job-name={meta['name']}",
+                         count)
+
+
+@contextlib.contextmanager
+def gunicorn_tls(app: str, *, chdir: Path, workdir: Path) -> Iterator[tuple[str, bytes]]:
+    """Serve the WSGI ``app`` ("module:variable") with gunicorn over TLS on loopback, as an
+    admission webhook is served in production. Yields the base URL and the CA bundle (PEM) that
+    trusts it; the key, certificate and log live in ``workdir``."""
+    ca = cluster.CertificateAuthority.create("webhook-ca")
+    cert, key = ca.issue("127.0.0.1", hosts=["127.0.0.1"])
+    (workdir / "tls.crt").write_bytes(cert)
+    (workdir / "tls.key").write_bytes(key)
+    [port] = cluster.free_ports(1)
+    log_path = workdir / "gunicorn.log"
+    with open(log_path, "wb") as log:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}", "--workers", "1",
+             "--certfile", str(workdir / "tls.crt"), "--keyfile", str(workdir / "tls.key"),
+             "--chdir", str(chdir), app],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        context = ssl.create_default_context(cadata=ca.cert_pem.decode())
+
+        def serving() -> bool:
+            assert server.poll() is None, f"gunicorn exited:\n{log_path.read_text()}"
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+                    context.wrap_socket(sock, server_hostname="127.0.0.1").close()
+            except OSError:
+                return False
+            return True
+
+        wait_for("gunicorn to serve TLS", serving)
+        yield f"https://127.0.0.1:{port}", ca.cert_pem
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+# ---------------------------------------------------------------------------------------------
+# The kubelet's side: pod status
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _running(name: str, image: str, started: str) -> Obj:
+    return {
+        "name": name, "image": image, "imageID": f"docker.io/library/{image}@sha256:{'0' * 64}",
+        "containerID": f"containerd://{uuid.uuid4().hex}", "ready": True, "started": True,
+        "restartCount": 0, "state": {"running": {"startedAt": started}},
+    }
+
+
+def _terminated(name: str, image: str, started: str, exit_code: int, reason: str,
+                message: str | None = None) -> Obj:
+    terminated: Obj = {"exitCode": exit_code, "reason": reason, "startedAt": started,
+                       "finishedAt": _now(), "containerID": f"containerd://{uuid.uuid4().hex}"}
+    if message:
+        terminated["message"] = message
+    return {
+        "name": name, "image": image, "imageID": f"docker.io/library/{image}@sha256:{'0' * 64}",
+        "containerID": terminated["containerID"], "ready": False, "started": False,
+        "restartCount": 0, "state": {"terminated": terminated},
+    }
+
+
+def _waiting(name: str, image: str, reason: str) -> Obj:
+    return {"name": name, "image": image, "imageID": "", "ready": False, "started": False,
+            "restartCount": 0, "state": {"waiting": {"reason": reason}}}
+
+
+def _conditions(*, ready: bool, reason: str = "", initialized: bool = True) -> list[Obj]:
+    now = _now()
+
+    def item(type_: str, true: bool, why: str = "") -> Obj:
+        found: Obj = {"type": type_, "status": str(true), "lastTransitionTime": now}
+        if not true and why:
+            found["reason"] = why
+        return found
+
+    return [item("PodScheduled", True),
+            item("Initialized", initialized, "ContainersNotInitialized"),
+            item("ContainersReady", ready, reason), item("Ready", ready, reason)]
+
+
+def set_status(api: ApiClient, pod: Obj, status: Obj) -> Obj:
+    """Merge ``status`` into the pod's status through ``pods/status``; return the stored pod."""
+    meta = pod["metadata"]
+    return request(api, "PATCH", PODS.path(meta["namespace"], meta["name"], "status"),
+                   {"status": status}, content_type="application/merge-patch+json")
+
+
+def _containers(pod: Obj, key: str = "containers") -> list[tuple[str, str]]:
+    return [(c["name"], c["image"]) for c in pod["spec"].get(key, [])]
+
+
+def _init_done(pod: Obj, started: str) -> list[Obj]:
+    return [_terminated(n, i, started, 0, "Completed") for n, i in _containers(pod, "initContainers")]
+
+
+def report_running(api: ApiClient, pod: Obj) -> Obj:
+    """All containers started and ready (init containers completed)."""
+    started = _now()
+    return set_status(api, pod, {
+        "phase": "Running", "startTime": started, "conditions": _conditions(ready=True),
+        "initContainerStatuses": _init_done(pod, started),
+        "containerStatuses": [_running(n, i, started) for n, i in _containers(pod)],
+    })
+
+
+def report_succeeded(api: ApiClient, pod: Obj) -> Obj:
+    """Every container exited 0."""
+    started = pod.get("status", {}).get("startTime") or _now()
+    return set_status(api, pod, {
+        "phase": "Succeeded", "startTime": started,
+        "conditions": _conditions(ready=False, reason="PodCompleted"),
+        "initContainerStatuses": _init_done(pod, started),
+        "containerStatuses": [_terminated(n, i, started, 0, "Completed") for n, i in _containers(pod)],
+    })
+
+
+def report_failed(api: ApiClient, pod: Obj, *, exit_code: int = 1, reason: str = "Error",
+                  container: str | None = None, message: str | None = None) -> Obj:
+    """``container`` (default: the first) terminated with ``exit_code``/``reason``; the others
+    exited 0. The pod phase is Failed, as a kubelet reports it for ``restartPolicy: Never``."""
+    started = pod.get("status", {}).get("startTime") or _now()
+    names = _containers(pod)
+    failing = container or names[0][0]
+    statuses = [
+        _terminated(n, i, started, exit_code, reason, message) if n == failing
+        else _terminated(n, i, started, 0, "Completed")
+        for n, i in names
+    ]
+    return set_status(api, pod, {
+        "phase": "Failed", "startTime": started,
+        "conditions": _conditions(ready=False, reason="PodFailed"),
+        "initContainerStatuses": _init_done(pod, started), "containerStatuses": statuses,
+    })
+
+
+def report_oom_killed(api: ApiClient, pod: Obj, *, container: str | None = None) -> Obj:
+    """The kernel's OOM killer ended ``container``: reason OOMKilled, exit code 137."""
+    return report_failed(api, pod, exit_code=137, reason="OOMKilled", container=container)
+
+
+def report_evicted(api: ApiClient, pod: Obj, *,
+                   message: str = "The node was low on resource: memory.") -> Obj:
+    """The kubelet evicted the pod under node pressure: phase Failed, reason Evicted, condition
+    DisruptionTarget (reason TerminationByKubelet), containers killed with exit code 137."""
+    started = pod.get("status", {}).get("startTime") or _now()
+    conditions = _conditions(ready=False, reason="PodFailed")
+    conditions.append({"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet",
+                       "message": message, "lastTransitionTime": _now()})
+    return set_status(api, pod, {
+        "phase": "Failed", "reason": "Evicted", "message": message, "startTime": started,
+        "conditions": conditions, "initContainerStatuses": _init_done(pod, started),
+        "containerStatuses": [_terminated(n, i, started, 137, "Error") for n, i in _containers(pod)],
+    })
+
+
+def report_init_failed(api: ApiClient, pod: Obj, *, exit_code: int = 1, reason: str = "Error",
+                       container: str | None = None) -> Obj:
+    """Init container ``container`` (default: the first) failed; app containers never started.
+
+    With ``restartPolicy: Never`` the pod is Failed; otherwise the kubelet keeps it Pending and
+    retries the init container (CrashLoopBackOff).
+    """
+    started = pod.get("status", {}).get("startTime") or _now()
+    names = _containers(pod, "initContainers")
+    failing = [n for n, _ in names].index(container or names[0][0])
+    gives_up = pod["spec"].get("restartPolicy", "Always") == "Never"
+    failed = _terminated(*names[failing], started, exit_code, reason)
+    if not gives_up:
+        failed |= {"state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                   "lastState": failed["state"], "restartCount": 1}
+    init_statuses = [
+        *(_terminated(n, i, started, 0, "Completed") for n, i in names[:failing]),
+        failed,
+        *(_waiting(n, i, "PodInitializing") for n, i in names[failing + 1:]),
+    ]
+    return set_status(api, pod, {
+        "phase": "Failed" if gives_up else "Pending", "startTime": started,
+        "conditions": _conditions(ready=False, initialized=False, reason="ContainersNotReady"),
+        "initContainerStatuses": init_statuses,
+        "containerStatuses": [_waiting(n, i, "PodInitializing") for n, i in _containers(pod)],
+    })
