@@ -204,6 +204,7 @@ class _Pod:
         try:
             return expr.compiled.search(data, self._options)
         except (jmespath.exceptions.JMESPathError, TypeError, ValueError) as err:
+            # the library raises plain TypeError/ValueError on some odd data; any pod may be odd
             raise MutationError(injection.name, expr.span,
                                 f"JMESPath {expr.source!r} failed: {err}") from None
 
@@ -351,8 +352,8 @@ def _var(name: str, pod: _Pod, injection: Injection, span: Span, container: str 
         return container
     if name == "argv" and argv is not None:
         return argv
-    where = "outside `wrap ... shell`" if name == "argv" else \
-        "outside a container op" if name == "container" else "at admission"
+    where = {"argv": "outside `wrap ... shell`", "container": "outside a container op"}.get(
+        name, "at admission")
     raise MutationError(injection.name, span, f"placeholder {{{name}}} has no value {where}")
 
 
@@ -402,7 +403,7 @@ class _Draft:
                                injection, span)
                 case Label(span, key, value):
                     text = _render(value, self.pod, injection, span)
-                    if not _LABEL_VALUE.fullmatch(text) or len(text) > 63:
+                    if not _LABEL_VALUE.fullmatch(text):
                         raise MutationError(injection.name, span,
                                             f"label {key!r}: {text!r} is not a valid label value")
                     self._meta("labels", key, text, injection, span)
