@@ -86,10 +86,10 @@ def mutate(plan: Plan, pod: dict, owner: dict | None = None,
         return Mutation((), (), None)
     index = _index(_PlanKey(plan))
     view = _Pod(pod, index, owner if isinstance(owner, dict) else None, namespace)
-    kind_name = view.kind.name if view.kind else None
-    candidates = index.candidates.get(kind_name, ())
-    if not candidates:
-        return Mutation((), (), kind_name)
+    if view.kind is None:
+        return Mutation((), (), None)
+    kind_name = view.kind.name
+    candidates = index.candidates[kind_name]
     matched = [i for i in candidates if i.match is None or _matches(i.match, view, i)]
     if not matched:
         return Mutation((), (), kind_name)
@@ -107,7 +107,7 @@ def mutate(plan: Plan, pod: dict, owner: dict | None = None,
 @dataclass(frozen=True, slots=True)
 class _Index:
     kinds: dict[tuple[str, str], Kind]  # (apiVersion, kind) -> first declared kind
-    candidates: dict[str | None, tuple[Injection, ...]]  # kind name (None: no kind) -> injections
+    candidates: dict[str, tuple[Injection, ...]]  # kind name -> injections for its pods
     sidecars: frozenset[str]  # every sidecar name in the plan: never a target of other ops
 
 
@@ -132,11 +132,8 @@ def _index(key: _PlanKey) -> _Index:
     kinds: dict[tuple[str, str], Kind] = {}
     for kind in plan.kinds:
         kinds.setdefault((kind.api_version, kind.kind), kind)
-    names: list[str | None] = [k.name for k in plan.kinds]
-    candidates = {
-        name: tuple(i for i in plan.injections if not i.kinds or name in i.kinds)
-        for name in names + [None]
-    }
+    candidates = {k.name: tuple(i for i in plan.injections if k.name in i.kinds)
+                  for k in plan.kinds}
     sidecars = frozenset(op.name for i in plan.injections for op in i.ops if isinstance(op, Sidecar))
     return _Index(kinds, candidates, sidecars)
 
@@ -341,8 +338,8 @@ def _var(name: str, pod: _Pod, injection: Injection, span: Span, container: str 
         return templates.text(meta.get("name"))
     if name == "namespace":
         return pod.namespace or ""
-    if name == "kind":
-        return pod.kind.name if pod.kind else ""
+    if name == "kind":  # the owner's Kubernetes kind, as the evaluator renders it
+        return templates.text(pod.owner.get("kind")) if pod.owner else ""
     if name == "task":
         return pod.task(injection) or ""
     if name == "pod":

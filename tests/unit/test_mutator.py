@@ -202,12 +202,9 @@ def test_owner_argument_is_the_full_object():
     assert result["metadata"]["annotations"]["o"] == "full/4"
 
 
-def test_pod_of_an_undeclared_kind_only_gets_kindless_injections():
-    p = pod(owner=None)
-    plan_ = build(inj(annotate("a"), name="some"), inj(annotate("b"), name="any", kinds=()))
-    mutation, result = run(plan_, p)
-    assert (mutation.kind, mutation.applied) == (None, ("any",))
-    assert "a" not in result["metadata"]["annotations"]
+def test_pod_of_an_undeclared_kind_is_left_alone():
+    plan_ = build(inj(annotate(), kinds=KIND_NAMES))
+    assert mutator.mutate(plan_, pod(owner=None)) == mutator.Mutation((), (), None)
 
 
 @pytest.mark.parametrize(("argument", "in_pod", "expected"), [
@@ -352,8 +349,8 @@ def test_annotation_keys_are_escaped(key):
 def test_missing_metadata_is_created_once():
     p = pod()
     del p["metadata"]
-    plan_ = build(inj(annotate("a", ["1"]), op("label", key="l", value=["2"]), kinds=()))
-    mutation, result = run(plan_, p)
+    plan_ = build(inj(annotate("a", ["1"]), op("label", key="l", value=["2"])))
+    mutation, result = run(plan_, p, owner={"apiVersion": "batch/v1", "kind": "Job"})
     assert list(mutation.patch) == [
         patch.add("/metadata", {}),
         patch.add("/metadata/annotations", {"a": "1", RECORD: record("inj")}),
@@ -718,7 +715,7 @@ def test_shell_rendering_uses_shlex_join():
 
 @pytest.mark.parametrize(("parts", "meta", "expected"), [
     ([var("job")], {}, "owner-1"),
-    ([var("kind")], {}, "tfjob"),
+    ([var("kind")], {}, "TFJob"),
     ([var("task")], {}, "Master"),
     ([var("pod")], {"name": "p-0"}, "p-0"),
     ([var("pod")], {}, "owner-1-"),
@@ -781,7 +778,7 @@ KATIB = inj(
     name="katib", kinds=["tfjob", "workflow", "job"], match=label("katib.kubeflow.org/trial"),
     completion=["main"])
 EVERYWHERE = inj(env("ALL", ["1"], every()), op("label", key="jobrules.dev/managed", value=["yes"]),
-                 sidecar("log-shipper"), name="everywhere", kinds=())
+                 sidecar("log-shipper"), name="everywhere", kinds=KIND_NAMES)
 
 
 def test_reinvocation_after_another_webhook():
@@ -930,8 +927,8 @@ PLANS = [
     build(inj(op("volume", name="metrics", source={"configMap": {"name": "c"}}),
               mount("metrics", "/var/log/katib", containers=named("main", "wait")),
               wrap(argv=[["/w"], [var("pod")]], containers=named("main")),
-              annotate("a/b~c", [var("job")]), kinds=()),
-          inj(annotate("a/b~c", [var("job")]), op("label", key="~/", value=[""]), kinds=(),
+              annotate("a/b~c", [var("job")]), kinds=KIND_NAMES),
+          inj(annotate("a/b~c", [var("job")]), op("label", key="~/", value=[""]), kinds=KIND_NAMES,
               name="late")),
 ]
 
