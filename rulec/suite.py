@@ -107,7 +107,7 @@ def load(path: str) -> Suite:
     docs = inputs.parse_yaml(inputs.read_text(path), path)
     if len(docs) != 1 or not isinstance(docs[0], dict):
         raise inputs.InputError(f"{path}: a suite is one YAML mapping with `cases`")
-    doc = docs[0]
+    doc = {k: v for k, v in docs[0].items() if not str(k).startswith("x-")}  # x-*: anchors only
     _keys(doc, ("rules", "defaults", "cases"), path)
     folder = os.path.dirname(path) or "."
     rules = doc.get("rules")
@@ -413,9 +413,13 @@ def project(want: Any, got: Any) -> Any:
     if isinstance(want, dict) and isinstance(got, dict):
         return {k: project(v, got.get(k, _MISSING)) for k, v in want.items()}
     if isinstance(want, list) and isinstance(got, list):
-        return [project(w, g) for w, g in zip(want, got)] + got[len(want):]
+        if len(want) == len(got):
+            return [project(w, g) for w, g in zip(want, got)]
+        # Lengths differ: show every actual item, cut to the keys the expected items name.
+        keys = list(dict.fromkeys(k for w in want if isinstance(w, dict) for k in w))
+        return [{k: g[k] for k in keys if k in g} if keys and isinstance(g, dict) else g for g in got]
     if got is _MISSING:
-        return "<missing>"
+        return None if want is None else "<missing>"  # null and absent are the same
     if want == got and type(want) is type(got):
         return want
     return got

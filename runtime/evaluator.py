@@ -431,14 +431,13 @@ class _Run:
                     continue
                 if not allow:
                     self._note(policy, f"{label}: matched, but the verdict is final")
-                    self._event(name, occ, pod, container, None)
+                    self._events(occ, pod, container, None)
                     return
                 self._note(policy, f"{label}: matched")
-                self._event(name, occ, pod, container, policy.id)
-                w = _Witness(pod, container)
-                self.take(policy, name, occ, w)
+                self._events(occ, pod, container, policy.id)
+                self.take(policy, name, occ, _Witness(pod, container))
                 return
-        self._event(occ.names[0], occ, occ.pod, None, None)
+        self._events(occ, occ.pod, None, None)
 
     def _pick(self, f: Any, occ: _Occurrence) -> tuple[bool, pods.Pod | None, pods.Container | None]:
         if occ.pod is not None:
@@ -454,6 +453,12 @@ class _Run:
             return True, None, None
         stub = pods.facts(self.kind, {"metadata": {"uid": occ.digest or ""}}, self.options)
         return self._witness(f, replace(stub, task=occ.task))[0], None, None
+
+    def _events(self, occ: _Occurrence, pod: pods.Pod | None, container: pods.Container | None,
+                policy: str | None) -> None:
+        """Report every event of an occurrence, each with the policy that took the occurrence."""
+        for name in occ.names:
+            self._event(name, occ, pod, container, policy)
 
     def _event(self, name: str, occ: _Occurrence, pod: pods.Pod | None,
                container: pods.Container | None, policy: str | None) -> None:

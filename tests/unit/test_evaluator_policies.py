@@ -52,14 +52,14 @@ DETECTION = [
     ("pending -> running", [pod("a", "Pending")], [pod("a")], ["podRunning"]),
     ("running -> succeeded", [pod("a")], [pod("a", "Succeeded")], ["podSucceeded"]),
     ("running -> failed", [pod("a")], [pod("a", "Failed")], ["podFailed"]),
-    ("running -> evicted", [pod("a")], [evicted("a")], ["podEvicted"]),
+    ("running -> evicted", [pod("a")], [evicted("a")], ["podEvicted", "podFailed"]),
     ("preemption while running", [pod("a")],
      [pod("a", conditions=[condition("DisruptionTarget", "PreemptionByScheduler")])], ["podEvicted"]),
     ("evicted then failed: once", [pod("a", conditions=[condition("DisruptionTarget", "X")])],
      [evicted("a")], []),
-    ("deletion requested", [pod("a")], [DELETING], ["podDeleted"]),
+    ("deletion requested", [pod("a")], [DELETING], ["podDeleted", "podEvicted"]),
     ("deleted then gone: once", [DELETING], [], []),
-    ("gone without finishing", [pod("a")], [], ["podDeleted"]),
+    ("gone without finishing", [pod("a")], [], ["podDeleted", "podEvicted"]),
     ("gone after finishing", [pod("a", "Succeeded")], [], []),
     ("restart count grew", [pod("a")], [RESTARTED], ["containerRestarted"]),
     ("unchanged", [pod("a")], [pod("a")], []),
@@ -197,7 +197,9 @@ def test_eviction_is_handled_as_an_eviction_not_a_crash() -> None:
 
 def test_an_evicted_pod_still_reaches_pod_failed_policies_when_no_eviction_policy_matches() -> None:
     e = run([policy("podFailed", action("restartPod"))], [evicted("a")], seen(pod("a")))
-    assert ran(e) == [("restartPod", "run")] and e.events[0].event == "podFailed"
+    assert ran(e) == [("restartPod", "run")] and e.actions[0].event == "podFailed"
+    assert [(ev.event, ev.policy) for ev in e.events[:2]] == [("podEvicted", e.actions[0].policy),
+                                                             ("podFailed", e.actions[0].policy)]
 
 
 def test_ignore_counts_nothing_and_stops_matching() -> None:
