@@ -185,6 +185,7 @@ class _Run:
         self.events: list[Event] = []
         self.actions: list[Action] = []
         self.tasks: dict[str, str] = {}
+        self.rules_verdict = Verdict("Pending", None, None, None)
         self.trace: dict[str, list[str]] | None = {} if explain else None
 
     # -- expressions ---------------------------------------------------------------------------
@@ -545,8 +546,11 @@ class _Run:
     def _consequences(self, action: str, policy: plan.Policy, name: str, reason: str | None,
                       message: str | None, target: Target) -> None:
         if action in TERMINAL and self.final is None:
+            phase = TERMINAL[action]
+            if reason is None and message is None and self.rules_verdict.phase == phase:
+                reason, message = self.rules_verdict.reason, self.rules_verdict.message  # it says why
             self.final = state.Final(
-                TERMINAL[action], reason or name[0].upper() + name[1:],
+                phase, reason or name[0].upper() + name[1:],
                 message or f"{_happened(name, target)}: {describe.action(action)} ({policy.span})",
                 str(policy.span))
         if action in STOPS_PODS:
@@ -609,7 +613,7 @@ class _Run:
     # -- the whole evaluation ------------------------------------------------------------------
 
     def result(self) -> Evaluation:
-        rules_verdict = self.verdict()
+        rules_verdict = self.rules_verdict = self.verdict()
         was_final = self.final is not None
         occurrences = self.pod_occurrences() + self.pending_timers() + self.task_occurrences()
         self.run_delayed()
