@@ -85,10 +85,19 @@ def mutate(plan: Plan, pod: dict, owner: dict | None = None,
     if not isinstance(pod, dict):
         return Mutation((), (), None)
     index = _index(_PlanKey(plan))
-    view = _Pod(pod, index, owner if isinstance(owner, dict) else None, namespace)
-    if view.kind is None:
+    meta = _dict(pod.get("metadata"))
+    ref = _owner_reference(meta)
+    owner = owner if isinstance(owner, dict) else None
+    kind = _kind_of(index, ref if ref is not None else owner)
+    if kind is None:
         return Mutation((), (), None)
-    kind_name = view.kind.name
+    if owner is None and ref is not None:
+        owner = {"apiVersion": ref.get("apiVersion"), "kind": ref.get("kind"),
+                 "metadata": {"name": ref.get("name"), "uid": ref.get("uid")}}
+    if namespace is None and isinstance(meta.get("namespace"), str):
+        namespace = meta["namespace"]
+    view = _Pod(pod, meta, kind, owner, namespace, index.sidecars)
+    kind_name = kind.name
     candidates = index.candidates[kind_name]
     matched = [i for i in candidates if i.match is None or _matches(i.match, view, i)]
     if not matched:
@@ -159,31 +168,28 @@ def _owner_reference(meta: dict) -> dict | None:
     return refs[0] if refs else None
 
 
+def _kind_of(index: _Index, source: dict | None) -> Kind | None:
+    """The declared kind an owner reference (or owner object) names by apiVersion + kind."""
+    api_version, kind = _dict(source).get("apiVersion"), _dict(source).get("kind")
+    if isinstance(api_version, str) and isinstance(kind, str):
+        return index.kinds.get((api_version, kind))
+    return None
+
+
 class _Pod:
     """The received pod with the facts filters and templates need, computed at most once."""
 
     __slots__ = ("pod", "meta", "labels", "annotations", "spec", "kind", "owner", "namespace",
                  "sidecars", "_data", "_options", "_task", "_primary", "_selected")
 
-    def __init__(self, pod: dict, index: _Index, owner: dict | None, namespace: str | None) -> None:
-        self.pod = pod
-        self.meta = _dict(pod.get("metadata"))
-        self.labels = _dict(self.meta.get("labels"))
-        self.annotations = _dict(self.meta.get("annotations"))
+    def __init__(self, pod: dict, meta: dict, kind: Kind, owner: dict | None,
+                 namespace: str | None, sidecars: frozenset[str]) -> None:
+        self.pod, self.meta, self.kind, self.owner = pod, meta, kind, owner
+        self.labels = _dict(meta.get("labels"))
+        self.annotations = _dict(meta.get("annotations"))
         self.spec = _dict(pod.get("spec"))
-        self.sidecars = index.sidecars
-        ref = _owner_reference(self.meta)
-        source = _dict(ref if ref is not None else owner)
-        api_version, kind = source.get("apiVersion"), source.get("kind")
-        self.kind = (index.kinds.get((api_version, kind))
-                     if isinstance(api_version, str) and isinstance(kind, str) else None)
-        if owner is None and ref is not None:
-            owner = {"apiVersion": ref.get("apiVersion"), "kind": ref.get("kind"),
-                     "metadata": {"name": ref.get("name"), "uid": ref.get("uid")}}
-        self.owner = owner
-        if namespace is None and isinstance(self.meta.get("namespace"), str):
-            namespace = self.meta["namespace"]
         self.namespace = namespace
+        self.sidecars = sidecars
         self._data: dict | None = None
         self._options: jmespath.Options | None = None
         self._task: Any = _UNSET
@@ -209,9 +215,9 @@ class _Pod:
         """The pod's task from the kind's task label or expression (over the pod)."""
         if self._task is _UNSET:
             task = None
-            if self.kind is not None and self.kind.task_label is not None:
+            if self.kind.task_label is not None:
                 task = self.labels.get(self.kind.task_label)
-            elif self.kind is not None and self.kind.task_expr is not None:
+            elif self.kind.task_expr is not None:
                 task = self.search(self.kind.task_expr, injection, self.pod)
             self._task = task if isinstance(task, str) else None
         return self._task
@@ -219,7 +225,7 @@ class _Pod:
     def primary(self, injection: Injection) -> bool:
         """Whether the kind's `primary pods` filter holds; every pod is primary without one."""
         if self._primary is _UNSET:
-            rule = self.kind.primary_pods if self.kind is not None else None
+            rule = self.kind.primary_pods
             self._primary = rule is None or _pod_filter(rule, self, injection)
         return self._primary
 
@@ -239,8 +245,7 @@ class _Pod:
     def _select(self, which: Containers) -> list[tuple[str, int, dict, str]]:
         if which.select == "named":
             names, fields = set(which.names), _LISTS
-        elif which.select == "primary" and self.kind is not None \
-                and self.kind.primary_containers is not None:
+        elif which.select == "primary" and self.kind.primary_containers is not None:
             names, fields = set(self.kind.primary_containers), ("containers",)
         else:
             names, fields = None, ("containers",)
@@ -339,7 +344,7 @@ def _var(name: str, pod: _Pod, injection: Injection, span: Span, container: str 
     if name == "namespace":
         return pod.namespace or ""
     if name == "kind":  # the owner's Kubernetes kind, as the evaluator renders it
-        return templates.text(pod.owner.get("kind")) if pod.owner else ""
+        return pod.kind.kind
     if name == "task":
         return pod.task(injection) or ""
     if name == "pod":

@@ -1,0 +1,164 @@
+"""The mutator on plans compiled from real `.rules` (the shipped kinds + the Katib/Argo injections).
+
+These are the two cases from the seed issue: Katib's metrics collector injected as a native
+sidecar into the primary pods of TFJob and PyTorchJob only, and Argo pods where `main`, not the
+executor's `wait` container, decides completion.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import jsonpatch
+import pytest
+
+from rulec import api
+from runtime import mutator, plan
+
+ROOT = Path(__file__).resolve().parents[2]
+
+INJECTIONS = """\
+inject "katib-metrics" into pods of tfjob, pytorchjob
+        where label "katib.kubeflow.org/trial" exists and primary {
+    annotate "sidecar.istio.io/inject" = "false"
+    env "KATIB_TRIAL" = <<owner.metadata.name>> in primary
+    volume "metrics" empty dir
+    mount volume "metrics" at "/var/log/katib" in primary
+    sidecar "metrics-collector" native {
+        image "ghcr.io/kubeflow/katib/file-metrics-collector:v0.18.0"
+        args  ["-t", <<owner.metadata.name>>, "-path", "/var/log/katib/metrics.log"]
+        mount volume "metrics" at "/var/log/katib"
+    }
+    wrap primary with shell "exec {argv} 2>&1 | tee /var/log/katib/metrics.log"
+}
+
+inject "argo-collector" into pods of workflow where label "katib.kubeflow.org/trial" exists {
+    volume "metrics" empty dir
+    mount volume "metrics" at "/var/log/katib" in primary
+    sidecar "metrics-collector" native {
+        image "ghcr.io/kubeflow/katib/file-metrics-collector:v0.18.0"
+        args  ["-t", <<owner.metadata.name>>]
+        mount volume "metrics" at "/var/log/katib"
+    }
+    wait for containers ["main"]
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory) -> plan.Plan:
+    path = tmp_path_factory.mktemp("rules") / "katib.rules"
+    path.write_text(INJECTIONS)
+    build = api.build([str(ROOT / "rules"), str(path)])
+    assert not build.errors, [str(d) for d in build.errors]
+    return plan.loads(json.dumps(build.plan, sort_keys=True))
+
+
+def training_pod(api_version: str, kind: str, container: str, role: str | None,
+                 trial: bool = True) -> dict:
+    labels = {"training.kubeflow.org/job-name": "mnist-t1",
+              "training.kubeflow.org/replica-type": "master" if role == "master" else "worker"}
+    if role is not None:
+        labels["training.kubeflow.org/job-role"] = role
+    if trial:
+        labels["katib.kubeflow.org/trial"] = "mnist-t1"
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"generateName": "mnist-t1-", "labels": labels, "ownerReferences": [
+            {"apiVersion": api_version, "kind": kind, "name": "mnist-t1", "uid": "u1",
+             "controller": True}]},
+        "spec": {"containers": [{"name": container, "image": "trainer",
+                                 "command": ["python", "train.py"], "args": ["--lr", "0.01"]}]},
+    }
+
+
+def apply_and_reinvoke(plan_: plan.Plan, pod: dict) -> tuple[mutator.Mutation, dict]:
+    mutation = mutator.mutate(plan_, pod, None, "kubeflow")
+    result = jsonpatch.apply_patch(pod, list(mutation.patch))
+    assert mutator.mutate(plan_, result, None, "kubeflow").patch == ()
+    return mutation, result
+
+
+@pytest.mark.parametrize(("api_version", "kind", "container"), [
+    ("kubeflow.org/v1", "TFJob", "tensorflow"),
+    ("kubeflow.org/v1", "PyTorchJob", "pytorch"),
+])
+def test_katib_collector_goes_into_primary_training_pods(compiled, api_version, kind, container):
+    mutation, pod = apply_and_reinvoke(compiled, training_pod(api_version, kind, container, "master"))
+    assert mutation.applied == ("katib-metrics",)
+    assert pod["metadata"]["annotations"]["sidecar.istio.io/inject"] == "false"
+    [collector] = pod["spec"]["initContainers"]
+    assert collector == {
+        "name": "metrics-collector",
+        "image": "ghcr.io/kubeflow/katib/file-metrics-collector:v0.18.0",
+        "args": ["-t", "mnist-t1", "-path", "/var/log/katib/metrics.log"],
+        "volumeMounts": [{"name": "metrics", "mountPath": "/var/log/katib"}],
+        "restartPolicy": "Always",
+    }
+    [main] = pod["spec"]["containers"]
+    assert main["env"] == [{"name": "KATIB_TRIAL", "value": "mnist-t1"}]
+    assert main["volumeMounts"] == [{"name": "metrics", "mountPath": "/var/log/katib"}]
+    assert main["command"] == ["/bin/sh", "-c",
+                               "exec python train.py --lr 0.01 2>&1 | tee /var/log/katib/metrics.log"]
+    assert "args" not in main
+
+
+@pytest.mark.parametrize("pod", [
+    training_pod("kubeflow.org/v1", "TFJob", "tensorflow", None),              # a worker
+    training_pod("kubeflow.org/v1", "TFJob", "tensorflow", "worker"),
+    training_pod("kubeflow.org/v1", "TFJob", "tensorflow", "master", trial=False),
+    training_pod("kubeflow.org/v1", "MPIJob", "mpi", "master"),                 # not named
+    training_pod("batch/v1", "Job", "main", "master"),                          # not named
+], ids=["worker-no-role", "worker", "not-a-trial", "other-kind", "batch-job"])
+def test_katib_collector_stays_out_of_other_pods(compiled, pod):
+    assert mutator.mutate(compiled, pod, None, "kubeflow").patch == ()
+
+
+def test_katib_wrap_refuses_an_image_entrypoint(compiled):
+    pod = training_pod("kubeflow.org/v1", "TFJob", "tensorflow", "master")
+    del pod["spec"]["containers"][0]["command"]
+    with pytest.raises(mutator.MutationError) as info:
+        mutator.mutate(compiled, pod)
+    assert str(info.value).endswith(
+        "injection katib-metrics: container 'tensorflow' has no command: its entrypoint is in "
+        "the image, which the webhook does not read; spell the command out in the pod template")
+    assert info.value.span.line == 12
+
+
+def test_katib_wrapped_command_runs_the_original_argv(compiled, tmp_path):
+    pod = training_pod("kubeflow.org/v1", "TFJob", "tensorflow", "master")
+    pod["spec"]["containers"][0].update(command=["printf", "%s\\n"],
+                                        args=["it's", "$HOME", "a b", "line\nbreak"])
+    _, result = apply_and_reinvoke(compiled, pod)
+    command = result["spec"]["containers"][0]["command"]
+    script = command[2].replace("/var/log/katib/metrics.log", str(tmp_path / "metrics.log"))
+    done = subprocess.run([command[0], command[1], script], capture_output=True, check=True,
+                          timeout=10)
+    expected = "it's\n$HOME\na b\nline\nbreak\n"
+    assert done.stdout.decode() == expected
+    assert (tmp_path / "metrics.log").read_text() == expected
+
+
+def test_argo_collector_waits_for_main_not_wait(compiled):
+    pod = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "wf-1-step-123", "labels": {"katib.kubeflow.org/trial": "t1"},
+                     "ownerReferences": [{"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
+                                          "name": "wf-1", "uid": "u2", "controller": True}]},
+        "spec": {"containers": [
+            {"name": "wait", "image": "quay.io/argoproj/argoexec:v3.5", "command": ["argoexec", "wait"]},
+            {"name": "main", "image": "trainer", "command": ["python", "train.py"]}]},
+    }
+    mutation, result = apply_and_reinvoke(compiled, pod)
+    assert (mutation.kind, mutation.applied) == ("workflow", ("argo-collector",))
+    assert result["metadata"]["annotations"][mutator.COMPLETION_ANNOTATION] == "main"
+    [collector] = result["spec"]["initContainers"]
+    assert collector["env"] == [{"name": mutator.COMPLETION_ENV, "value": "main"}]
+    assert collector["restartPolicy"] == "Always"
+    wait, main = result["spec"]["containers"]
+    assert "volumeMounts" not in wait
+    assert main["volumeMounts"] == [{"name": "metrics", "mountPath": "/var/log/katib"}]
+    assert json.loads(result["metadata"]["annotations"][mutator.RECORD_ANNOTATION]) == \
+        [f"argo-collector@{compiled.digest[:12]}"]
