@@ -38,7 +38,8 @@ def rule_files(paths: Iterable[str]) -> list[str]:
         if os.path.isdir(path):
             for root, dirs, files in os.walk(path):
                 dirs.sort()
-                found.update(os.path.join(root, f) for f in files if f.endswith(".rules"))
+                found.update(os.path.normpath(os.path.join(root, f))
+                             for f in files if f.endswith(".rules"))
         elif os.path.exists(path):
             found.add(path)
         else:
@@ -75,7 +76,7 @@ def build_sources(sources: Iterable[SourceFile], crds: Iterable[str] = (), *,
             complete = False
             continue
         files.append((source, lower.lower(parsed, found)))
-    schemas = _schemas(tuple(crds), found)
+    schemas = _schemas(tuple(crds))
     found = checker.check(files, found, complete=complete, schemas=schemas)
     plan = None
     if emit_plan and not any(d.severity == diagnostics.ERROR for d in found):
@@ -84,7 +85,7 @@ def build_sources(sources: Iterable[SourceFile], crds: Iterable[str] = (), *,
                  {s.path: s for s in ordered})
 
 
-def _schemas(crds: tuple[str, ...], out: list[Diagnostic]) -> Any:
+def _schemas(crds: tuple[str, ...]) -> Any:
     """The CRD schema index for `--crd`, imported only when asked (it needs YAML)."""
     if not crds:
         return None

@@ -1,0 +1,152 @@
+"""The CLI contract: exit codes, `path:line:col` on every finding, never a traceback for a
+user error, and a one-line message for an internal one."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rulec import api, cli
+
+ROOT = Path(__file__).resolve().parents[2]
+GOOD = "job j: batch/v1 Job {\n    failed when any pod failed\n    succeeded when all pods succeeded\n}\n"
+WARN = GOOD.replace("}\n", "    on pod evicted -> restart pod\n}\n")
+BAD = "job j: batch/v1 Job {\n    on pod faild -> ignore\n}\n"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture()
+def files(tmp_path: Path) -> dict[str, Path]:
+    paths = {}
+    for name, text in {"good": GOOD, "warn": WARN, "bad": BAD}.items():
+        paths[name] = tmp_path / f"{name}.rules"
+        paths[name].write_text(text)
+    return paths
+
+
+def test_check_clean(capsys, files) -> None:
+    assert run(capsys, "check", str(files["good"])) == (0, "", "")
+
+
+def test_check_warnings_pass_unless_strict(capsys, files) -> None:
+    code, out, _ = run(capsys, "check", str(files["warn"]))
+    assert code == 0 and f"{files['warn']}:4:23: warning[R402]" in out
+    assert run(capsys, "check", "--strict", str(files["warn"]))[0] == 1
+
+
+def test_check_error(capsys, files) -> None:
+    code, out, err = run(capsys, "check", str(files["bad"]))
+    assert code == 1
+    assert out.startswith(f"{files['bad']}:2:12: error[R002] unknown pod event `faild`")
+    assert "1 error" in err and "Traceback" not in out + err
+
+
+def test_check_folder_recurses(capsys, files, tmp_path: Path) -> None:
+    nested = tmp_path / "sub" / "deeper"
+    nested.mkdir(parents=True)
+    (nested / "x.rules").write_text("job k: v1 Pod { on pod failed exit 999 -> ignore }")
+    code, out, _ = run(capsys, "check", str(tmp_path))
+    assert code == 1 and "x.rules:1:36: error[R301]" in out and "bad.rules:2:12" in out
+
+
+@pytest.mark.parametrize("fmt", ["json", "github", "full"])
+def test_formats(capsys, files, fmt: str) -> None:
+    code, out, _ = run(capsys, "check", "--format", fmt, str(files["bad"]))
+    assert code == 1
+    if fmt == "json":
+        [item] = json.loads(out)
+        assert (item["code"], item["line"], item["column"]) == ("R002", 2, 12)
+    elif fmt == "github":
+        assert out.startswith(f"::error file={files['bad']},line=2,col=12,")
+    else:
+        assert f"--> {files['bad']}:2:12" in out and "^^^^^" in out and "help:" in out
+
+
+def test_json_format_prints_empty_list_when_clean(capsys, files) -> None:
+    assert run(capsys, "check", "--format", "json", str(files["good"]))[:2] == (0, "[]\n")
+
+
+def test_missing_path_is_exit_2(capsys, tmp_path: Path) -> None:
+    code, out, err = run(capsys, "check", str(tmp_path / "nope.rules"))
+    assert code == 2 and "nope.rules: no such file or directory" in err and "Traceback" not in err
+
+
+def test_not_utf8_is_exit_2(capsys, tmp_path: Path) -> None:
+    path = tmp_path / "latin.rules"
+    path.write_bytes(b"# caf\xe9\n")
+    code, _, err = run(capsys, "check", str(path))
+    assert code == 2 and "not UTF-8" in err
+
+
+def test_usage_errors_are_exit_2(capsys) -> None:
+    assert run(capsys, "check")[0] == 2
+    assert run(capsys, "check", "--format", "xml", "x")[0] == 2
+    assert run(capsys)[0] == 2
+
+
+def test_compile_to_file_and_stdout(capsys, files, tmp_path: Path) -> None:
+    out_path = tmp_path / "plan.json"
+    assert run(capsys, "compile", str(files["good"]), "-o", str(out_path))[0] == 0
+    code, out, _ = run(capsys, "compile", str(files["good"]))
+    assert code == 0 and out == out_path.read_text()
+    assert json.loads(out)["kinds"][0]["name"] == "j"
+
+
+def test_compile_with_errors_writes_nothing(capsys, files, tmp_path: Path) -> None:
+    out_path = tmp_path / "plan.json"
+    code, out, err = run(capsys, "compile", str(files["bad"]), "-o", str(out_path))
+    assert code == 1 and not out_path.exists() and out == ""
+    assert "bad.rules:2:12: error[R002]" in err and "no plan written" in err
+
+
+def test_fmt_check_and_rewrite(capsys, tmp_path: Path) -> None:
+    path = tmp_path / "x.rules"
+    path.write_text("job j: v1 Pod {succeeded when all pods succeeded}")
+    assert run(capsys, "fmt", "--check", str(path))[0] == 1
+    assert run(capsys, "fmt", str(path))[0] == 0
+    assert path.read_text() == "job j: v1 Pod {\n    succeeded  when all pods succeeded\n}\n"
+    assert run(capsys, "fmt", "--check", str(path))[0] == 0
+
+
+def test_fmt_reports_syntax_errors(capsys, files) -> None:
+    code, _, err = run(capsys, "fmt", str(files["bad"]))
+    assert code == 1 and "bad.rules:2:12: error[R002]" in err
+    assert files["bad"].read_text() == BAD
+
+
+@pytest.mark.parametrize("word", ["R401", "r401", "shadowed-policy"])
+def test_explain(capsys, word: str) -> None:
+    code, out, _ = run(capsys, "explain", word)
+    assert code == 0 and out.startswith("R401 shadowed-policy (warning)")
+
+
+def test_explain_unknown(capsys) -> None:
+    code, _, err = run(capsys, "explain", "shadowed-polcy")
+    assert code == 2 and "did you mean `shadowed-policy`" in err
+
+
+def test_internal_error_is_one_line(capsys, files, monkeypatch) -> None:
+    def boom(*_a, **_k):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(api, "build", boom)
+    code, out, err = run(capsys, "check", str(files["good"]))
+    assert code == 2 and err.count("\n") == 1 and "internal error: RuntimeError: boom" in err
+    monkeypatch.setenv("RULEC_DEBUG", "1")
+    with pytest.raises(RuntimeError):
+        cli.main(["check", str(files["good"])])
+
+
+def test_installed_command_prints_no_traceback(files) -> None:
+    proc = subprocess.run([sys.executable, "-m", "rulec.cli", "check", str(files["bad"])],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert f"{files['bad']}:2:12:" in proc.stdout

@@ -1,0 +1,144 @@
+"""Compilation: determinism, the plan shapes of docs/plan.md, and loading by the runtime."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from rulec import api, emit
+from rulec.source import SourceFile
+from runtime import plan as runtime_plan
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _plan(text: str) -> dict:
+    build = api.build_sources([SourceFile.from_text("t.rules", text)])
+    assert build.plan is not None, [d.message for d in build.diagnostics]
+    return build.plan
+
+
+def _kind(text: str) -> dict:
+    return _plan(text)["kinds"][0]
+
+
+def test_same_files_any_order_give_identical_bytes(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    for f in (ROOT / "rules").glob("*.rules"):
+        shutil.copy(f, tmp_path / f.name)
+    monkeypatch.chdir(tmp_path)
+    names = sorted(p.name for p in tmp_path.glob("*.rules"))
+    forward = emit.dumps(api.build(names).plan)  # type: ignore[arg-type]
+    backward = emit.dumps(api.build(list(reversed(names))).plan)  # type: ignore[arg-type]
+    folder = emit.dumps(api.build(["."]).plan)  # type: ignore[arg-type]
+    assert forward == backward == folder
+    assert forward.endswith("}\n") and json.loads(forward)["planVersion"] == 1
+
+
+def test_shipped_rules_compile_and_load_in_the_runtime() -> None:
+    build = api.build([str(ROOT / "rules")])
+    assert build.plan is not None and not build.errors
+    loaded = runtime_plan.loads(emit.dumps(build.plan))
+    assert {k.name for k in loaded.kinds} >= {"batchjob", "vcjob", "tfjob"}
+
+
+def test_kind_defaults() -> None:
+    kind = _kind("job p: kubeflow.org/v1 PyTorchJob { succeeded when all pods succeeded }")
+    assert (kind["group"], kind["version"], kind["apiVersion"]) == (
+        "kubeflow.org", "v1", "kubeflow.org/v1")
+    assert kind["plural"] == "pytorchjobs"
+    assert kind["pods"] == {"owned": True, "labels": {}}
+    assert kind["task"] is None and kind["primaryPods"] is None
+    assert kind["status"] == {"phase": None, "reason": None, "message": None,
+                              "condition": "JobRulesVerdict", "annotations": True, "events": True}
+
+
+@pytest.mark.parametrize("kind,plural", [("Job", "jobs"), ("Policy", "policies"),
+                                         ("Gateway", "gateways"), ("Ingress", "ingresses")])
+def test_plural(kind: str, plural: str) -> None:
+    assert emit.plural(kind) == plural
+
+
+def test_core_group() -> None:
+    kind = _kind("job pod: v1 Pod { succeeded when all pods succeeded }")
+    assert (kind["group"], kind["version"]) == ("", "v1")
+
+
+def test_verdicts_and_templates() -> None:
+    kind = _kind('''job j: batch/v1 Job {
+        task label "role"
+        failed when count pods of task "w" failed with exit in [1, 128..255] >= 2
+               reason "Failed{{x}}"
+               message "pod {pod}: {<<status.x>>}"
+        succeeded when all pods succeeded
+        pending otherwise
+    }''')
+    failed, succeeded, pending = kind["verdicts"]
+    assert failed["when"]["op"] == "count" and failed["when"]["task"] == "w"
+    assert failed["when"]["filter"] == {"op": "exitCode", "codes": [1], "ranges": [[128, 255]],
+                                        "negate": False, "container": None}
+    assert failed["when"]["value"][0]["expr"] == "`2`"
+    assert failed["reason"] == ["Failed{x}"]
+    assert failed["message"][0:2] == ["pod ", {"var": "pod"}]
+    assert failed["message"][3]["expr"] == "status.x"
+    assert succeeded["when"] == {"op": "pods", "quant": "all", "task": None,
+                                 "state": "succeeded", "filter": None, "for": None}
+    assert pending["when"] is None and pending["phase"] == "Pending"
+
+
+def test_container_scope_and_defines_are_inlined() -> None:
+    kind = _kind('''define oom = reason "OOMKilled"
+    job j: batch/v1 Job {
+        failed when any pod failed with (container "main" and exit 137)
+        succeeded when any pod failed is oom
+    }''')
+    assert kind["verdicts"][0]["when"]["filter"]["container"] == "main"
+    assert kind["verdicts"][1]["when"]["filter"] == {
+        "op": "containerReason", "values": ["OOMKilled"], "negate": False, "container": None}
+
+
+def test_policy_ids_budgets_and_fallbacks() -> None:
+    kind = _kind('''job j: batch/v1 Job {
+        task label "role"
+        succeeded when all pods succeeded
+        on pod failed exit 1 -> restart pod max 2 per task then restart job max 1 then fail job
+        on pod failed -> restart job max 3 budget "shared" after 30s
+        on pod evicted -> ignore as "evictions"
+        on job verdict changed to failed -> ignore
+    }''')
+    first, second, third, fourth = kind["policies"]
+    assert [p["id"] for p in kind["policies"]] == [
+        "podFailed#0", "podFailed#1", "evictions", "jobVerdictChanged#0"]
+    assert first["action"]["budget"] == {"max": 2, "per": "task", "key": "podFailed#0"}
+    assert first["action"]["fallback"]["budget"]["key"] == "podFailed#0/then"
+    assert first["action"]["fallback"]["fallback"]["action"] == "failJob"
+    assert second["action"]["budget"]["key"] == "shared" and second["action"]["delay"] == 30
+    assert third["action"]["budget"] is None
+    assert fourth["to"] == "Failed"
+
+
+def test_injection_shape() -> None:
+    plan = _plan('''job j: batch/v1 Job { succeeded when all pods succeeded }
+    inject into pods of j where annotation "a" != "b" or namespace not in ["x"] {
+        env "A" = "{pod}" in ["main"]
+        volume "v" config map "cm"
+        mount volume "v" at "/v" read only
+        wrap all with ["/bin/run", "--"]
+    }''')
+    [inj] = plan["injections"]
+    assert inj["name"] == "t#0" and inj["kinds"] == ["j"]
+    assert inj["match"]["args"][0] == {"op": "annotation", "key": "a", "values": ["b"],
+                                       "negate": True}
+    env, volume, mount, wrap = inj["ops"]
+    assert env["containers"] == {"select": "named", "names": ["main"]}
+    assert volume["source"] == {"configMap": {"name": "cm"}}
+    assert mount["readOnly"] is True and mount["containers"]["select"] == "primary"
+    assert wrap["argv"] == [["/bin/run"], ["--"]] and wrap["shell"] is None
+    assert plan["webhook"] == {"failurePolicy": "Ignore", "timeoutSeconds": 5}
+
+
+def test_errors_give_no_plan() -> None:
+    build = api.build_sources([SourceFile.from_text("t.rules", "job j: v1 Pod { on pod faild -> ignore }")])
+    assert build.plan is None and build.errors
