@@ -12,7 +12,8 @@ from typing import Any, Iterable
 
 import yaml
 
-from rulec import api, diagnostics
+from rulec import api, diagnostics, emit
+from rulec.source import SourceFile
 from runtime import plan as planlib
 
 
@@ -74,8 +75,12 @@ def read_objects(path: str | Path) -> list[dict[str, Any]]:
     return objects(parse_yaml(read_text(path), str(path)), str(path))
 
 
-def load_plan(paths: Iterable[str]) -> planlib.Plan:
-    """A compiled plan (`.json`), or `.rules` files and folders compiled on the fly."""
+def load_plan(paths: Iterable[str], relative_to: str | None = None) -> planlib.Plan:
+    """A compiled plan (`.json`), or `.rules` files and folders compiled on the fly.
+
+    With `relative_to`, rules are compiled under their paths relative to that folder, so rule
+    positions (and the plan digest) do not depend on where the command was run from.
+    """
     given = list(paths)
     if not given:
         raise InputError("no rules given")
@@ -87,18 +92,20 @@ def load_plan(paths: Iterable[str]) -> planlib.Plan:
             return planlib.load_file(plans[0])
         except planlib.PlanError as err:
             raise InputError(str(err)) from None
-    for p in given:
-        if not os.path.exists(p):
-            raise InputError(f"{p}: no such file or directory")
     try:
-        built = api.build(given)
+        files = api.rule_files(given)
+        sources = [api.read(f) for f in files]
     except api.InputError as err:
         raise InputError(str(err)) from None
+    if not sources:
+        raise InputError(f"no .rules files in {' '.join(given)}")
+    if relative_to is not None:
+        sources = [SourceFile.from_text(os.path.relpath(s.path, relative_to), s.text) for s in sources]
+    built = api.build_sources(sources)
     if built.plan is None:
-        errors = built.errors or built.diagnostics
-        text = diagnostics.render(errors, "concise", dict(built.sources)).rstrip()
-        raise InputError(f"the rules have errors:\n{text}")
+        text = diagnostics.render(built.errors or built.diagnostics, "concise", dict(built.sources))
+        raise InputError(f"the rules have errors:\n{text.rstrip()}")
     try:
-        return planlib.load(built.plan)
+        return planlib.loads(emit.dumps(built.plan))  # digest as for a plan from `rulec compile`
     except planlib.PlanError as err:
         raise InputError(f"the compiled plan does not load: {err}") from None

@@ -116,12 +116,13 @@ def _test(args: argparse.Namespace, out: TextIO) -> int:
         raise inputs.InputError(f"no test suites (suite.yaml, *.suite.yaml) under {' '.join(args.paths)}")
     passed = failed = 0
     usage = False
-    plans: dict[tuple[str, ...], Any] = {}
+    plans: dict[tuple[str, ...], Any] = {}  # suites of one folder share their compiled rules
     for path in files:
         try:
             loaded = suite.load(path)
-            if loaded.rules not in plans:
-                plans[loaded.rules] = inputs.load_plan(list(loaded.rules))
+            key = (loaded.folder, *loaded.rules)
+            if key not in plans:
+                plans[key] = inputs.load_plan(list(loaded.rules), loaded.folder)
         except inputs.InputError as err:
             print(f"rulec test: {err}", file=sys.stderr)
             usage = True
@@ -129,7 +130,7 @@ def _test(args: argparse.Namespace, out: TextIO) -> int:
         for case in loaded.cases:
             if args.keyword and args.keyword not in case.name:
                 continue
-            outcome = suite.run_case(loaded, case, plans[loaded.rules], args.update)
+            outcome = suite.run_case(loaded, case, plans[(loaded.folder, *loaded.rules)], args.update)
             if outcome.passed:
                 passed += 1
                 if not args.quiet:

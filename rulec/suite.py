@@ -42,6 +42,7 @@ from runtime import plan as planlib
 EVAL_EXPECT = ("phase", "reason", "message", "rule", "final", "events", "actions", "state",
                "wakeAt", "problems")
 MUTATE_EXPECT = ("patch", "pod", "applied", "kind", "error")
+SHARED_EXPECT = ("explain",)
 INPUTS = ("now", "after", "job", "pods", "state", "pod", "owner", "namespace")
 CASE_KEYS = ("name", "steps", "expect", "explain") + INPUTS
 _MISSING = object()
@@ -164,7 +165,7 @@ def _case(raw: Any, index: int, path: str) -> Case:
 def _expect(raw: Any, where: str) -> Mapping[str, Any]:
     if not isinstance(raw, dict) or not raw:
         raise inputs.InputError(f"{where}: `expect` is a non-empty mapping")
-    _keys(raw, EVAL_EXPECT + MUTATE_EXPECT, f"{where}: expect")
+    _keys(raw, EVAL_EXPECT + MUTATE_EXPECT + SHARED_EXPECT, f"{where}: expect")
     if any(k in raw for k in EVAL_EXPECT) and any(k in raw for k in MUTATE_EXPECT if k != "error"):
         raise inputs.InputError(f"{where}: expect mixes evaluation and mutation keys")
     return raw
@@ -253,14 +254,19 @@ def _not_injected(plan: planlib.Plan, injection: planlib.Injection, pod: dict[st
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
     if f'"{injection.name}@' in str(annotations.get(mutator.RECORD_ANNOTATION, "")):
         return "already injected (recorded on the pod)"
-    unfiltered = dataclasses.replace(plan, injections=(dataclasses.replace(injection, match=None),))
+    def applies(match: Any) -> bool:
+        alone = dataclasses.replace(plan, injections=(dataclasses.replace(injection, match=match),))
+        return bool(mutator.mutate(alone, pod, owner, namespace).applied)
+
     try:
-        applied = mutator.mutate(unfiltered, pod, owner, namespace).applied
+        if not applies(None):
+            return "matched, but there was nothing to change"
+        term = injection.match
+        while isinstance(term, planlib.And):  # narrow down to the first false term
+            term = next(t for t in term.args if not applies(t))
     except mutator.MutationError as err:
         return f"cannot apply: {err.message}"
-    if applied and injection.match is not None:
-        return f"match filter false: {describe.filter(injection.match)}"
-    return "matched, but there was nothing to change"
+    return f"match filter false: {describe.filter(term)}"
 
 
 def _resolve(value: Any, folder: str, what: str) -> Any:
@@ -311,7 +317,6 @@ def run_case(suite: Suite, case: Case, plan: planlib.Plan, update: bool = False)
                 actual = _mutate_step(suite, plan, current, given, previous)
             else:
                 actual = _eval_step(suite, plan, current, given, previous, now, where)
-            actual = _relative(actual, suite.folder)
             ok, report, written = compare(step.expect, actual, suite.folder, update)
             updated += written
             if not ok:
@@ -359,20 +364,6 @@ def _eval_step(suite: Suite, plan: planlib.Plan, current: Mapping[str, Any], giv
     candidates = _resolve(current.get("pods", []), suite.folder, "pods")
     return eval_result(plan, job, candidates, prior, now,
                        bool(current.get("explain")))
-
-
-def _relative(value: Any, folder: str) -> Any:
-    """Rule positions as seen from the suite's folder, so a suite passes wherever it is run from."""
-    prefix = folder.rstrip(os.sep) + os.sep
-    if folder in ("", "."):
-        return value
-    if isinstance(value, str):
-        return value.replace(prefix, "")
-    if isinstance(value, list):
-        return [_relative(v, folder) for v in value]
-    if isinstance(value, dict):
-        return {k: _relative(v, folder) for k, v in value.items()}
-    return value
 
 
 # ---------------------------------------------------------------------------------------------
