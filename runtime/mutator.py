@@ -549,7 +549,7 @@ class _Draft:
 
     # -- emitting -------------------------------------------------------------------------------
 
-    def finish(self, candidates: tuple[Injection, ...], digest: str) -> tuple[str, ...]:
+    def finish(self, matched: list[Injection], digest: str) -> tuple[str, ...]:
         """Emit the ops into self.ops; return the injections that contributed one, in plan order."""
         owners: set[str] = set()
         for field, current in (("annotations", self.pod.annotations), ("labels", self.pod.labels)):
@@ -562,8 +562,8 @@ class _Draft:
         owners.update(owner for field in _LISTS for _, owner in self.sidecars[field])
         for edit in self.edits.values():
             owners.update(edit.owners)
-        applied = tuple(i.name for i in candidates if i.name in owners)
-        new = [i for i in candidates if i.name in owners and i.name not in self.recorded]
+        applied = tuple(i.name for i in matched if i.name in owners)
+        new = [i for i in matched if i.name in owners and i.name not in self.recorded]
         if new:
             self._writable(("metadata", "annotations"), dict, new[0], new[0].span)
             entries = list(self.recorded.values()) + [f"{i.name}@{digest}" for i in new]
