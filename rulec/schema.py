@@ -80,7 +80,7 @@ class SchemaIndex:
 
 
 def paths_in_jmespath(expr: str) -> list[tuple[str, ...]]:
-    """The field paths `expr` reads from its root, longest first-seen, without duplicates.
+    """The field paths `expr` (valid JMESPath) reads from its root, without prefixes or repeats.
 
     Paths that continue through a projection name the items' fields directly (arrays are
     transparent, as in `check_path`); what is read relative to an unknown value (the
@@ -101,25 +101,37 @@ def _documents(docs: list[Any]) -> Iterable[Mapping[str, Any]]:
         if not isinstance(doc, Mapping):
             continue
         if doc.get("kind") == "List":
-            yield from _documents(doc.get("items") or [])
+            items = doc.get("items")
+            yield from _documents(items if isinstance(items, list) else [])
         elif doc.get("kind") == "CustomResourceDefinition":
             yield doc
 
 
 def _index_crd(crd: Mapping[str, Any], into: dict[GVK, Schema]) -> list[str]:
-    name = (crd.get("metadata") or {}).get("name", "?")
-    spec = crd.get("spec") or {}
-    group, kind = spec.get("group"), (spec.get("names") or {}).get("kind")
-    if not group or not kind:
+    name = _at(crd, "metadata", "name") or "?"
+    group, kind = _at(crd, "spec", "group"), _at(crd, "spec", "names", "kind")
+    if not isinstance(group, str) or not isinstance(kind, str):
         return [f"CustomResourceDefinition {name}: spec.group or spec.names.kind missing"]
+    versions = _at(crd, "spec", "versions")
+    if not isinstance(versions, list) or not versions:
+        return [f"{kind}.{group}: no spec.versions"]
     errors = []
-    for version in spec.get("versions") or []:
-        schema = (version.get("schema") or {}).get("openAPIV3Schema")
+    for version in versions:
+        schema = _at(version, "schema", "openAPIV3Schema")
         if not isinstance(schema, Mapping):
-            errors.append(f"{kind}.{group}/{version.get('name')}: no openAPIV3Schema")
+            errors.append(f"{kind}.{group}/{_at(version, 'name')}: no openAPIV3Schema")
             continue
-        into[(group, version.get("name", ""), kind)] = schema
+        into[(group, str(_at(version, "name")), kind)] = schema
     return errors
+
+
+def _at(value: Any, *keys: str) -> Any:
+    """`value[k1][k2]...`, or None where the YAML has another shape than a CRD's."""
+    for key in keys:
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(key)
+    return value
 
 
 def _split_api_version(api_version: str) -> tuple[str, str]:

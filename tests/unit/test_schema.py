@@ -202,3 +202,23 @@ items:
     assert errors == [f"{crds}: Thing.example.com/v2: no openAPIV3Schema"]
     problem = index.check_path("example.com/v1", "Thing", ("status", "phas"))
     assert problem == schema.PathProblem(1, "phas", ("phase",), "phase")
+
+
+def test_load_survives_documents_shaped_unlike_a_crd(tmp_path: Path) -> None:
+    odd = tmp_path / "odd.yaml"
+    odd.write_text(
+        "kind: CustomResourceDefinition\nmetadata: {name: a}\nspec: [1]\n---\n"
+        "kind: CustomResourceDefinition\nmetadata: {name: b}\n"
+        "spec: {group: g, names: {kind: B}, versions: {v1: {}}}\n---\n"
+        "kind: CustomResourceDefinition\nmetadata: {name: c}\n"
+        "spec: {group: g, names: {kind: C}, versions: [v1, {name: v2, schema: 3}]}\n---\n"
+        "kind: List\nitems: 7\n"
+    )
+    index, errors = schema.SchemaIndex.load([odd])
+    assert errors == [
+        f"{odd}: CustomResourceDefinition a: spec.group or spec.names.kind missing",
+        f"{odd}: B.g: no spec.versions",
+        f"{odd}: C.g/None: no openAPIV3Schema",
+        f"{odd}: C.g/v2: no openAPIV3Schema",
+    ]
+    assert not index.has_kind("g/v1", "B")
