@@ -341,7 +341,7 @@ class _Run:
     def pod_occurrences(self) -> list[_Occurrence]:
         out = []
         seen = set()
-        for p in sorted(self.pods, key=lambda p: pods.sort_key(p, p.counted[0] if p.counted else None)):
+        for p in sorted(self.pods, key=pods.change_key):
             seen.add(p.digest)
             old = self.stored.pods.get(p.digest)
             record = state.PodRecord(p.task, state.PHASE_LETTERS.get(p.phase, "P"), p.restarts,

@@ -206,6 +206,13 @@ def _preference(c: Container) -> tuple[int, datetime, int]:
     return rank, c.finished or _NEVER, c.index
 
 
+def change_key(pod: Pod) -> tuple[datetime, str, str]:
+    """When the pod entered its current state, then its name: the order pod changes are handled in
+    (so the earliest failure is the first to spend a shared budget)."""
+    state = "evicted" if pod.evicted else pod.phase.lower()
+    return pod.since(state if state in STATES else "pending") or _NEVER, pod.name, pod.uid
+
+
 def sort_key(pod: Pod, container: Container | None) -> tuple[datetime, str]:
     """Earliest to fail (or finish) first, then by name: the order that picks a deciding pod."""
     when = (container.finished if container is not None else None) or pod.ended or pod.disrupted

@@ -1,0 +1,37 @@
+"""Every case of every suite under examples/ as a pytest case (the README runs `rulec test examples/`)."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pytest
+
+from rulec import inputs, suite
+from runtime import plan
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+CASES = [(path, case.name) for path in suite.find([str(EXAMPLES)]) for case in suite.load(path).cases]
+
+
+@functools.lru_cache(maxsize=None)
+def compiled(path: str) -> tuple[suite.Suite, plan.Plan]:
+    loaded = suite.load(path)
+    return loaded, inputs.load_plan(list(loaded.rules), loaded.folder)
+
+
+@pytest.mark.parametrize("path, name", CASES,
+                         ids=[f"{Path(p).parent.name}: {n}" for p, n in CASES])
+def test_example(path: str, name: str) -> None:
+    loaded, rules = compiled(path)
+    case = next(c for c in loaded.cases if c.name == name)
+    outcome = suite.run_case(loaded, case, rules)
+    assert outcome.passed, outcome.report
+
+
+@pytest.mark.parametrize("scenario", [
+    "volcano-oomkilled", "argo-wait-main", "katib-metrics-collector", "exit-codes", "evictions",
+    "crashloop", "pending-too-long", "partial-success", "worker-completes",
+])
+def test_every_scenario_has_a_suite(scenario: str) -> None:
+    assert (EXAMPLES / scenario / "suite.yaml").is_file()
