@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from rulec import ast, checker, diagnostics, emit, lower, syntax
+from rulec import ast, checker, diagnostics, lower, syntax
 from rulec.diagnostics import Diagnostic
 from rulec.source import SourceFile
 
@@ -80,6 +80,8 @@ def build_sources(sources: Iterable[SourceFile], crds: Iterable[str] = (), *,
     found = checker.check(files, found, complete=complete, schemas=schemas)
     plan = None
     if emit_plan and not any(d.severity == diagnostics.ERROR for d in found):
+        from rulec import emit
+
         plan = emit.plan(files)
     return Build(plan, tuple(sorted(found, key=Diagnostic.sort_key)),
                  {s.path: s for s in ordered})

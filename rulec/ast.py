@@ -1,7 +1,9 @@
 """The typed syntax tree: frozen nodes, each with its source span as first field.
 
 Values keep the spelling-independent meaning (decoded strings, seconds, plan vocabulary) so that
-the checker and the emitter never look at text again.
+the checker and the emitter never look at text again. Nodes compare by identity (`eq=False`):
+each stands for one place in one file, and skipping the generated `__eq__`/`__hash__` halves the
+cost of defining the classes at start-up.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from rulec.source import Span
 
 # ---------------------------------------------------------------- leaves
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Text:
     """A string literal, decoded."""
 
@@ -21,7 +23,7 @@ class Text:
     value: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Name:
     """An identifier: a kind or define name, a phase word, a kind's Kind."""
 
@@ -29,19 +31,19 @@ class Name:
     value: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Number:
     span: Span
     value: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Duration:
     span: Span
     seconds: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Expr:
     """A JMESPath expression; `line`/`column` locate its first character in the file."""
 
@@ -51,13 +53,13 @@ class Expr:
     column: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Placeholder:
     span: Span
     name: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Template:
     span: Span
     parts: tuple[Union[str, Placeholder, Expr], ...]
@@ -69,7 +71,7 @@ class Template:
         return None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class FieldPath:
     span: Span
     segments: tuple[str, ...]
@@ -78,19 +80,19 @@ class FieldPath:
 # ---------------------------------------------------------------- boolean structure
 # Conditions, pod filters and injection filters share the connectives.
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class And:
     span: Span
     args: tuple["Node", ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Or:
     span: Span
     args: tuple["Node", ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Not:
     span: Span
     arg: "Node"
@@ -98,13 +100,13 @@ class Not:
 
 # ---------------------------------------------------------------- condition atoms
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class JobExpr:
     span: Span
     expr: Expr
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class PodQuant:
     span: Span
     quant: str                     # any | all | none
@@ -114,7 +116,7 @@ class PodQuant:
     filter: "Node | None"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class PodCount:
     span: Span
     task: Text | None
@@ -124,7 +126,7 @@ class PodCount:
     value: Number | Expr
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class TaskQuant:
     span: Span
     quant: str                     # any | all
@@ -132,7 +134,7 @@ class TaskQuant:
     state: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class JobAge:
     span: Span
     longer_than: Duration
@@ -140,7 +142,7 @@ class JobAge:
 
 # ---------------------------------------------------------------- pod filter terms
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class ExitCodes:
     span: Span
     codes: tuple[Number, ...]
@@ -148,14 +150,14 @@ class ExitCodes:
     negate: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class ContainerReason:
     span: Span
     values: tuple[Text, ...]
     negate: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class ContainerScope:
     """`container "x"`: scopes the exit, reason and restarts terms of its filter."""
 
@@ -163,35 +165,35 @@ class ContainerScope:
     name: Text
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class PodReason:
     span: Span
     values: tuple[Text, ...]
     negate: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class PodCondition:
     span: Span
     type: Text
     reasons: tuple[Text, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class TaskIs:
     span: Span
     values: tuple[Text, ...]
     negate: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Restarts:
     span: Span
     cmp: str
     value: Number
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class KeyTest:
     """`label`/`annotation "k"` with `exists`, `= v`, `!= v`, `in [...]`, `not in [...]`."""
 
@@ -202,13 +204,13 @@ class KeyTest:
     negate: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Where:
     span: Span
     expr: Expr
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class IsDefine:
     span: Span
     name: Name
@@ -216,14 +218,14 @@ class IsDefine:
 
 # ---------------------------------------------------------------- injection match terms
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Namespace:
     span: Span
     values: tuple[Text, ...]
     negate: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class PrimaryPod:
     span: Span
 
@@ -235,7 +237,7 @@ Node = Union[And, Or, Not, JobExpr, PodQuant, PodCount, TaskQuant, JobAge, ExitC
 
 # ---------------------------------------------------------------- kinds
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Verdict:
     span: Span
     phase: str                     # plan Phase
@@ -244,7 +246,7 @@ class Verdict:
     message: Template | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Event:
     span: Span
     name: str                      # plan Event
@@ -253,7 +255,7 @@ class Event:
     to: Name | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Action:
     span: Span
     verb: str                      # plan ActionName
@@ -266,7 +268,7 @@ class Action:
     fallback: "Action | None"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Policy:
     span: Span
     event: Event
@@ -275,14 +277,14 @@ class Policy:
     id: Text | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class PhaseMapEntry:
     span: Span
     phase: Name
     value: Text
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Status:
     span: Span
     phase: FieldPath | None
@@ -295,14 +297,14 @@ class Status:
     annotations: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class PodLabel:
     span: Span
     key: Text
     value: Template
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Kind:
     span: Span
     name: Name
@@ -328,28 +330,28 @@ class Kind:
 
 # ---------------------------------------------------------------- injection
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Containers:
     span: Span
     select: str                    # primary | all | named
     names: tuple[Text, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Annotate:
     span: Span
     key: Text
     value: Template
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class SetLabel:
     span: Span
     key: Text
     value: Template
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Env:
     span: Span
     name: Text
@@ -357,7 +359,7 @@ class Env:
     containers: Containers | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Volume:
     span: Span
     name: Text
@@ -365,7 +367,7 @@ class Volume:
     ref: Text | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Mount:
     span: Span
     volume: Text
@@ -374,14 +376,14 @@ class Mount:
     containers: Containers | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class SidecarEnv:
     span: Span
     name: Text
     value: Template
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Sidecar:
     span: Span
     name: Text
@@ -393,7 +395,7 @@ class Sidecar:
     mounts: tuple[Mount, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Wrap:
     span: Span
     containers: Containers
@@ -404,7 +406,7 @@ class Wrap:
 Op = Union[Annotate, SetLabel, Env, Volume, Mount, Sidecar, Wrap]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Injection:
     span: Span
     name: Text | None
@@ -416,14 +418,14 @@ class Injection:
 
 # ---------------------------------------------------------------- files
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Define:
     span: Span
     name: Name
     filter: Node
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Webhook:
     span: Span
     failure: Name | None           # open | closed
@@ -433,7 +435,7 @@ class Webhook:
 Decl = Union[Kind, Injection, Define, Webhook]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class AllowComment:
     """`# rulec: allow NAME`: silences warning NAME on its line (or the next, when alone)."""
 
@@ -442,7 +444,7 @@ class AllowComment:
     own_line: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class File:
     span: Span
     decls: tuple[Decl, ...]

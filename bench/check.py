@@ -1,0 +1,155 @@
+"""Benchmark of the compiler: how much the stages after parsing cost, and start-up time.
+
+Generates a 5,000-line rules file (many kinds, policies, injections) and times, in one run,
+Lark's bare parse (the compiler's own parser instance, no transforms) against the whole
+pipeline (parse + lower + check + emit). Then times `rulec check rules/` as a whole process.
+
+Targets: pipeline speed at least 25% of bare-parse speed; `rulec check rules/` under 0.5 s.
+Exits 1 when a target is missed, unless --no-fail.
+
+    .venv/bin/python bench/check.py [--lines 5000] [--repeat 5] [--no-fail]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from rulec import api, syntax  # noqa: E402
+from rulec.source import SourceFile  # noqa: E402
+
+PIPELINE_SHARE = 0.25
+PROCESS_SECONDS = 0.5
+
+KIND = '''\
+# kind {n}: verdicts from the pods and from the job's own conditions
+job kind{n}: example{n}.org/v1 Train{n} {{
+    pods owned
+    pods label "example{n}.org/job-name" = <<metadata.name>>
+    task label "example{n}.org/replica-type"
+    primary pods task "master"
+    primary container "main"
+
+    failed     when any pod failed is crashed{m}
+               reason "PodFailed"
+               message "task {{task}} pod {{pod}}: container {{container}} {{container_reason}} (exit {{exit_code}})"
+    failed     when <<status.conditions[?type=='Failed' && status=='True']>>
+               reason <<status.conditions[?type=='Failed'] | [0].reason>>
+               message <<status.conditions[?type=='Failed'] | [0].message>>
+    succeeded  when all pods of task "master" succeeded or task "master" succeeded
+    suspended  when <<spec.runPolicy.suspend>>
+    restarting when count pods failed with exit in [130, 137, 143] >= 2
+    running    when any pod running and not job running longer than 12h
+    pending    otherwise
+
+    on pod evicted -> restart job max 3 then fail job reason "TooManyEvictions"
+    on task "master" completed -> complete job
+    on pod failed exit in [130, 137, 143] and reason not in ["OOMKilled"] -> restart pod max 5
+    on pod failed condition "DisruptionTarget" reason "PreemptionByScheduler"
+        -> restart pod max 10 budget "preemption" as "preempted"
+    on pod pending for 10m -> fail job reason "Unschedulable" message "pod {{pod}} pending"
+    on task "worker" pod failed -> restart task max 2 per task after 30s
+    on job running longer than 24h -> terminate job
+
+    status {{
+        phase   at status.state.phase map {{ Succeeded: "Completed" }}
+        reason  at status.state.reason
+        message at status.state.message
+        no events
+    }}
+}}
+
+'''
+
+INJECT = '''\
+inject "metrics-{n}" into pods of kind{n} where label "example.org/trial" exists and primary {{
+    annotate "example.org/injected-{n}" = "true"
+    env "TRIAL_{n}" = <<owner.metadata.name>> in primary
+    volume "metrics" empty dir
+    mount volume "metrics" at "/var/log/metrics" in primary
+    sidecar "collector-{n}" native {{
+        image "example.org/collector:v1"
+        args ["-t", <<owner.metadata.name>>, "-path", "/var/log/metrics/out.log"]
+        mount volume "metrics" at "/var/log/metrics"
+    }}
+    wrap primary with shell "exec {{argv}} 2>&1 | tee /var/log/metrics/out.log"
+    wait for containers ["main"]
+}}
+
+'''
+
+DEFINE = 'define crashed{n} = reason "OOMKilled" or exit in [128..255] or pod reason "Evicted"\n'
+
+
+def generate(lines: int) -> str:
+    parts = [DEFINE.format(n=n) for n in range(20)] + ["\n"]
+    n = 0
+    while sum(p.count("\n") for p in parts) < lines:
+        parts.append(KIND.format(n=n, m=n % 20))
+        parts.append(INJECT.format(n=n))
+        n += 1
+    return "".join(parts)
+
+
+def best(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--lines", type=int, default=5000)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--no-fail", action="store_true", help="report only; always exit 0")
+    args = ap.parse_args()
+
+    text = generate(args.lines)
+    n_lines = text.count("\n")
+    source = SourceFile.from_text("bench.rules", text)
+    parser = syntax.parser()
+    result = api.build_sources([source])
+    if result.plan is None or result.diagnostics:
+        print("generated rules do not compile cleanly:", file=sys.stderr)
+        for d in result.diagnostics[:10]:
+            print(f"  {d.span.cite()}: {d.code} {d.message}", file=sys.stderr)
+        return 2
+
+    parse_s = best(lambda: parser.parse(text), args.repeat)
+    pipeline_s = best(lambda: api.build_sources([source]), args.repeat)
+    share = parse_s / pipeline_s
+
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "0"}
+    command = [sys.executable, "-m", "rulec.cli", "check", "rules"]
+    subprocess.run(command, cwd=ROOT, env=env, capture_output=True)  # warm the parser cache
+    process_s = best(lambda: subprocess.run(command, cwd=ROOT, env=env, capture_output=True),
+                     args.repeat)
+
+    rows = [
+        ("bare Lark parse", f"{n_lines / parse_s:,.0f} lines/s", f"{parse_s * 1000:.0f} ms", ""),
+        ("parse+lower+check+emit", f"{n_lines / pipeline_s:,.0f} lines/s",
+         f"{pipeline_s * 1000:.0f} ms",
+         f"{share:.0%} of bare (target >= {PIPELINE_SHARE:.0%})"),
+        ("rulec check rules/", "process", f"{process_s * 1000:.0f} ms",
+         f"target < {PROCESS_SECONDS * 1000:.0f} ms"),
+    ]
+    print(f"{n_lines} lines, best of {args.repeat}")
+    for row in rows:
+        print(f"  {row[0]:<24} {row[1]:>18} {row[2]:>9}   {row[3]}")
+    missed = share < PIPELINE_SHARE or process_s >= PROCESS_SECONDS
+    if missed:
+        print("target missed", file=sys.stderr)
+    return 1 if missed and not args.no_fail else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
