@@ -108,24 +108,24 @@ def _documents(docs: list[Any]) -> Iterable[Mapping[str, Any]]:
 
 
 def _index_crd(crd: Mapping[str, Any], into: dict[GVK, Schema]) -> list[str]:
-    name = _at(crd, "metadata", "name") or "?"
-    group, kind = _at(crd, "spec", "group"), _at(crd, "spec", "names", "kind")
+    name = _dig(crd, "metadata", "name") or "?"
+    group, kind = _dig(crd, "spec", "group"), _dig(crd, "spec", "names", "kind")
     if not isinstance(group, str) or not isinstance(kind, str):
         return [f"CustomResourceDefinition {name}: spec.group or spec.names.kind missing"]
-    versions = _at(crd, "spec", "versions")
+    versions = _dig(crd, "spec", "versions")
     if not isinstance(versions, list) or not versions:
         return [f"{kind}.{group}: no spec.versions"]
     errors = []
     for version in versions:
-        schema = _at(version, "schema", "openAPIV3Schema")
+        schema = _dig(version, "schema", "openAPIV3Schema")
         if not isinstance(schema, Mapping):
-            errors.append(f"{kind}.{group}/{_at(version, 'name')}: no openAPIV3Schema")
+            errors.append(f"{kind}.{group}/{_dig(version, 'name')}: no openAPIV3Schema")
             continue
-        into[(group, str(_at(version, "name")), kind)] = schema
+        into[(group, str(_dig(version, "name")), kind)] = schema
     return errors
 
 
-def _at(value: Any, *keys: str) -> Any:
+def _dig(value: Any, *keys: str) -> Any:
     """`value[k1][k2]...`, or None where the YAML has another shape than a CRD's."""
     for key in keys:
         if not isinstance(value, Mapping):
@@ -162,30 +162,22 @@ _MISSING: Schema = {}
 _ANY: Schema = {"x-kubernetes-preserve-unknown-fields": True}
 
 
-def _is_object(node: Schema) -> bool | None:
-    """True for an object, False for a scalar, None when the schema does not say."""
-    if "properties" in node or "additionalProperties" in node or node.get("type") == "object":
-        return True
-    if node.get("type") or node.get("x-kubernetes-int-or-string"):
-        return False
-    return None
-
-
 def _child(node: Schema, key: str) -> Schema | None:
-    """The schema of `node[key]`; `_MISSING` when the schema forbids it, None when it allows anything."""
+    """The schema of `node[key]`: `_MISSING` if the schema forbids it, None if anything goes."""
     if node.get("x-kubernetes-preserve-unknown-fields"):
         return None
     properties = node.get("properties") or {}
     if key in properties:
         return properties[key]
     extra = node.get("additionalProperties")
-    if extra is True or (isinstance(extra, Mapping) and not extra):
-        return None
     if isinstance(extra, Mapping):
-        return extra
-    if _is_object(node) is None:
-        return None
+        return extra or None
+    if extra is True or not any(k in node for k in _SHAPED):
+        return None  # a map of anything, or a schema that says nothing of its shape
     return _MISSING
+
+
+_SHAPED = ("type", "properties", "additionalProperties", "x-kubernetes-int-or-string")
 
 
 @dataclass(frozen=True, slots=True)

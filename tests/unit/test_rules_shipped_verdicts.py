@@ -72,7 +72,8 @@ def labels_of(owner: dict[str, Any], task: str | None) -> tuple[dict[str, str], 
            "controller": True}
     child = {"controller": True, "name": f"{name}-{task}", "uid": "child-uid"}
     if owner["apiVersion"] == "batch/v1":
-        return {"batch.kubernetes.io/controller-uid": UID, "batch.kubernetes.io/job-name": name}, own
+        return ({"batch.kubernetes.io/controller-uid": UID,
+                 "batch.kubernetes.io/job-name": name}, own)
     if kind == "Job":
         return {"volcano.sh/job-name": name, "volcano.sh/task-spec": task or "main"}, own
     if owner["apiVersion"] == "kubeflow.org/v1":
@@ -88,16 +89,22 @@ def labels_of(owner: dict[str, Any], task: str | None) -> tuple[dict[str, str], 
             dict(child, apiVersion="tekton.dev/v1", kind="TaskRun"))
 
 
+# A pod's `main` container by pod phase; a Failed one was SIGTERMed unless a test says otherwise.
+MAIN = {"Pending": [], "Running": [running("main")],
+        "Succeeded": [terminated("main", 0, "Completed")],
+        "Failed": [terminated("main", 143, "Error")]}
+
+
 def pod(owner: dict[str, Any], name: str, phase: str, *containers: dict[str, Any],
-        task: str | None = None, init: tuple[dict[str, Any], ...] = (), reason: str | None = None,
-        deleting: bool = False) -> dict[str, Any]:
+        task: str | None = None, init: tuple[dict[str, Any], ...] = (),
+        reason: str | None = None, deleting: bool = False) -> dict[str, Any]:
     labels, ref = labels_of(owner, task)
     meta: dict[str, Any] = {"name": name, "namespace": "ml", "uid": f"uid-{name}",
                             "creationTimestamp": T, "labels": labels, "ownerReferences": [ref]}
     if deleting:
         meta["deletionTimestamp"] = T
     status: dict[str, Any] = {"phase": phase, "startTime": T,
-                              "containerStatuses": list(containers) or [running("main")]}
+                              "containerStatuses": list(containers) or MAIN[phase]}
     if init:
         status["initContainerStatuses"] = list(init)
     if reason:
@@ -115,45 +122,39 @@ def verdict_of(shipped: plan.Plan, obj: dict[str, Any],
 
 # -- batch/v1 Job --------------------------------------------------------------------------------
 
-BACKOFF = "Job has reached the specified backoff limit"
-
-
 def test_job_suspended_is_not_running(shipped: plan.Plan) -> None:
     obj = job(JOB, spec={"suspend": True},
               status=dict(conditions(cond("Suspended", reason="JobSuspended",
                                           message="Job suspended")), active=1))
     still_running = pod(obj, "train-abc12", "Running")
-    assert verdict_of(shipped, obj, [still_running]) == ("Suspended", "JobSuspended", "Job suspended")
+    assert verdict_of(shipped, obj, [still_running]) == (
+        "Suspended", "JobSuspended", "Job suspended")
 
 
 @pytest.mark.parametrize(
-    ("status", "expected"),
+    ("types", "reason", "message", "phase"),
     [
-        pytest.param(conditions(cond("FailureTarget", reason="BackoffLimitExceeded", message=BACKOFF),
-                                cond("Failed", reason="BackoffLimitExceeded", message=BACKOFF)),
-                     ("Failed", "BackoffLimitExceeded", BACKOFF), id="backoff-limit"),
-        pytest.param(conditions(cond("Failed", reason="DeadlineExceeded",
-                                     message="Job was active longer than specified deadline")),
-                     ("Failed", "DeadlineExceeded", "Job was active longer than specified deadline"),
+        pytest.param(("FailureTarget", "Failed"), "BackoffLimitExceeded",
+                     "Job has reached the specified backoff limit", "Failed", id="backoff-limit"),
+        pytest.param(("Failed",), "DeadlineExceeded",
+                     "Job was active longer than specified deadline", "Failed",
                      id="deadline-before-1.31"),
-        pytest.param(conditions(cond("FailureTarget", reason="PodFailurePolicy",
-                                     message="Container main for pod ml/train-x failed with exit "
-                                             "code 42 matching FailJob rule at index 0")),
-                     ("Failed", "PodFailurePolicy", "Container main for pod ml/train-x failed with "
-                                                    "exit code 42 matching FailJob rule at index 0"),
-                     id="pod-failure-policy-pods-still-terminating"),
-        pytest.param(conditions(cond("SuccessCriteriaMet", reason="CompletionsReached",
-                                     message="Reached expected number of succeeded pods"),
-                                cond("Complete", reason="CompletionsReached",
-                                     message="Reached expected number of succeeded pods")),
-                     ("Succeeded", "CompletionsReached", "Reached expected number of succeeded pods"),
-                     id="complete"),
-        pytest.param(conditions(cond("Suspended", "False", reason="JobResumed")),
-                     ("Pending", None, None), id="resumed-no-pods-yet"),
+        pytest.param(("FailureTarget",), "PodFailurePolicy",
+                     "Container main for pod ml/train-x failed with exit code 42 matching FailJob "
+                     "rule at index 0", "Failed", id="pod-failure-policy-pods-still-terminating"),
+        pytest.param(("SuccessCriteriaMet", "Complete"), "CompletionsReached",
+                     "Reached expected number of succeeded pods", "Succeeded", id="complete"),
     ],
 )
-def test_job_conditions(shipped: plan.Plan, status: dict, expected: tuple) -> None:
-    assert verdict_of(shipped, job(JOB, status=status), []) == expected
+def test_job_outcome_comes_from_its_conditions(shipped: plan.Plan, types: tuple[str, ...],
+                                               reason: str, message: str, phase: str) -> None:
+    status = conditions(*(cond(t, reason=reason, message=message) for t in types))
+    assert verdict_of(shipped, job(JOB, status=status), []) == (phase, reason, message)
+
+
+def test_job_resumed_without_pods_yet_is_pending(shipped: plan.Plan) -> None:
+    obj = job(JOB, status=conditions(cond("Suspended", "False", reason="JobResumed")))
+    assert verdict_of(shipped, obj, []) == ("Pending", None, None)
 
 
 def test_job_with_a_failed_pod_being_retried_is_running(shipped: plan.Plan) -> None:
@@ -177,7 +178,8 @@ def test_volcano_oomkilled_pod_fails_the_job_volcano_called_completed(shipped: p
 @pytest.mark.parametrize(
     ("phase", "pods", "expected"),
     [
-        pytest.param("Completed", [("master", "Succeeded", False)], "Succeeded", id="all-succeeded"),
+        pytest.param("Completed", [("master", "Succeeded", False)], "Succeeded",
+                     id="all-succeeded"),
         pytest.param("Completed", [], "Succeeded", id="completed-pods-gone"),
         pytest.param("Running", [("master", "Running", False), ("worker", "Pending", False)],
                      "Running", id="running"),
@@ -192,10 +194,7 @@ def test_volcano_oomkilled_pod_fails_the_job_volcano_called_completed(shipped: p
 )
 def test_volcano_phases(shipped: plan.Plan, phase: str, pods: list, expected: str) -> None:
     obj = job(VCJOB, status={"state": {"phase": phase}})
-    objs = [pod(obj, f"train-{task}-{i}", p,
-                running("main") if p == "Running" else terminated("main", 0 if p == "Succeeded" else 143,
-                                                                   "Completed" if p == "Succeeded" else "Error"),
-                task=task, deleting=deleting)
+    objs = [pod(obj, f"train-{task}-{i}", p, task=task, deleting=deleting)
             for i, (task, p, deleting) in enumerate(pods)]
     assert verdict_of(shipped, obj, objs)[0] == expected
 
@@ -256,34 +255,33 @@ def test_kubeflow_pods_are_found_by_owner_and_job_name(shipped: plan.Plan) -> No
 # -- JobSet --------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(
-    ("spec", "status", "expected"),
+    ("spec", "types", "reason", "message", "phase"),
     [
-        pytest.param({}, conditions(cond("Completed", reason="AllJobsCompleted",
-                                         message="jobset completed successfully")),
-                     ("Succeeded", "AllJobsCompleted", "jobset completed successfully"), id="completed"),
-        pytest.param({}, dict(conditions(cond("Failed", reason="ReachedMaxRestarts",
-                                              message="jobset failed due to reaching max number "
-                                                      "of restarts")), terminalState="Failed"),
-                     ("Failed", "ReachedMaxRestarts",
-                      "jobset failed due to reaching max number of restarts"), id="failed"),
-        pytest.param({"suspend": True}, conditions(cond("Suspended", reason="SuspendedJobs",
-                                                        message="jobset is suspended")),
-                     ("Suspended", "SuspendedJobs", "jobset is suspended"), id="suspended"),
-        pytest.param({}, conditions(cond("Suspended", "False", reason="ResumeJobs"),
-                                    cond("RestartingJobSet", reason="DefaultFailurePolicy",
-                                         message="restarting")),
-                     ("Restarting", "DefaultFailurePolicy", "restarting"), id="restarting"),
-        pytest.param({}, {}, ("Pending", None, None), id="no-pods"),
+        pytest.param({}, ("Completed",), "AllJobsCompleted", "jobset completed successfully",
+                     "Succeeded", id="completed"),
+        pytest.param({}, ("Failed",), "ReachedMaxRestarts",
+                     "jobset failed due to reaching max number of restarts", "Failed", id="failed"),
+        pytest.param({"suspend": True}, ("Suspended",), "SuspendedJobs", "jobset is suspended",
+                     "Suspended", id="suspended"),
+        pytest.param({}, ("RestartingJobSet",), "DefaultFailurePolicy", "restarting",
+                     "Restarting", id="restarting"),
     ],
 )
-def test_jobset(shipped: plan.Plan, spec: dict, status: dict, expected: tuple) -> None:
-    assert verdict_of(shipped, job(JOBSET, spec=spec, status=status), []) == expected
+def test_jobset_conditions(shipped: plan.Plan, spec: dict, types: tuple[str, ...], reason: str,
+                           message: str, phase: str) -> None:
+    status = conditions(*(cond(t, reason=reason, message=message) for t in types))
+    obj = job(JOBSET, spec=spec, status=status)
+    assert verdict_of(shipped, obj, []) == (phase, reason, message)
+
+
+def test_jobset_without_pods_is_pending(shipped: plan.Plan) -> None:
+    assert verdict_of(shipped, job(JOBSET), []) == ("Pending", None, None)
 
 
 def test_jobset_pods_of_child_jobs_are_found_by_label(shipped: plan.Plan) -> None:
     obj = job(JOBSET)
-    assert verdict_of(shipped, obj, [pod(obj, "train-workers-0-0-x", "Running", task="workers")])[0] \
-        == "Running"
+    worker = pod(obj, "train-workers-0-0-x", "Running", task="workers")
+    assert verdict_of(shipped, obj, [worker])[0] == "Running"
 
 
 # -- Argo Workflow -------------------------------------------------------------------------------
@@ -309,31 +307,38 @@ def test_argo_workflow(shipped: plan.Plan, spec: dict, status: dict, expected: t
 # -- Tekton PipelineRun --------------------------------------------------------------------------
 
 @pytest.mark.parametrize(
-    ("spec", "succeeded", "expected"),
+    ("spec", "status", "reason", "message", "phase"),
     [
-        pytest.param({}, ("True", "Succeeded", "Tasks Completed: 2 (Failed: 0, Cancelled 0), Skipped: 0"),
-                     ("Succeeded", "Succeeded", "Tasks Completed: 2 (Failed: 0, Cancelled 0), Skipped: 0"),
-                     id="succeeded"),
-        pytest.param({}, ("False", "Failed", "Tasks Completed: 1 (Failed: 1, Cancelled 0), Skipped: 1"),
-                     ("Failed", "Failed", "Tasks Completed: 1 (Failed: 1, Cancelled 0), Skipped: 1"),
-                     id="failed"),
-        pytest.param({"status": "Cancelled"},
-                     ("False", "Cancelled", 'PipelineRun "train" was cancelled'),
-                     ("Failed", "Cancelled", 'PipelineRun "train" was cancelled'), id="cancelled"),
-        pytest.param({}, ("False", "PipelineRunTimeout", 'PipelineRun "train" failed to finish within "1h0m0s"'),
-                     ("Failed", "PipelineRunTimeout",
-                      'PipelineRun "train" failed to finish within "1h0m0s"'), id="timeout"),
-        pytest.param({}, ("Unknown", "Running", "Tasks Completed: 0 (Failed: 0, Cancelled 0), Incomplete: 2"),
-                     ("Running", "Running", "Tasks Completed: 0 (Failed: 0, Cancelled 0), Incomplete: 2"),
-                     id="running"),
-        pytest.param({"status": "PipelineRunPending"}, ("Unknown", "PipelineRunPending", "PipelineRun \"train\" is pending"),
-                     ("Pending", "PipelineRunPending", None), id="pending"),
-        pytest.param({"status": "PipelineRunPending"}, None, ("Pending", "PipelineRunPending", None),
-                     id="pending-not-yet-reconciled"),
-        pytest.param({}, None, ("Pending", None, None), id="not-yet-reconciled"),
+        pytest.param({}, "True", "Succeeded", "Tasks Completed: 2 (Failed: 0, Cancelled 0)",
+                     "Succeeded", id="succeeded"),
+        pytest.param({}, "False", "Failed", "Tasks Completed: 1 (Failed: 1, Cancelled 0)",
+                     "Failed", id="failed"),
+        pytest.param({"status": "Cancelled"}, "False", "Cancelled",
+                     'PipelineRun "train" was cancelled', "Failed", id="cancelled"),
+        pytest.param({}, "False", "PipelineRunTimeout",
+                     'PipelineRun "train" failed to finish within "1h0m0s"', "Failed",
+                     id="timeout"),
+        pytest.param({}, "Unknown", "Running", "Tasks Completed: 0 (Failed: 0, Cancelled 0)",
+                     "Running", id="running"),
     ],
 )
-def test_tekton_pipelinerun(shipped: plan.Plan, spec: dict, succeeded: tuple | None,
-                            expected: tuple) -> None:
-    status = conditions(cond("Succeeded", *succeeded)) if succeeded else {}
-    assert verdict_of(shipped, job(PIPELINERUN, spec=spec, status=status), []) == expected
+def test_tekton_succeeded_condition(shipped: plan.Plan, spec: dict, status: str, reason: str,
+                                    message: str, phase: str) -> None:
+    obj = job(PIPELINERUN, spec=spec, status=conditions(cond("Succeeded", status, reason, message)))
+    assert verdict_of(shipped, obj, []) == (phase, reason, message)
+
+
+@pytest.mark.parametrize(
+    ("spec", "status", "reason"),
+    [
+        pytest.param({"status": "PipelineRunPending"},
+                     conditions(cond("Succeeded", "Unknown", "PipelineRunPending", "pending")),
+                     "PipelineRunPending", id="pending"),
+        pytest.param({"status": "PipelineRunPending"}, {}, "PipelineRunPending",
+                     id="pending-not-yet-reconciled"),
+        pytest.param({}, {}, None, id="not-yet-reconciled"),
+    ],
+)
+def test_tekton_pending(shipped: plan.Plan, spec: dict, status: dict, reason: str | None) -> None:
+    assert verdict_of(shipped, job(PIPELINERUN, spec=spec, status=status), []) == (
+        "Pending", reason, None)
