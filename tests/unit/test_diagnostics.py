@@ -81,3 +81,23 @@ def test_github_rendering_escapes() -> None:
     assert line.startswith("::error file=a.rules,line=3,col=5,endLine=3,endColumn=9,")
     assert "title=R101 unknown-kind::" in line
     assert line.count("\n") == 1 and "%0A" in line
+
+
+DOC = ROOT / "docs" / "language.md"
+START, END = "<!-- codes:start -->\n", "<!-- codes:end -->\n"
+
+
+def _codes_table() -> str:
+    rows = ["| code | name | severity | what |", "|---|---|---|---|"]
+    rows += [f"| {c.code} | `{c.name}` | {c.severity} | {c.summary} |" for c in diagnostics.CODES]
+    return "\n".join(rows) + "\n"
+
+
+def test_language_reference_lists_every_code() -> None:
+    text = DOC.read_text(encoding="utf-8")
+    head, rest = text.split(START)
+    _, tail = rest.split(END)
+    if UPDATE:
+        DOC.write_text(head + START + _codes_table() + END + tail, encoding="utf-8")
+        text = DOC.read_text(encoding="utf-8")
+    assert START + _codes_table() + END in text
