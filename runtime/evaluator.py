@@ -118,12 +118,23 @@ class Evaluation:
 
 @dataclass(frozen=True, slots=True)
 class _Witness:
-    """What decided a condition: the pod and container templates speak of, and the counts."""
+    """What decided a condition: the pods that matched (each with the container that made it
+    match, if a filter chose one) and the counts. Which pod decides is worked out only when a
+    template asks (most conditions of a big job are never rendered)."""
 
-    pod: pods.Pod | None = None
-    container: pods.Container | None = None
+    hits: tuple[tuple[pods.Pod, pods.Container | None], ...] = ()
+    latest: bool = False  # `all pods ...`: the last to finish decides; otherwise the first
     count: int | None = None
     total: int | None = None
+
+    def decide(self) -> tuple[pods.Pod | None, pods.Container | None]:
+        if not self.hits:
+            return None, None
+        resolved = [(p, c if c is not None else (p.counted[0] if p.counted else None))
+                    for p, c in self.hits]
+        if len(resolved) == 1:
+            return resolved[0]
+        return (max if self.latest else min)(resolved, key=lambda pc: pods.sort_key(*pc))
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,12 +212,13 @@ class _Run:
 
     def _variables(self, w: _Witness, **extra: Any) -> dict[str, Any]:
         out = dict(self.job_vars)
-        if w.pod is not None:
-            out.update(task=w.pod.task, pod=w.pod.name, pod_reason=w.pod.reason,
-                       phase=w.pod.phase, restarts=w.pod.restarts)
-        if w.container is not None:
-            out.update(container=w.container.name, container_reason=w.container.reason,
-                       exit_code=w.container.exit_code, restarts=w.container.restarts)
+        pod, container = w.decide()
+        if pod is not None:
+            out.update(task=pod.task, pod=pod.name, pod_reason=pod.reason,
+                       phase=pod.phase, restarts=pod.restarts)
+        if container is not None:
+            out.update(container=container.name, container_reason=container.reason,
+                       exit_code=container.exit_code, restarts=container.restarts)
         if w.count is not None:
             out.update(count=w.count, total=w.total)
         out.update(extra)
@@ -231,6 +243,9 @@ class _Run:
                 since = p.since(state_ or "pending")
                 if since is None or (self.now - since).total_seconds() < for_seconds:
                     continue
+            if f is None:
+                out.append((p, None))
+                continue
             ok, container = self._witness(f, p)
             if ok:
                 out.append((p, container))
@@ -243,7 +258,7 @@ class _Run:
                 ok, w = self.condition(arg)
                 if not ok:
                     return False, None
-                if witness is None or (witness.pod is None and w is not None and w.pod is not None):
+                if witness is None or (not witness.hits and w is not None and w.hits):
                     witness = w
             return True, witness
         if isinstance(c, plan.Or):
@@ -265,18 +280,12 @@ class _Run:
                 ok = total > 0 and count == total
             else:
                 ok = count == 0
-            if not matching:
-                return ok, _Witness(count=0, total=total)
-            pick = (max if c.quant == "all" else min)(matching, key=lambda pc: pods.sort_key(*pc))
-            return ok, _Witness(pick[0], pick[1], count, total)
+            return ok, _Witness(tuple(matching), c.quant == "all", count, total)
         if isinstance(c, plan.Count):
             matching, total = self._matching(c.task, c.state, c.filter, None)
             value = _number(templates.render(c.value, self.job, self.job_vars, self.options, self._error))
             ok = value is not None and pods.COMPARE[c.cmp](len(matching), value)
-            if not matching:
-                return ok, _Witness(count=0, total=total)
-            pick = min(matching, key=lambda pc: pods.sort_key(*pc))
-            return ok, _Witness(pick[0], pick[1], len(matching), total)
+            return ok, _Witness(tuple(matching), False, len(matching), total)
         if isinstance(c, plan.TaskState):
             states = self.task_states()
             names = [c.task] if c.task else sorted(states)
@@ -321,16 +330,15 @@ class _Run:
     def _task_witness(self, task: str, task_state: str) -> _Witness:
         pod_state = task_state if task_state != "pending" else None
         members = [p for p in self._scope(task) if pod_state is None or p.is_(pod_state)]
-        if not members:
-            return _Witness(count=0, total=len(self._scope(task)))
-        picks = [(p, self._witness(None, p)[1]) for p in members]
-        pick = (max if task_state == "succeeded" else min)(picks, key=lambda pc: pods.sort_key(*pc))
-        return _Witness(pick[0], pick[1], len(members), len(self._scope(task)))
+        return _Witness(tuple((p, None) for p in members), task_state == "succeeded",
+                        len(members), len(self._scope(task)))
 
     def verdict(self) -> Verdict:
         for rule in self.kind.verdicts:
             ok, w = (True, None) if rule.when is None else self.condition(rule.when)
             if ok:
+                if rule.reason is None and rule.message is None:
+                    return Verdict(rule.phase, None, None, str(rule.span))
                 variables = self._variables(w or _Witness())
                 return Verdict(rule.phase, self._text(rule.reason, variables),
                                self._text(rule.message, variables), str(rule.span))
@@ -341,7 +349,7 @@ class _Run:
     def pod_occurrences(self) -> list[_Occurrence]:
         out = []
         seen = set()
-        for p in sorted(self.pods, key=pods.change_key):
+        for p in self.pods:
             seen.add(p.digest)
             old = self.stored.pods.get(p.digest)
             record = state.PodRecord(p.task, state.PHASE_LETTERS.get(p.phase, "P"), p.restarts,
@@ -352,6 +360,7 @@ class _Run:
             names = _changes(old, record, p)
             if names:
                 out.append(_Occurrence(names, p, p.digest, p.task))
+        out.sort(key=lambda occ: pods.change_key(occ.pod))  # in the order they happened
         for digest, old in sorted(self.stored.pods.items()):
             if digest in seen or old.finished or old.deleting or old.ours:
                 continue
@@ -436,7 +445,7 @@ class _Run:
                     return
                 self._note(policy, f"{label}: matched")
                 self._events(occ, pod, container, policy.id)
-                self.take(policy, name, occ, _Witness(pod, container))
+                self.take(policy, name, occ, _Witness(((pod, container),) if pod else ()))
                 return
         self._events(occ, occ.pod, None, None)
 
@@ -491,7 +500,8 @@ class _Run:
         variables = self._variables(w, event=name)
         if variables.get("task") is None:
             variables["task"] = occ.task
-        target = self._target(occ.task, w.pod, occ.digest)
+        pod = w.decide()[0]
+        target = self._target(occ.task, pod, occ.digest)
         if action.delay:
             if any(d.policy == policy.id and d.digest == occ.digest and d.task == target.task
                    for d in self.delayed):
@@ -501,7 +511,7 @@ class _Run:
                     if k in ("container", "container_reason", "exit_code", "pod_reason", "restarts")
                     and v is not None}
             self.delayed.append(state.Delayed(policy.id, name, due, target.pod, occ.digest,
-                                              target.task, w.pod.restarts if w.pod else 0, keep))
+                                              target.task, pod.restarts if pod else 0, keep))
             self.actions.append(Action(action.action, "scheduled", policy.id, name, str(policy.span),
                                        self._text(action.reason, variables),
                                        self._text(action.message, variables), target, due))
@@ -582,7 +592,7 @@ class _Run:
             if d.due > self.now:
                 self.delayed.append(d)
                 continue
-            w = _Witness(current, current.counted[0] if current is not None and current.counted else None)
+            w = _Witness(((current, None),) if current is not None else ())
             variables = {**self._variables(w, event=d.event), "task": d.task, "pod": d.pod,
                          **d.variables}
             self.fire(policy, d.event, policy.action, variables,

@@ -14,9 +14,10 @@ so an injected sidecar at index 0 never takes the place of the container that fa
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Mapping
 
@@ -49,6 +50,10 @@ class Container:
 
 @dataclass(frozen=True, slots=True)
 class Pod:
+    """What the evaluator knows about a pod. The few facts every evaluation needs are read up
+    front; container and time facts are read on first use and remembered (most pods of a big
+    job are only checked for their phase)."""
+
     obj: Mapping[str, Any]
     name: str
     namespace: str | None
@@ -59,18 +64,56 @@ class Pod:
     reason: str | None
     evicted: bool
     terminating: bool
-    containers: tuple[Container, ...]  # init containers first, in status order
-    counted: tuple[Container, ...]  # the containers that count, most telling first
     restarts: int  # all containers together: grows whenever any container restarts
-    created: datetime | None
-    started: datetime | None
-    ended: datetime | None  # when it finished (latest container finish, else a condition time)
-    disrupted: datetime | None  # DisruptionTarget transition time
-    deleting: datetime | None  # when deletion was requested
+    primary: tuple[str, ...] | None = None  # the kind's primary containers
+    _memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def finished(self) -> bool:
         return self.phase in FINISHED
+
+    @property
+    def containers(self) -> tuple[Container, ...]:
+        """Every container, init containers first, in status order."""
+        return self._memoized("containers", lambda: tuple(_containers(self.obj.get("status") or {})))
+
+    @property
+    def counted(self) -> tuple[Container, ...]:
+        """The containers that count (primary ones if declared), most telling first."""
+        return self._memoized("counted", lambda: tuple(sorted(
+            (c for c in self.containers if self.primary is None or c.name in self.primary),
+            key=_preference)))
+
+    def _memoized(self, key: str, read: Any) -> Any:
+        if key not in self._memo:
+            self._memo[key] = read()
+        return self._memo[key]
+
+    @property
+    def created(self) -> datetime | None:
+        return self._memoized("created", lambda: functions.timestamp(
+            (self.obj.get("metadata") or {}).get("creationTimestamp")))
+
+    @property
+    def started(self) -> datetime | None:
+        return self._memoized("started", lambda: functions.timestamp(
+            (self.obj.get("status") or {}).get("startTime")))
+
+    @property
+    def ended(self) -> datetime | None:
+        """When it finished: the latest container finish, else the Ready condition's time."""
+        return self._memoized("ended", lambda: _ended(self))
+
+    @property
+    def disrupted(self) -> datetime | None:
+        """When its DisruptionTarget condition turned True."""
+        return self._memoized("disrupted", lambda: functions.timestamp(
+            (self.condition("DisruptionTarget") or {}).get("lastTransitionTime")))
+
+    @property
+    def deleting(self) -> datetime | None:
+        """When its deletion was requested (the deletion time less the grace period)."""
+        return self._memoized("deleting", lambda: _deleting(self.obj.get("metadata") or {}))
 
     def container(self, name: str) -> Container | None:
         for container in self.containers:
@@ -80,7 +123,7 @@ class Pod:
 
     def condition(self, kind: str) -> Mapping[str, Any] | None:
         """The pod condition of that type when its status is "True"."""
-        for cond in self.obj.get("status", {}).get("conditions") or ():
+        for cond in (self.obj.get("status") or {}).get("conditions") or ():
             if cond.get("type") == kind and cond.get("status") == "True":
                 return cond
         return None
@@ -112,6 +155,7 @@ class Pod:
         return self.ended or self.started or self.created
 
 
+@functools.lru_cache(maxsize=8192)
 def digest(uid: str) -> str:
     """A 6-character (36-bit) digest naming a pod incarnation's uid compactly in stored state."""
     raw = hashlib.blake2b(uid.encode(), digest_size=6).digest()
@@ -121,7 +165,7 @@ def digest(uid: str) -> str:
 def task_of(kind: plan.Kind, pod: Mapping[str, Any], options: jmespath.Options) -> str | None:
     """The task (role) a pod plays, from the kind's label or expression; None when unknown."""
     if kind.task_label is not None:
-        value = (pod.get("metadata", {}).get("labels") or {}).get(kind.task_label)
+        value = ((pod.get("metadata") or {}).get("labels") or {}).get(kind.task_label)
     elif kind.task_expr is not None:
         value = templates.search(kind.task_expr, pod, options)
         value = None if value is None else templates.text(value)
@@ -131,22 +175,17 @@ def task_of(kind: plan.Kind, pod: Mapping[str, Any], options: jmespath.Options) 
 
 
 def facts(kind: plan.Kind, pod: Mapping[str, Any], options: jmespath.Options) -> Pod:
-    """Read everything the evaluator needs from one pod object."""
+    """Read what every evaluation needs from one pod object (the rest is read on demand)."""
     meta = pod.get("metadata") or {}
     status = pod.get("status") or {}
-    containers = tuple(_containers(status))
-    primary = kind.primary_containers
-    counted = [c for c in containers if primary is None or c.name in primary]
-    counted.sort(key=_preference)
-    conditions = {c.get("type"): c for c in status.get("conditions") or ()}
-    disruption = conditions.get("DisruptionTarget")
-    disrupted = disruption is not None and disruption.get("status") == "True"
-    finishes = [c.finished for c in containers if c.finished is not None and c.state == "terminated"]
-    ended = max(finishes) if finishes else functions.timestamp(
-        (conditions.get("Ready") or {}).get("lastTransitionTime"))
-    deletion = functions.timestamp(meta.get("deletionTimestamp"))
-    if deletion is not None:
-        deletion -= timedelta(seconds=meta.get("deletionGracePeriodSeconds") or 0)
+    restarts = 0
+    for key in ("initContainerStatuses", "containerStatuses"):
+        for cs in status.get(key) or ():
+            restarts += cs.get("restartCount") or 0
+    disrupted = False
+    for cond in status.get("conditions") or ():
+        if cond.get("type") == "DisruptionTarget" and cond.get("status") == "True":
+            disrupted = True
     uid = meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name', '')}"
     return Pod(
         obj=pod,
@@ -157,17 +196,29 @@ def facts(kind: plan.Kind, pod: Mapping[str, Any], options: jmespath.Options) ->
         task=task_of(kind, pod, options),
         phase=status.get("phase") or "Pending",
         reason=status.get("reason"),
-        evicted=status.get("reason") == "Evicted" or disrupted,
-        terminating=deletion is not None,
-        containers=containers,
-        counted=tuple(counted),
-        restarts=sum(c.restarts for c in containers),
-        created=functions.timestamp(meta.get("creationTimestamp")),
-        started=functions.timestamp(status.get("startTime")),
-        ended=ended if status.get("phase") in FINISHED else None,
-        disrupted=functions.timestamp(disruption.get("lastTransitionTime")) if disrupted else None,
-        deleting=deletion,
+        evicted=disrupted or status.get("reason") == "Evicted",
+        terminating=meta.get("deletionTimestamp") is not None,
+        restarts=restarts,
+        primary=kind.primary_containers,
     )
+
+
+def _ended(pod: Pod) -> datetime | None:
+    if not pod.finished:
+        return None
+    finishes = [c.finished for c in pod.containers if c.finished is not None and c.state == "terminated"]
+    if finishes:
+        return max(finishes)
+    ready = next((c for c in (pod.obj.get("status") or {}).get("conditions") or ()
+                  if c.get("type") == "Ready"), {})
+    return functions.timestamp(ready.get("lastTransitionTime"))
+
+
+def _deleting(meta: Mapping[str, Any]) -> datetime | None:
+    deletion = functions.timestamp(meta.get("deletionTimestamp"))
+    if deletion is None:
+        return None
+    return deletion - timedelta(seconds=meta.get("deletionGracePeriodSeconds") or 0)
 
 
 def _containers(status: Mapping[str, Any]) -> Iterable[Container]:
