@@ -5,11 +5,11 @@ then installs the shared CRDs. There is no kubelet and no scheduler: pods stay u
 tests report their lifecycle through the ``pods/status`` subresource, as Kubernetes' own Job
 integration tests do. The runtime never imports this module; it is tooling around the product.
 
-Command line (also ``rulec cluster``)::
+Command line (``python -m rulec.cluster`` works too)::
 
-    python -m rulec.cluster up     # start detached, print ``export KUBECONFIG=...`` on stdout
-    python -m rulec.cluster env    # print the export line of the running control plane
-    python -m rulec.cluster down   # stop it and remove every file it wrote
+    rulec cluster up     # start detached; prints ``export KUBECONFIG=...`` on stdout
+    rulec cluster env    # print the export line of the running control plane
+    rulec cluster down   # stop it and remove every file it wrote
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import contextlib
 import ctypes
 import dataclasses
 import datetime
+import functools
 import ipaddress
 import json
 import os
@@ -89,7 +90,8 @@ def find_binaries(env: dict[str, str] | None = None) -> Binaries:
     if assets := env.get("KUBEBUILDER_ASSETS"):
         folder = Path(assets)
         kcm = folder / "kube-controller-manager"
-        if not _is_executable(kcm):
+        found = _is_executable(kcm)
+        if not found:
             print(
                 f"warning: kube-controller-manager is missing from KUBEBUILDER_ASSETS={folder} "
                 "(envtest ships only etcd and kube-apiserver): no Job pods, no garbage collection, "
@@ -97,11 +99,11 @@ def find_binaries(env: dict[str, str] | None = None) -> Binaries:
                 "with tools/k8s/build.sh.",
                 file=sys.stderr,
             )
-            kcm = None
-        return Binaries(_executable(folder / "etcd"), _executable(folder / "kube-apiserver"), kcm)
+        return Binaries(_executable(folder / "etcd"), _executable(folder / "kube-apiserver"),
+                        kcm if found else None)
     folder = Path(env["JOBRULES_K8S_BIN"]) if env.get("JOBRULES_K8S_BIN") else build_binaries()
-    etcd, apiserver, kcm = (_executable(folder / name) for name in BINARY_NAMES)
-    return Binaries(etcd, apiserver, kcm)
+    etcd, apiserver, controller_manager = (_executable(folder / name) for name in BINARY_NAMES)
+    return Binaries(etcd, apiserver, controller_manager)
 
 
 def build_binaries() -> Path:
@@ -201,7 +203,7 @@ class CertificateAuthority:
 def _certificate_builder(
     subject: x509.Name, issuer: x509.Name, public_key: ec.EllipticCurvePublicKey
 ) -> x509.CertificateBuilder:
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     return (
         x509.CertificateBuilder()
         .subject_name(subject)
@@ -229,22 +231,19 @@ def _write(path: Path, data: bytes | str) -> Path:
 
 def _kubeconfig(server: str, ca_pem: bytes, cert_pem: bytes, key_pem: bytes, user: str) -> str:
     """A self-contained kubeconfig (certificates inline), so it keeps working when copied."""
-    b64 = lambda data: base64.b64encode(data).decode()  # noqa: E731
-    return yaml.safe_dump(
-        {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [
-                {"name": "jobrules", "cluster": {"server": server, "certificate-authority-data": b64(ca_pem)}}
-            ],
-            "users": [
-                {"name": user, "user": {"client-certificate-data": b64(cert_pem), "client-key-data": b64(key_pem)}}
-            ],
-            "contexts": [{"name": "jobrules", "context": {"cluster": "jobrules", "user": user}}],
-            "current-context": "jobrules",
-        },
-        sort_keys=False,
-    )
+    def b64(data: bytes) -> str:
+        return base64.b64encode(data).decode()
+
+    cluster = {"server": server, "certificate-authority-data": b64(ca_pem)}
+    credentials = {"client-certificate-data": b64(cert_pem), "client-key-data": b64(key_pem)}
+    return yaml.safe_dump({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "jobrules", "cluster": cluster}],
+        "users": [{"name": user, "user": credentials}],
+        "contexts": [{"name": "jobrules", "context": {"cluster": "jobrules", "user": user}}],
+        "current-context": "jobrules",
+    }, sort_keys=False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -316,7 +315,7 @@ def start(*, crds: bool = True, detached: bool = False, binaries: Binaries | Non
     crd_folder = crds_dir() if crds else None
     sweep_stale()
     root = Path(tempfile.mkdtemp(prefix=ROOT_PREFIX, dir=_scratch_parent()))
-    processes: list[subprocess.Popen[bytes]] = []
+    processes: dict[str, subprocess.Popen[bytes]] = {}
     try:
         plane = _launch(root, binaries, crd_folder, detached, processes, time.monotonic() + timeout)
     except BaseException:
@@ -365,7 +364,7 @@ def _stop_attached() -> None:
 
 
 def _launch(root: Path, binaries: Binaries, crd_folder: Path | None, detached: bool,
-            processes: list[subprocess.Popen[bytes]], deadline: float) -> ControlPlane:
+            processes: dict[str, subprocess.Popen[bytes]], deadline: float) -> ControlPlane:
     pki = root / "pki"
     pki.mkdir()
     etcd_client, etcd_peer, secure_port = free_ports(3)
@@ -389,14 +388,12 @@ def _launch(root: Path, binaries: Binaries, crd_folder: Path | None, detached: b
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
     _write(root / "kubeconfig", _kubeconfig(server, ca.cert_pem, admin_cert, admin_key, "admin"))
 
-    def spawn(name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+    def spawn(name: str, argv: list[str]) -> None:
         with open(root / f"{name}.log", "wb") as log:
-            process = subprocess.Popen(
+            processes[name] = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True, preexec_fn=None if detached else _die_with_parent,
             )
-        processes.append(process)
-        return process
 
     peer = f"http://127.0.0.1:{etcd_peer}"
     spawn("etcd", [
@@ -436,7 +433,7 @@ def _launch(root: Path, binaries: Binaries, crd_folder: Path | None, detached: b
         version = request(api, "GET", "/version")["gitVersion"]
         # One at a time: concurrent CRD creations make the API server slower, not faster.
         for name in [_apply_crd(api, crd) for crd in (crds.result() if crds else [])]:
-            wait(f"CRD {name} Established", lambda n=name: _established(api, n))
+            wait(f"CRD {name} Established", functools.partial(_established, api, name))
         if binaries.kube_controller_manager:
             kcm_cert, kcm_key = ca.issue("system:kube-controller-manager")
             _write(root / "kube-controller-manager.kubeconfig", _kubeconfig(
@@ -473,18 +470,17 @@ def _scratch_parent() -> str:
 
 
 def _wait(what: str, ready: Callable[[], T], root: Path,
-          processes: Sequence[subprocess.Popen[bytes]], deadline: float) -> T:
+          processes: dict[str, subprocess.Popen[bytes]], deadline: float) -> T:
     """Poll ``ready`` until truthy; fail fast, quoting its log, if a process exits meanwhile."""
     while True:
-        for process in processes:
+        for name, process in processes.items():
             if process.poll() is not None:
-                name = Path(process.args[0]).name
                 raise ClusterError(f"{name} exited with code {process.returncode} while waiting "
                                    f"for {what}\n{_log_tail(root / f'{name}.log')}")
         if result := ready():
             return result
         if time.monotonic() > deadline:
-            tails = "\n".join(_log_tail(root / f"{Path(p.args[0]).name}.log") for p in processes)
+            tails = "\n".join(_log_tail(root / f"{name}.log") for name in processes)
             raise ClusterError(f"timed out waiting for {what}\n{tails}")
         time.sleep(0.1)
 
@@ -598,9 +594,20 @@ def _terminate(root: Path, grace: float = 5.0) -> None:
             deadline = time.monotonic() + wait
             while processes_using(root, [name]) and time.monotonic() < deadline:
                 time.sleep(0.02)
-        for pid in pids:  # exited: waitpid returns at once for our own children
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
+        for pid in pids:
+            _reaped(pid)
+
+
+def _reaped(pid: int, timeout: float = 5.0) -> None:
+    """Wait until an exited process has left the process table: reap it if it is our child,
+    else give init a moment to (a detached control plane belongs to init)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        if not os.path.exists(f"/proc/{pid}"):
+            return
+        time.sleep(0.02)
 
 
 def sweep_stale(parent: str | None = None) -> list[Path]:
@@ -647,7 +654,7 @@ def _up(args: argparse.Namespace) -> int:
     path.write_text(plane.to_json())
     print(f"Kubernetes {plane.version} ready at {plane.server} in {time.monotonic() - began:.1f}s\n"
           f"kubeconfig: {plane.kubeconfig}\nlogs: {plane.root}/*.log\n"
-          f"stop with: python -m rulec.cluster down", file=sys.stderr)
+          "stop with: rulec cluster down", file=sys.stderr)
     print(_export_line(plane))
     return 0
 
@@ -665,15 +672,15 @@ def _down(args: argparse.Namespace) -> int:
 def _env(args: argparse.Namespace) -> int:
     plane = _recorded()
     if plane is None or not processes_using(plane.root):
-        print("no control plane is running; start one with: python -m rulec.cluster up",
+        print("no control plane is running; start one with: rulec cluster up",
               file=sys.stderr)
         return 1
     print(_export_line(plane))
     return 0
 
 
-def add_subcommand(subparsers: Any) -> argparse.ArgumentParser:
-    """Register ``cluster up|down|env``; the chosen action is ``args.func(args) -> exit code``."""
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``cluster up|down|env`` to ``rulec``'s subcommands."""
     parser = subparsers.add_parser(
         "cluster", help="run a local Kubernetes control plane for tests and demos",
         description=_DESCRIPTION)
@@ -681,27 +688,36 @@ def add_subcommand(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-_DESCRIPTION = "Run a local Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager)."
+_DESCRIPTION = ("Run a local Kubernetes control plane (etcd, kube-apiserver, "
+                "kube-controller-manager) with the shared CRDs. Exit codes: 0 done, 1 `env` found "
+                "nothing running, 2 the control plane could not be found, started or stopped.")
 
 
 def _add_actions(parser: argparse.ArgumentParser) -> None:
-    actions = parser.add_subparsers(dest="action", required=True)
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     up = actions.add_parser("up", help="start a detached control plane and print its export line")
     up.add_argument("--no-crds", action="store_true", help="skip installing the shared CRDs")
-    up.set_defaults(func=_up)
-    actions.add_parser("down", help="stop it and remove its files").set_defaults(func=_down)
-    actions.add_parser("env", help="print the KUBECONFIG export line").set_defaults(func=_env)
+    up.set_defaults(func=_run, action_func=_up)
+    actions.add_parser("down", help="stop it and remove its files").set_defaults(
+        func=_run, action_func=_down)
+    actions.add_parser("env", help="print the KUBECONFIG export line").set_defaults(
+        func=_run, action_func=_env)
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        return args.action_func(args)
+    except ClusterError as error:
+        print(f"rulec cluster: {error}", file=sys.stderr)
+        return 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m rulec.cluster ACTION``: the same as ``rulec cluster ACTION``."""
     parser = argparse.ArgumentParser(prog="rulec cluster", description=_DESCRIPTION)
     _add_actions(parser)
     args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except ClusterError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+    return args.func(args)
 
 
 if __name__ == "__main__":

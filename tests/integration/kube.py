@@ -215,7 +215,7 @@ def gunicorn_tls(app: str, *, chdir: Path, workdir: Path) -> Iterator[tuple[str,
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _running(name: str, image: str, started: str) -> Obj:

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 import kube
 import pytest
-from kubernetes.client import ApiClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("controller_manager")]
 
