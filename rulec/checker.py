@@ -712,7 +712,11 @@ def _field_span(e: ast.Expr, segment: str) -> Span:
 
 
 def _allowed(found: list[Diagnostic], files: list[ast.File]) -> list[Diagnostic]:
-    """Drop the warnings that a `# rulec: allow NAME` comment covers; report unknown names."""
+    """Drop the warnings that a `# rulec: allow NAME` comment covers; report unknown names.
+
+    A comment covers its line, or the next line when it stands alone; when that line is part
+    of a verdict or a policy, it covers the whole statement (which `rulec fmt` may break).
+    """
     allows = [a for f in files for a in f.allows]
     out: list[Diagnostic] = []
     for a in allows:
@@ -727,15 +731,22 @@ def _allowed(found: list[Diagnostic], files: list[ast.File]) -> list[Diagnostic]
             elif code.severity == diagnostics.ERROR:
                 out.append(diagnostics.make(
                     "unknown-allow", a.span, f"`{name}` is an error and cannot be allowed"))
+    statements = defaultdict(list)  # verdicts and policies: the statements fmt may break
+    for f in files:
+        for node in walk(f.decls):
+            if isinstance(node, (ast.Verdict, ast.Policy)):
+                statements[node.span.path].append((node.span.line, node.span.end_line))
     covered = defaultdict(list)
     for a in allows:
         line = a.span.line + 1 if a.own_line else a.span.line
+        ranges = [r for r in statements[a.span.path]
+                  if (r[0] == line if a.own_line else r[0] <= line <= r[1])]
         for name in a.names:
-            covered[(a.span.path, name)].append(line)
+            covered[(a.span.path, name)].extend(ranges or [(line, line)])
     for d in found:
-        lines = covered.get((d.span.path, d.name), ())
+        ranges = covered.get((d.span.path, d.name), ())
         if d.severity == diagnostics.WARNING and any(
-                d.span.line <= line <= d.span.end_line for line in lines):
+                d.span.line <= end and start <= d.span.end_line for start, end in ranges):
             continue
         out.append(d)
     return out

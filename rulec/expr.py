@@ -72,7 +72,8 @@ def parse(e: ast.Expr, out: list[Diagnostic]) -> Parsed:
 
 
 def check_quotes(e: ast.Expr, out: list[Diagnostic]) -> None:
-    """Report `"text"` compared as if it were a string (it is a field name)."""
+    """Report `"text"` compared as if it were a string (it is a field name); a quoted name
+    after a dot (`labels."app.kubernetes.io/name"`) is the legitimate use."""
     from jmespath import exceptions, lexer
 
     try:
@@ -84,7 +85,7 @@ def check_quotes(e: ast.Expr, out: list[Diagnostic]) -> None:
             continue
         before = tokens[i - 1]["type"] if i else ""
         after = tokens[i + 1]["type"] if i + 1 < len(tokens) else ""
-        if before in _COMPARATORS or after in _COMPARATORS:
+        if before != "dot" and (before in _COMPARATORS or after in _COMPARATORS):
             value = tok["value"]
             raw = e.text[tok["start"]:_closing_quote(e.text, tok["start"]) + 1]
             quoted = value.replace("'", "\\'")

@@ -1,0 +1,261 @@
+"""Checker behaviour beyond the one-golden-per-code files: the edges of each rule."""
+from __future__ import annotations
+
+import pytest
+
+from rulec import api, expr
+from rulec.ast import Expr
+from rulec.source import SourceFile, Span
+
+HEAD = "job j: batch/v1 Job {\n    task label \"role\"\n    succeeded when all pods succeeded\n"
+
+
+def found(text: str, *more: str) -> list[tuple[str, int, int]]:
+    sources = [SourceFile.from_text("t.rules", text)]
+    sources += [SourceFile.from_text(f"m{i}.rules", m) for i, m in enumerate(more)]
+    build = api.build_sources(sources, emit_plan=False)
+    return [(d.code, d.span.line, d.span.column) for d in build.diagnostics]
+
+
+def codes(text: str, *more: str) -> list[str]:
+    return [c for c, _, _ in found(text, *more)]
+
+
+def kind(body: str) -> str:
+    return HEAD + body + "\n}\n"
+
+
+# ---------------------------------------------------------------- allow comments
+
+def test_trailing_allow_silences_that_warning_only() -> None:
+    assert codes(kind("    on pod evicted -> restart pod  # rulec: allow restart-without-budget")) == []
+    assert codes(kind("    on pod evicted -> restart pod  # rulec: allow shadowed-policy")) == ["R402"]
+
+
+def test_own_line_allow_covers_the_next_line() -> None:
+    text = kind("    # rulec: allow restart-without-budget\n    on pod evicted -> restart pod")
+    assert codes(text) == []
+    text = kind("    # rulec: allow restart-without-budget\n\n    on pod evicted -> restart pod")
+    assert codes(text) == ["R402"]
+
+
+def test_allow_covers_a_multiline_statement() -> None:
+    text = kind("    on pod evicted  # rulec: allow restart-without-budget\n        -> restart pod")
+    assert codes(text) == []
+
+
+def test_errors_cannot_be_allowed() -> None:
+    text = kind("    on pod failed exit 300 -> ignore  # rulec: allow exit-code-range")
+    assert codes(text) == ["R301", "R901"]
+
+
+def test_several_names() -> None:
+    text = kind("    on pod failed exit 0 -> restart pod  # rulec: allow exit-zero-on-failure, "
+                "restart-without-budget")
+    assert codes(text) == []
+
+
+# ---------------------------------------------------------------- references
+
+def test_kinds_and_defines_are_shared_across_files() -> None:
+    assert codes("inject into pods of j { annotate \"a\" = \"b\" }",
+                 "define d = exit 1\njob j: v1 Pod { succeeded when any pod failed is d }") == []
+
+
+def test_unknown_names_are_held_back_when_a_file_does_not_parse() -> None:
+    assert codes("inject into pods of k { annotate \"a\" = \"b\" }", "job k: v1 Pod {") == ["R001"]
+
+
+def test_define_cycle_reported_once() -> None:
+    assert codes("define a = is b\ndefine b = is a\n" + kind("")).count("R107") == 1
+
+
+def test_self_referencing_define() -> None:
+    assert "R107" in codes("define a = exit 1 or is a\n" + kind(""))
+
+
+# ---------------------------------------------------------------- JMESPath
+
+@pytest.mark.parametrize("condition,bad", [
+    ("<<status.phase>>", True),
+    ("<<'Failed'>>", True),
+    ("<<`3`>>", True),
+    ("<<length(status.active)>>", True),
+    ("<<to_string(spec.suspend)>>", True),
+    ("<<status.conditions[?type=='Ready'] | [0].status>>", True),
+    ("<<status.conditions[0].reason>>", True),
+    ("<<status.phase || status.reason>>", True),
+    ("<<spec.suspend>>", False),
+    ("<<status>>", False),
+    ("<<status.phase == 'Failed'>>", False),
+    ("<<status.conditions[?type=='Ready' && status=='True']>>", False),
+    ("<<contains(['a'], status.phase)>>", False),
+    ("<<!(status.phase)>>", False),
+    ("<<status.active > `0`>>", False),
+    ("<<`true`>>", False),
+    ("<<metadata.deletionTimestamp>>", False),
+    ("<<status.phase && spec.suspend>>", False),
+])
+def test_non_boolean_conditions(condition: str, bad: bool) -> None:
+    assert ("R203" in codes(kind(f"    failed when {condition}"))) == bad
+
+
+@pytest.mark.parametrize("condition,bad", [
+    ('<<status.phase == "Failed">>', True),
+    ('<<status.conditions[?"Failed" == type]>>', True),
+    ('<<metadata.labels."app.kubernetes.io/name" == \'x\'>>', False),
+    ('<<metadata.labels."app.kubernetes.io/name">>', False),
+])
+def test_double_quoted_strings(condition: str, bad: bool) -> None:
+    assert ("R202" in codes(kind(f"    failed when {condition}"))) == bad
+
+
+def test_jmespath_error_points_into_a_multiline_expression() -> None:
+    text = kind("    failed when <<status.conditions[?type=='Failed'\n"
+                "                  && status=='True' && $]>>")
+    assert found(text) == [("R201", 5, 40)]
+
+
+def test_jmespath_error_inside_a_template_string() -> None:
+    text = kind('    failed when any pod failed message "x {<<status.$>>}"')
+    assert found(text) == [("R201", 4, 53)]
+
+
+def test_expression_position_mapping() -> None:
+    e = Expr(Span("f", 3, 10, 4, 5), "a.b\n  c.$", 3, 12)
+    assert expr.position(e, 2).line == 3 and expr.position(e, 2).column == 14
+    assert (expr.position(e, 8).line, expr.position(e, 8).column) == (4, 5)
+
+
+# ---------------------------------------------------------------- policies
+
+def test_task_scoped_policy_is_not_shadowed_by_a_job_wide_one() -> None:
+    assert codes(kind("    on pod failed -> fail job\n    on task \"w\" pod failed -> fail job")) == []
+
+
+def test_same_task_scope_is_shadowed() -> None:
+    text = kind("    on task \"w\" pod failed -> fail job\n    on task \"w\" pod failed exit 1 -> ignore")
+    assert codes(text) == ["R401"]
+
+
+@pytest.mark.parametrize("first,second,shadowed", [
+    ("for 10m", "for 20m", True),
+    ("for 20m", "for 10m", False),
+    ("", "for 10m", True),
+    ("for 10m", "", False),
+])
+def test_pending_durations(first: str, second: str, shadowed: bool) -> None:
+    text = kind(f"    on pod pending {first} -> fail job\n    on pod pending {second} -> ignore")
+    assert ("R401" in codes(text)) == shadowed
+
+
+def test_verdict_change_targets() -> None:
+    assert "R401" not in codes(kind("    on job verdict changed to failed -> ignore\n"
+                                    "    on job verdict changed -> ignore"))
+    assert "R401" in codes(kind("    on job verdict changed -> ignore\n"
+                                "    on job verdict changed to Failed -> ignore"))
+
+
+def test_restart_task_on_job_event() -> None:
+    assert "R405" in codes(kind("    on job verdict changed -> restart task max 1"))
+
+
+def test_per_task_budget_needs_a_task() -> None:
+    assert "R406" in codes("job j: v1 Pod { succeeded when all pods succeeded\n"
+                           "  on pod failed -> restart job max 1 per task }")
+
+
+def test_ignore_counts_nothing() -> None:
+    assert "R406" in codes(kind("    on pod failed -> ignore max 3"))
+
+
+def test_fallbacks_are_checked_too() -> None:
+    assert codes(kind("    on job running longer than 1h -> fail job max 1 then restart pod")) == [
+        "R402", "R405"]
+
+
+def test_exit_zero_only_warns_on_failures() -> None:
+    assert "R302" not in codes(kind("    on pod succeeded exit 0 -> ignore"))
+    assert "R302" not in codes(kind("    on pod failed not exit 0 -> ignore"))
+    assert "R302" in codes(kind("    failed when any pod failed with exit in [0..2]"))
+
+
+def test_empty_range() -> None:
+    assert "R301" in codes(kind("    on pod failed exit 200..100 -> ignore"))
+
+
+def test_container_scope_rules() -> None:
+    assert "R407" in codes(kind('    on pod failed exit 1 or container "c" -> ignore'))
+    assert "R407" in codes(kind('    on pod failed container "a" and container "b" and exit 1 -> ignore'))
+    assert "R407" not in codes(kind('    on pod failed container "a" and exit 1 -> ignore'))
+
+
+def test_task_references_need_a_selector() -> None:
+    assert codes("job j: v1 Pod {\n succeeded when task \"m\" succeeded\n"
+                 " on task completed -> complete job\n}") == ["R408", "R408"]
+
+
+# ---------------------------------------------------------------- names and values
+
+@pytest.mark.parametrize("key,ok", [
+    ("app", True), ("example.com/app", True), ("a.b-c_d", True), ("x" * 63, True),
+    ("x" * 64, False), ("Example.com/app", False), ("/app", False), ("example.com/", False),
+    ("a b", False), ("-app", False),
+])
+def test_label_keys(key: str, ok: bool) -> None:
+    assert ("R303" not in codes(kind(f'    failed when any pod failed with label "{key}" exists'))) == ok
+
+
+@pytest.mark.parametrize("name,ok", [("main", True), ("a-1", True), ("Main", False),
+                                     ("a_b", False), ("-a", False), ("x" * 64, False)])
+def test_container_names(name: str, ok: bool) -> None:
+    assert ("R305" not in codes(kind(f'    primary container "{name}"'))) == ok
+
+
+def test_duplicate_kind_and_resource() -> None:
+    assert codes("job a: v1 Pod { succeeded when all pods succeeded }\n"
+                 "job a: v1 Pod { succeeded when all pods succeeded }") == ["R105", "R105"]
+
+
+def test_duplicate_default_policy_id() -> None:
+    text = kind('    on pod failed exit 1 -> ignore\n    on pod failed exit 2 -> ignore as "podFailed#0"')
+    assert codes(text) == ["R105"]
+
+
+def test_placeholders_in_context() -> None:
+    base = "job j: v1 Pod { succeeded when all pods succeeded }\n"
+    assert codes(base + 'inject into pods of j { wrap all with ["{container}"] }') == []
+    assert codes(base + 'inject into pods of j { annotate "a" = "{argv}" }') == ["R104"]
+    assert codes(base + 'inject into pods of j { wrap all with shell "exec {argv}" }') == []
+
+
+# ---------------------------------------------------------------- injection conflicts
+
+INJ = """job a: v1 Pod {{ primary container "main" succeeded when all pods succeeded }}
+job b: batch/v1 Job {{ succeeded when all pods succeeded }}
+inject "one" into pods of {k1} {{ {op1} }}
+inject "two" into pods of {k2} {{ {op2} }}
+"""
+
+
+@pytest.mark.parametrize("k1,op1,k2,op2,conflict", [
+    ("a", 'annotate "x" = "1"', "a", 'annotate "x" = "2"', True),
+    ("a", 'annotate "x" = "1"', "a", 'annotate "x" = "1"', False),
+    ("a", 'annotate "x" = "1"', "b", 'annotate "x" = "2"', False),
+    ("a", 'env "E" = "1" in ["side"]', "a", 'env "E" = "2"', False),
+    ("a", 'env "E" = "1" in ["main"]', "a", 'env "E" = "2"', True),
+    ("b", 'env "E" = "1" in ["side"]', "b", 'env "E" = "2"', True),
+    ("a", 'env "E" = "1" in all', "a", 'env "E" = "2" in ["x"]', True),
+    ("a", 'sidecar "s" { image "i" }', "a", 'sidecar "s" { image "i" }', True),
+    ("a", 'volume "v" empty dir', "a", 'volume "v" secret "s"', True),
+    ("a", 'volume "v" empty dir', "a", 'volume "v" empty dir', False),
+])
+def test_injection_conflicts(k1: str, op1: str, k2: str, op2: str, conflict: bool) -> None:
+    text = INJ.format(k1=k1, op1=op1, k2=k2, op2=op2)
+    assert ("R501" in codes(text)) == conflict
+
+
+def test_conflict_inside_one_injection() -> None:
+    text = ('job a: v1 Pod { succeeded when all pods succeeded }\n'
+            'inject into pods of a { label "x" = "1" label "x" = "2" }')
+    assert codes(text) == ["R501"]
