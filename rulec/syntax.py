@@ -131,6 +131,10 @@ _GROUPS: tuple[tuple[str, str, frozenset[str]], ...] = (
     ("status statement", "a status statement (`phase at`, `reason at`, `message at`, `condition`, `no ...`)",
      frozenset({"phase", "reason", "message", "condition", "no"})),
 )
+_FILTER_WORDS = frozenset({"exit", "reason", "container", "pod", "condition", "restarts",
+                           "label", "where", "is"})
+
+
 def syntax_error(source: SourceFile, err: "lark.exceptions.UnexpectedInput",
                  p: "lark.Lark") -> Diagnostic:
     import lark
@@ -182,6 +186,9 @@ def _unexpected_word(source: SourceFile, word: str, span: Span, expected: set[st
                          if close in group and group <= set(keywords)), "keyword")
         return _error(span, f"unknown {category} `{word}`", state, code="unknown-word",
                       help=suggestion, extra=(Note(f"expected {_expected(expected, p)}"),))
+    if word in _FILTER_WORDS and {"any", "count", "not"} <= set(keywords):
+        suggestion = ("after `with`, a pod filter is one term: parenthesize longer ones, "
+                      "as in `with (exit 1 and reason \"OOMKilled\")`")
     return _error(span, f"unexpected {_show(word)}; expected {_expected(expected, p)}", state,
                   help=suggestion)
 
