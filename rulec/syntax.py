@@ -198,7 +198,7 @@ def _error(span: Span, message: str, state: object, *, code: str = "syntax-error
            extra: Iterable[Note] = ()) -> Diagnostic:
     notes = list(extra)
     brace = _open_brace(state)
-    if brace is not None:
+    if brace is not None and (at_end or "RBRACE" in _accepts(state, ())):
         opener = Span(span.path, brace.line, brace.column, brace.end_line, brace.end_column)
         notes.append(Note("the block opened by this `{` is not closed" if at_end
                           else "inside the block opened by this `{`", opener))
