@@ -36,10 +36,13 @@ def rule_files(paths: Iterable[str]) -> list[str]:
     for given in paths:
         path = os.path.normpath(given)
         if os.path.isdir(path):
+            before = len(found)
             for root, dirs, files in os.walk(path):
                 dirs.sort()
                 found.update(os.path.normpath(os.path.join(root, f))
                              for f in files if f.endswith(".rules"))
+            if len(found) == before:
+                raise InputError(f"{given}: no .rules files in this folder")
         elif os.path.exists(path):
             found.add(path)
         else:

@@ -39,11 +39,7 @@ def lower(parsed: Parsed, out: list[Diagnostic]) -> ast.File:
     decls = tuple(lowering.decl(child) for child in parsed.tree.children)
     allows = tuple(a for a in (_allow(c, parsed.source.text) for c in parsed.comments) if a)
     end = parsed.source.end_span()
-    return ast.File(ast_span(parsed.source.path, 1, 1, end.line, end.column), decls, allows)
-
-
-def ast_span(path: str, line: int, column: int, end_line: int, end_column: int) -> Span:
-    return Span(path, line, column, end_line, end_column)
+    return ast.File(Span(parsed.source.path, 1, 1, end.line, end.column), decls, allows)
 
 
 def _allow(comment: Comment, text: str) -> ast.AllowComment | None:

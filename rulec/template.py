@@ -21,10 +21,10 @@ def from_string(raw: str, span: Span, out: list[Diagnostic]) -> Template:
     line, col = span.line, span.column + 1
     i = 0
 
-    def here(j: int, k: int) -> Span:
+    def here(k: int) -> Span:
+        """From the current character up to body[k]."""
         end_line, end_col = advance(line, col, body[i:k])
-        start_line, start_col = advance(line, col, body[i:j])
-        return Span(span.path, start_line, start_col, end_line, end_col)
+        return Span(span.path, line, col, end_line, end_col)
 
     def literal() -> None:
         if buf:
@@ -42,7 +42,7 @@ def from_string(raw: str, span: Span, out: list[Diagnostic]) -> Template:
                 buf.append(_ESCAPES[esc])
             else:
                 out.append(diagnostics.make(
-                    "invalid-escape", here(i, i + 2), f"unknown escape `\\{esc}` in a string",
+                    "invalid-escape", here(i + 2), f"unknown escape `\\{esc}` in a string",
                     help='escapes are `\\"`, `\\\\`, `\\n` and `\\t`'))
                 buf.append(esc)
         elif c == "{":
@@ -54,15 +54,15 @@ def from_string(raw: str, span: Span, out: list[Diagnostic]) -> Template:
             elif expr and body.startswith("}", expr.end()):
                 literal()
                 e_line, e_col = advance(line, col, body[i:i + 3])
-                parts.append(Expr(here(i, expr.end() + 1), expr.group()[2:-2], e_line, e_col))
+                parts.append(Expr(here(expr.end() + 1), expr.group()[2:-2], e_line, e_col))
                 step = expr.end() + 1 - i
             elif placeholder:
                 literal()
-                parts.append(Placeholder(here(i, placeholder.end()), placeholder.group(1)))
+                parts.append(Placeholder(here(placeholder.end()), placeholder.group(1)))
                 step = placeholder.end() - i
             else:
                 out.append(diagnostics.make(
-                    "invalid-template", here(i, i + 1), "`{` opens no placeholder",
+                    "invalid-template", here(i + 1), "`{` opens no placeholder",
                     help="a placeholder is `{name}`, JMESPath is `{<<expr>>}`; "
                          "write `{{` for a literal `{`"))
                 buf.append("{")
@@ -71,7 +71,7 @@ def from_string(raw: str, span: Span, out: list[Diagnostic]) -> Template:
                 step = 2
             else:
                 out.append(diagnostics.make(
-                    "invalid-template", here(i, i + 1), "`}` closes no placeholder",
+                    "invalid-template", here(i + 1), "`}` closes no placeholder",
                     help="write `}}` for a literal `}`"))
             buf.append("}")
         else:

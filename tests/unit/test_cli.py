@@ -79,6 +79,11 @@ def test_missing_path_is_exit_2(capsys, tmp_path: Path) -> None:
     assert code == 2 and "nope.rules: no such file or directory" in err and "Traceback" not in err
 
 
+def test_empty_folder_is_exit_2(capsys, tmp_path: Path) -> None:
+    code, _, err = run(capsys, "check", str(tmp_path))
+    assert code == 2 and "no .rules files" in err
+
+
 def test_not_utf8_is_exit_2(capsys, tmp_path: Path) -> None:
     path = tmp_path / "latin.rules"
     path.write_bytes(b"# caf\xe9\n")
