@@ -369,3 +369,30 @@ def test_reason_filter_on_gone_pods_is_false_and_task_filter_works() -> None:
     e = run(pol, [], seen(pod("a", task="w")))
     assert ran(e) == [("restartTask", "run")] and e.actions[0].target.task == "w"
     assert e.actions[0].target.pod is None
+
+
+# action -> the verdict it makes final, and which pods it stops (their changes are ours, not events)
+CONSEQUENCES = [
+    ("failJob", "Failed", set()),
+    ("completeJob", "Succeeded", set()),
+    ("terminateJob", "Failed", {"a", "b", "c"}),
+    ("abortJob", None, {"a", "b", "c"}),
+    ("restartJob", None, {"a", "b", "c"}),
+    ("restartTask", None, {"a", "b"}),
+    ("restartPod", None, {"a"}),
+    ("ignore", None, set()),
+]
+
+
+@pytest.mark.parametrize("name, final, stopped", CONSEQUENCES, ids=[row[0] for row in CONSEQUENCES])
+def test_action_consequences(name: str, final: str | None, stopped: set[str]) -> None:
+    objs = [pod("a", "Failed", task="w"), pod("b", task="w"), pod("c", task="ps")]
+    e = run([policy("podFailed", action(name))], objs, seen(pod("a", task="w"), pod("b", task="w"),
+                                                              pod("c", task="ps")))
+    assert (e.verdict.phase if e.verdict.final else None) == final
+    ours = {p["metadata"]["name"] for p in objs if e.state.pods[pods.digest(p["metadata"]["uid"])].ours}
+    assert ours == stopped
+    assert ran(e) == ([] if name == "ignore" else [(name, "run")])
+    later = run([policy("podFailed", action(name))], [], e.state)
+    deleted = sorted(ev.pod or ev.uid for ev in later.events if ev.event == "podDeleted")
+    assert len(deleted) == len({"b", "c"} - stopped)  # only pods nobody asked to stop count as deleted
