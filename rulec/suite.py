@@ -35,7 +35,7 @@ from typing import Any, Mapping
 import yaml
 
 from rulec import inputs
-from runtime import describe, evaluator, functions, mutator, pods, state
+from runtime import describe, evaluator, functions, mutator, state
 from runtime import patch as patchlib
 from runtime import plan as planlib
 
@@ -194,7 +194,7 @@ def eval_result(plan: planlib.Plan, job: dict[str, Any], candidates: list[dict[s
         kind = evaluator.kind_for(plan, job)
     except evaluator.UnknownKind as err:
         raise inputs.InputError(str(err)) from None
-    members = pods.pods_of(kind, job, candidates, now)
+    members = evaluator.pods_of(kind, job, candidates, now)
     if prior is None:
         text = ((job.get("metadata") or {}).get("annotations") or {}).get(state.ANNOTATION)
     elif isinstance(prior, dict) and "state" in prior and "v" not in prior:

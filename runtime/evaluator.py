@@ -808,7 +808,7 @@ def to_json(e: Evaluation) -> dict[str, Any]:
     out: dict[str, Any] = {
         "phase": e.verdict.phase, "reason": e.verdict.reason, "message": e.verdict.message,
         "rule": e.verdict.rule, "final": e.verdict.final,
-        "events": [_compact(vars_of(ev)) for ev in e.events],
+        "events": [_compact(_fields(ev)) for ev in e.events],
         "actions": [_action_json(a) for a in e.actions],
         "state": state.to_json(e.state),
         "wakeAt": functions.rfc3339(e.wake_at) if e.wake_at is not None else None,
@@ -816,11 +816,11 @@ def to_json(e: Evaluation) -> dict[str, Any]:
     if e.problems:
         out["problems"] = list(e.problems)
     if e.explanation:
-        out["explain"] = [vars_of(f) for f in e.explanation]
+        out["explain"] = [_fields(f) for f in e.explanation]
     return out
 
 
-def vars_of(value: Any) -> dict[str, Any]:
+def _fields(value: Any) -> dict[str, Any]:
     return {name: getattr(value, name) for name in value.__slots__}
 
 
@@ -831,10 +831,10 @@ def _compact(d: Mapping[str, Any]) -> dict[str, Any]:
 def _action_json(a: Action) -> dict[str, Any]:
     out = _compact({"action": a.action, "status": a.status, "policy": a.policy, "event": a.event,
                     "rule": a.rule, "reason": a.reason, "message": a.message})
-    out["target"] = _compact(vars_of(a.target))
+    out["target"] = _compact(_fields(a.target))
     if a.due is not None:
         out["due"] = functions.rfc3339(a.due)
     if a.budget is not None:
-        out["budget"] = vars_of(a.budget)
+        out["budget"] = _fields(a.budget)
     return out
 
