@@ -2,8 +2,9 @@
 
 A printer over the full token tree: tokens are printed verbatim (so the plan cannot change,
 except for spans), layout comes from the tree, and comments are put back by position.
-Layout: four spaces per block level, one statement per line, verdict clauses on continuation
-lines aligned under `when`, a policy broken before `->` only when longer than 100 columns,
+Layout: four spaces per block level, one statement per line, phases of a kind padded to one
+width with `reason`/`message` on continuation lines under `when`, lines over 100 columns broken
+(before `->` and `where`, then as needed before action clauses and top-level `or`/`and`),
 source blank lines between statements kept (at most one), trailing commas dropped.
 Idempotent: the layout depends only on the tokens and on which token each comment follows.
 """
@@ -22,8 +23,7 @@ if TYPE_CHECKING:
 
 WIDTH = 100
 INDENT = 4
-PHASE_WIDTH = len("restarting") + 1     # `failed     when`: conditions start in one column
-STATUS_WIDTH = len("message") + 1       # `reason  at`
+_STATUS_FIELDS = ("status_phase", "status_reason", "status_message")
 _NO_SPACE_BEFORE = frozenset({"COMMA", "RSQB", "RPAR", "COLON"})
 _NO_SPACE_AFTER = frozenset({"LSQB", "LPAR"})
 
@@ -52,7 +52,8 @@ def format_text(text: str, path: str = "<text>") -> str:
 @dataclass(slots=True)
 class _Item:
     token: Token
-    brk: str | None      # stmt: starts a statement; clause: own continuation line; soft: may break
+    brk: str | None      # stmt: starts a statement; clause: own continuation line;
+                         # soft: breaks when the line is too wide; fill: breaks as needed after
     indent: int          # columns when it starts a statement line
     cont: int            # columns when it starts a continuation line
     pad: int = 0         # minimum width of the token with the space after it
@@ -64,6 +65,8 @@ class _Items:
     def __init__(self) -> None:
         self.items: list[_Item] = []
         self.pending: str | None = None
+        self.phase_width = 0     # of the kind being visited: its longest phase word + 1
+        self.status_width = 0    # of the status block being visited: `message` + 1, ...
 
     def push(self, token: Token, level: int, cont: int, pad: int = 0) -> None:
         self.items.append(_Item(token, self.pending, level * INDENT, cont, pad))
@@ -81,8 +84,16 @@ class _Items:
             self.push(node, level, cont)
             return
         kind = node.data
-        if kind == "verdict":
-            cont = level * INDENT + PHASE_WIDTH
+        if kind == "kind_decl":
+            self.phase_width = 1 + max(
+                (len(str(c.children[0].children[0])) for c in node.children
+                 if getattr(c, "data", None) == "verdict"), default=0)
+        elif kind == "status_block":
+            self.status_width = 1 + max(
+                (len(str(c.children[0])) for c in node.children
+                 if getattr(c, "data", None) in _STATUS_FIELDS), default=0)
+        elif kind == "verdict":
+            cont = level * INDENT + self.phase_width
         block = kind != "phase_map" and any(
             isinstance(c, Token) and c.type == "LBRACE" for c in node.children)
         inside = False
@@ -98,10 +109,11 @@ class _Items:
                 elif child.type == "COMMA" and _closes(node.children, i + 1):
                     continue  # trailing comma
                 else:
-                    if (kind == "policy" and str(child) == "->") or kind == chain:
+                    if kind == "policy" and str(child) == "->":
                         self.pending = "soft"
-                    pad = STATUS_WIDTH if kind in ("status_phase", "status_reason",
-                                                   "status_message") and i == 0 else 0
+                    elif kind == chain:
+                        self.pending = "fill"
+                    pad = self.status_width if kind in _STATUS_FIELDS and i == 0 else 0
                     self.push(child, level, cont, pad)
             elif inside:
                 self.visit(child, level + 1, brk="stmt")
@@ -113,7 +125,11 @@ class _Items:
                 self.visit(child, level, cont=cont, chain=chain)
             elif kind == "verdict" and child.data == "phase":
                 self.visit(child, level, cont=cont)
-                self.items[-1].pad = PHASE_WIDTH
+                self.items[-1].pad = self.phase_width
+            elif kind == "action" and child.data in ("reason_clause", "message_clause"):
+                verb = " ".join(str(t) for t in node.children[0].children)
+                self.visit(child, level, brk="fill",
+                           cont=(level + 1) * INDENT + len(f"-> {verb} "))
             elif kind == "inject_decl" and child.data == "inject_where":
                 self.visit(child, level, brk="soft", cont=(level + 2) * INDENT)
             else:
@@ -189,21 +205,37 @@ def _render(items: list[_Item], comments: tuple[Comment, ...]) -> str:
 
 
 def _lines(items: list[_Item], indent: int, trailing: str | None = None) -> list[str]:
-    """One logical line, broken at its soft points when it is too wide."""
-    text = _join(items, indent)
-    soft = [i for i, it in enumerate(items) if i and it.brk == "soft"]
-    if soft and max(len(x) for x in (text + ("  " + trailing if trailing else "")).split("\n")) \
-            > WIDTH:
-        pieces = []
-        start = 0
-        for cut in [*soft, len(items)]:
-            part = items[start:cut]
-            pieces.append(_join(part, indent if start == 0 else part[0].cont))
-            start = cut
-        text = "\n".join(pieces)
-    if trailing:
-        text += "  " + trailing
-    return text.split("\n")
+    """One logical line; when too wide, broken at every `soft` point, then each piece filled
+    greedily up to its `fill` points."""
+    pieces = [items]
+    if _width(_join(items, indent)) > WIDTH:
+        pieces = _split(items, "soft")
+    lines: list[str] = []
+    for n, piece in enumerate(pieces):
+        segments = _split(piece, "fill")
+        current, at = segments[0], indent if n == 0 else piece[0].cont
+        for segment in segments[1:]:
+            if _width(_join(current + segment, at)) <= WIDTH:
+                current = current + segment
+            else:
+                lines.append(_join(current, at))
+                current, at = segment, segment[0].cont
+        lines.append(_join(current, at))
+    lines[-1] += "  " + trailing if trailing else ""
+    return "\n".join(lines).split("\n")
+
+
+def _split(items: list[_Item], brk: str) -> list[list[_Item]]:
+    parts: list[list[_Item]] = [[]]
+    for i, item in enumerate(items):
+        if i and item.brk == brk:
+            parts.append([])
+        parts[-1].append(item)
+    return parts
+
+
+def _width(text: str) -> int:
+    return max(len(line) for line in text.split("\n"))
 
 
 def _join(items: list[_Item], indent: int) -> str:
