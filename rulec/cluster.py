@@ -580,33 +580,28 @@ def processes_using(root: Path, names: Sequence[str] = BINARY_NAMES) -> list[int
 
 
 def _terminate(root: Path, grace: float = 5.0) -> None:
-    """Stop the processes of ``root``: SIGTERM, then SIGKILL after ``grace`` seconds; reap ours.
+    """Stop the processes of ``root``: SIGTERM, then SIGKILL after ``grace`` seconds.
 
     Clients go first: kube-apiserver drains its clients' requests (up to a minute) before it
-    exits, and it needs etcd to exit cleanly.
+    exits, and it needs etcd to exit cleanly. Returns once the processes have left the process
+    table: our children are reaped here; a detached plane's belong to init, which reaps them.
     """
+    ended: list[int] = []
     for name in ("kube-controller-manager", "kube-apiserver", "etcd"):
-        pids = processes_using(root, [name])
         for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
             for pid in processes_using(root, [name]):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, sig)
+                ended.append(pid)
             deadline = time.monotonic() + wait
             while processes_using(root, [name]) and time.monotonic() < deadline:
                 time.sleep(0.02)
-        for pid in pids:
-            _reaped(pid)
-
-
-def _reaped(pid: int, timeout: float = 5.0) -> None:
-    """Wait until an exited process has left the process table: reap it if it is our child,
-    else give init a moment to (a detached control plane belongs to init)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)
-        if not os.path.exists(f"/proc/{pid}"):
-            return
+    deadline = time.monotonic() + 5.0
+    while ended and time.monotonic() < deadline:
+        for pid in ended:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+        ended = [pid for pid in ended if os.path.exists(f"/proc/{pid}")]
         time.sleep(0.02)
 
 
