@@ -215,7 +215,7 @@ class _Checker:
         elif isinstance(n, ast.Not):
             self.condition(n.arg, k)
         elif isinstance(n, ast.JobExpr):
-            expr.check_condition(self.parsed[n.expr], self.out)
+            expr.check_condition(self.parsed[n.expr], self.out, self.field_types(k))
         elif isinstance(n, (ast.PodQuant, ast.PodCount)):
             if n.task is not None:
                 self.need_task(k, n.task.span, "`of task`")
@@ -562,6 +562,16 @@ class _Checker:
                         f"invalid {what} name \"{name.value}\": {problem}")
 
     # ------------------------------------------------------------ CRD schemas
+    def field_types(self, k: ast.Kind) -> expr.FieldTypes | None:
+        """The JSON types of a kind's fields, from its CRD schema when `--crd` gave one."""
+        if self.schemas is None:
+            return None
+        group, _, version = k.api_version.value.rpartition("/")
+        schema = self.schemas.schemas.get((group, version, k.kind.value))
+        if schema is None:
+            return None
+        return lambda path: _schema_types(schema, path)
+
     def check_schema_paths(self, k: ast.Kind) -> None:
         """Look the kind's status paths and job-side JMESPath reads up in its CRD schema."""
         if self.schemas is None:
@@ -698,6 +708,25 @@ def _job_exprs(k: ast.Kind) -> Iterator[ast.Expr]:
             yield from in_template(action.reason)
             yield from in_template(action.message)
             action = action.fallback
+
+
+def _schema_types(schema: Any, path: tuple[str, ...]) -> frozenset[str] | None:
+    """The JSON types an OpenAPI schema gives `path`, or None when it does not say."""
+    node = schema
+    for segment in path:
+        if not isinstance(node, dict) or node.get("x-kubernetes-preserve-unknown-fields"):
+            return None
+        properties = node.get("properties") or {}
+        extra = node.get("additionalProperties")
+        node = properties.get(segment, extra if isinstance(extra, dict) else None)
+        if node is None:
+            return None
+    if node.get("x-kubernetes-int-or-string"):
+        return frozenset({"number", "string"})
+    kind = node.get("type")
+    if kind is None or node.get("x-kubernetes-preserve-unknown-fields"):
+        return None
+    return frozenset({"number" if kind == "integer" else kind})
 
 
 def _field_span(e: ast.Expr, segment: str) -> Span:

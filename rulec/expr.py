@@ -3,7 +3,7 @@ and what types an expression can produce (to reject conditions that cannot be tr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from rulec import ast, diagnostics
 from rulec.diagnostics import Diagnostic
@@ -26,6 +26,8 @@ _FUNCTION_TYPES: dict[str, frozenset[str]] = {
 }
 ANY = frozenset({"any"})
 SCALARS = frozenset({"string", "number"})
+# The JSON types a field path from the root holds, when a schema says (None: unknown).
+FieldTypes = Callable[[tuple[str, ...]], "frozenset[str] | None"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,11 +104,11 @@ def _closing_quote(text: str, start: int) -> int:
     return min(i, len(text) - 1)
 
 
-def check_condition(p: Parsed, out: list[Diagnostic]) -> None:
+def check_condition(p: Parsed, out: list[Diagnostic], field_types: FieldTypes | None = None) -> None:
     """Report a condition whose value can only be a string or a number."""
     if p.tree is None:
         return
-    produced = types(p.tree, item=False)
+    produced = types(p.tree, item=False, field_types=field_types)
     if "any" in produced or not produced <= SCALARS | {"null"} or not produced & SCALARS:
         return
     what = " or ".join(sorted(produced & SCALARS))
@@ -117,16 +119,25 @@ def check_condition(p: Parsed, out: list[Diagnostic]) -> None:
              "as `contains(...)`"))
 
 
-def types(node: dict[str, Any], item: bool) -> frozenset[str]:
-    """The JSON types `node` can evaluate to; `item` when evaluated on list items."""
+def types(node: dict[str, Any], item: bool,
+          field_types: FieldTypes | None = None) -> frozenset[str]:
+    """The JSON types `node` can evaluate to; `item` when evaluated on list items.
+
+    `field_types` (from a CRD schema) types the plain field paths read from the root; other
+    fields fall back to Kubernetes conventions (`STRING_FIELDS`).
+    """
     kind = node["type"]
     children = node.get("children", [])
+    path = _root_path(node) if field_types is not None and not item else None
+    known = field_types(path) if path else None
+    if known is not None:
+        return known | {"null"}
     if kind == "literal":
         return frozenset({_json_type(node["value"])})
     if kind in ("comparator", "not_expression"):
         return frozenset({"boolean", "null"}) if kind == "comparator" else frozenset({"boolean"})
     if kind in ("and_expression", "or_expression"):
-        return types(children[0], item) | types(children[1], item)
+        return types(children[0], item, field_types) | types(children[1], item, field_types)
     if kind == "field":
         names = ITEM_STRING_FIELDS if item else STRING_FIELDS
         return frozenset({"string", "null"}) if node["value"] in names else ANY
@@ -141,6 +152,16 @@ def types(node: dict[str, Any], item: bool) -> frozenset[str]:
     if kind == "function_expression":
         return _FUNCTION_TYPES.get(node["value"], ANY)
     return ANY
+
+
+def _root_path(node: dict[str, Any]) -> tuple[str, ...] | None:
+    """`a.b.c` as ("a", "b", "c") when the node is nothing but fields."""
+    if node["type"] == "field":
+        return (node["value"],)
+    children = node.get("children", [])
+    if node["type"] == "subexpression" and all(c["type"] == "field" for c in children):
+        return tuple(c["value"] for c in children)
+    return None
 
 
 def _through_list(nodes: list[dict[str, Any]]) -> bool:

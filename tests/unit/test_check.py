@@ -259,3 +259,47 @@ def test_conflict_inside_one_injection() -> None:
     text = ('job a: v1 Pod { succeeded when all pods succeeded }\n'
             'inject into pods of a { label "x" = "1" label "x" = "2" }')
     assert codes(text) == ["R501"]
+
+
+CRD = """apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: runs.example.com}
+spec:
+  group: example.com
+  names: {kind: Run, plural: runs}
+  versions:
+    - name: v1
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec:
+              type: object
+              properties:
+                enabled: {type: boolean}
+                extra: {type: object, x-kubernetes-preserve-unknown-fields: true}
+            status:
+              type: object
+              properties:
+                summary: {type: string}
+                count: {type: integer}
+                phase: {type: boolean}
+"""
+
+
+@pytest.mark.parametrize("condition,bad", [
+    ("<<status.summary>>", True),
+    ("<<status.count>>", True),
+    ("<<spec.enabled>>", False),
+    ("<<status.phase>>", False),      # the schema knows better than the convention
+    ("<<spec.extra.anything>>", False),
+    ("<<status.summary == 'ok'>>", False),
+    ("<<spec.enabled || status.summary>>", False),
+])
+def test_non_boolean_conditions_use_the_crd_schema(tmp_path, condition: str, bad: bool) -> None:
+    crd = tmp_path / "crd.yaml"
+    crd.write_text(CRD)
+    rules = tmp_path / "run.rules"
+    rules.write_text(f"job run: example.com/v1 Run {{\n    succeeded when {condition}\n}}\n")
+    build = api.build([str(rules)], [str(crd)], emit_plan=False)
+    assert ("R203" in [d.code for d in build.diagnostics]) == bad
