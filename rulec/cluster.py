@@ -84,10 +84,9 @@ class Binaries:
     kube_controller_manager: Path | None
 
 
-def find_binaries(env: dict[str, str] | None = None) -> Binaries:
+def find_binaries() -> Binaries:
     """Binaries from ``KUBEBUILDER_ASSETS``, else ``JOBRULES_K8S_BIN``, else a (cached) build."""
-    env = dict(os.environ if env is None else env)
-    if assets := env.get("KUBEBUILDER_ASSETS"):
+    if assets := os.environ.get("KUBEBUILDER_ASSETS"):
         folder = Path(assets)
         kcm = folder / "kube-controller-manager"
         found = _is_executable(kcm)
@@ -101,7 +100,8 @@ def find_binaries(env: dict[str, str] | None = None) -> Binaries:
             )
         return Binaries(_executable(folder / "etcd"), _executable(folder / "kube-apiserver"),
                         kcm if found else None)
-    folder = Path(env["JOBRULES_K8S_BIN"]) if env.get("JOBRULES_K8S_BIN") else build_binaries()
+    own = os.environ.get("JOBRULES_K8S_BIN")
+    folder = Path(own) if own else build_binaries()
     etcd, apiserver, controller_manager = (_executable(folder / name) for name in BINARY_NAMES)
     return Binaries(etcd, apiserver, controller_manager)
 
@@ -130,10 +130,9 @@ def _executable(path: Path) -> Path:
     return path
 
 
-def crds_dir(env: dict[str, str] | None = None) -> Path | None:
+def crds_dir() -> Path | None:
     """The CRD folder: ``JOBRULES_CRDS`` (must exist) or ``../shared/crds`` next to the repo."""
-    env = dict(os.environ if env is None else env)
-    if explicit := env.get("JOBRULES_CRDS"):
+    if explicit := os.environ.get("JOBRULES_CRDS"):
         if not Path(explicit).is_dir():
             raise ClusterError(f"JOBRULES_CRDS={explicit} is not a directory")
         return Path(explicit)
@@ -223,10 +222,9 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     )
 
 
-def _write(path: Path, data: bytes | str) -> Path:
+def _write(path: Path, data: bytes | str) -> None:
     path.write_bytes(data.encode() if isinstance(data, str) else data)
     path.chmod(0o600)
-    return path
 
 
 def _kubeconfig(server: str, ca_pem: bytes, cert_pem: bytes, key_pem: bytes, user: str) -> str:
@@ -315,9 +313,8 @@ def start(*, crds: bool = True, detached: bool = False, binaries: Binaries | Non
     crd_folder = crds_dir() if crds else None
     sweep_stale()
     root = Path(tempfile.mkdtemp(prefix=ROOT_PREFIX, dir=_scratch_parent()))
-    processes: dict[str, subprocess.Popen[bytes]] = {}
     try:
-        plane = _launch(root, binaries, crd_folder, detached, processes, time.monotonic() + timeout)
+        plane = _launch(root, binaries, crd_folder, detached, time.monotonic() + timeout)
     except BaseException:
         _terminate(root)
         shutil.rmtree(root, ignore_errors=True)
@@ -364,7 +361,7 @@ def _stop_attached() -> None:
 
 
 def _launch(root: Path, binaries: Binaries, crd_folder: Path | None, detached: bool,
-            processes: dict[str, subprocess.Popen[bytes]], deadline: float) -> ControlPlane:
+            deadline: float) -> ControlPlane:
     pki = root / "pki"
     pki.mkdir()
     etcd_client, etcd_peer, secure_port = free_ports(3)
@@ -387,6 +384,8 @@ def _launch(root: Path, binaries: Binaries, crd_folder: Path | None, detached: b
     _write(pki / "sa.pub", sa_key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
     _write(root / "kubeconfig", _kubeconfig(server, ca.cert_pem, admin_cert, admin_key, "admin"))
+
+    processes: dict[str, subprocess.Popen[bytes]] = {}
 
     def spawn(name: str, argv: list[str]) -> None:
         with open(root / f"{name}.log", "wb") as log:

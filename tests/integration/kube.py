@@ -98,13 +98,13 @@ def list_pods(api: ApiClient, namespace: str, selector: str = "") -> list[Obj]:
     return request(api, "GET", PODS.path(namespace), query=query)["items"]
 
 
-def wait_for(what: str, check: Callable[[], T], timeout: float = 30.0, interval: float = 0.1) -> T:
-    """Poll ``check`` until it returns something truthy, and return that."""
+def wait_for(what: str, check: Callable[[], T], timeout: float = 30.0) -> T:
+    """Poll ``check`` (every 0.1 s) until it returns something truthy, and return that."""
     deadline = time.monotonic() + timeout
     while not (result := check()):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)
+        time.sleep(0.1)
     return result
 
 
@@ -119,7 +119,8 @@ def wait_for_pods(api: ApiClient, namespace: str, selector: str, count: int = 1,
 
 def condition(obj: Obj, type_: str) -> Obj | None:
     """The status condition of that type, if the object has one."""
-    return next((c for c in obj.get("status", {}).get("conditions", []) if c["type"] == type_), None)
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c["type"] == type_), None)
 
 
 def wait_for_condition(api: ApiClient, path: str, type_: str, timeout: float = 30.0) -> Obj:
@@ -131,12 +132,12 @@ def wait_for_condition(api: ApiClient, path: str, type_: str, timeout: float = 3
     return wait_for(f"condition {type_}=True on {path}", check, timeout)
 
 
-def owner_reference(owner: Obj, *, controller: bool = True) -> Obj:
+def owner_reference(owner: Obj) -> Obj:
     """An ownerReference to ``owner`` as its controller would set it."""
     return {
         "apiVersion": owner["apiVersion"], "kind": owner["kind"],
         "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"],
-        "controller": controller, "blockOwnerDeletion": True,
+        "controller": True, "blockOwnerDeletion": True,
     }
 
 
