@@ -35,3 +35,13 @@ def test_example(path: str, name: str) -> None:
 ])
 def test_every_scenario_has_a_suite(scenario: str) -> None:
     assert (EXAMPLES / scenario / "suite.yaml").is_file()
+
+
+@pytest.mark.parametrize("folder", sorted({str(Path(p).parent) for p, _ in CASES}))
+def test_example_rules_check_clean_and_are_formatted(folder: str) -> None:
+    from rulec import api, fmt
+
+    built = api.build([folder], emit_plan=False)
+    assert built.diagnostics == ()
+    for source in built.sources.values():
+        assert fmt.format_source(source).text == source.text, f"{source.path}: run rulec fmt"
