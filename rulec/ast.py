@@ -449,3 +449,4 @@ class File:
     span: Span
     decls: tuple[Decl, ...]
     allows: tuple[AllowComment, ...]
+    exprs: tuple[Expr, ...]        # every JMESPath expression of the file, in source order

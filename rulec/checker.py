@@ -51,13 +51,17 @@ def check(files: Sequence[tuple[SourceFile, ast.File]], found: Iterable[Diagnost
 
 def walk(node: Any) -> Iterator[Any]:
     """Every AST node under `node` (itself included), depth first, in field order."""
-    if isinstance(node, tuple):
-        for item in node:
-            yield from walk(item)
-    elif hasattr(node, "__dataclass_fields__") and not isinstance(node, Span):
-        yield node
-        for name in node.__dataclass_fields__:
-            yield from walk(getattr(node, name))
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, tuple):
+            stack.extend(reversed(item))
+            continue
+        fields = getattr(item, "__dataclass_fields__", None)
+        if fields is None or isinstance(item, Span):
+            continue
+        yield item
+        stack.extend(reversed([getattr(item, name) for name in fields]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,10 +91,10 @@ class _Checker:
         self.out.append(diagnostics.make(name, span, message, help, notes))
 
     def run(self) -> None:
-        for node in walk(tuple(self.files)):
-            if isinstance(node, ast.Expr):
-                self.parsed[node] = expr.parse(node, self.out)
-                expr.check_quotes(node, self.out)
+        for file in self.files:
+            for e in file.exprs:
+                self.parsed[e] = expr.parse(e, self.out)
+                expr.check_quotes(e, self.out)
         self.declarations()
         self.define_cycles()
         for decl in self.decls:
@@ -747,6 +751,8 @@ def _allowed(found: list[Diagnostic], files: list[ast.File]) -> list[Diagnostic]
     of a verdict or a policy, it covers the whole statement (which `rulec fmt` may break).
     """
     allows = [a for f in files for a in f.allows]
+    if not allows:
+        return found
     out: list[Diagnostic] = []
     for a in allows:
         for name in a.names:
@@ -762,8 +768,8 @@ def _allowed(found: list[Diagnostic], files: list[ast.File]) -> list[Diagnostic]
                     "unknown-allow", a.span, f"`{name}` is an error and cannot be allowed"))
     statements = defaultdict(list)  # verdicts and policies: the statements fmt may break
     for f in files:
-        for node in walk(f.decls):
-            if isinstance(node, (ast.Verdict, ast.Policy)):
+        for kind in (d for d in f.decls if isinstance(d, ast.Kind)):
+            for node in (*kind.verdicts, *kind.policies):
                 statements[node.span.path].append((node.span.line, node.span.end_line))
     covered = defaultdict(list)
     for a in allows:

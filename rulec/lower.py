@@ -39,7 +39,8 @@ def lower(parsed: Parsed, out: list[Diagnostic]) -> ast.File:
     decls = tuple(lowering.decl(child) for child in parsed.tree.children)
     allows = tuple(a for a in (_allow(c, parsed.source.text) for c in parsed.comments) if a)
     end = parsed.source.end_span()
-    return ast.File(Span(parsed.source.path, 1, 1, end.line, end.column), decls, allows)
+    return ast.File(Span(parsed.source.path, 1, 1, end.line, end.column), decls, allows,
+                    tuple(lowering.exprs))
 
 
 def _allow(comment: Comment, text: str) -> ast.AllowComment | None:
@@ -57,11 +58,12 @@ def duration_seconds(text: str) -> int:
 
 
 class _Lowering:
-    __slots__ = ("path", "out", "_dispatch")
+    __slots__ = ("path", "out", "exprs", "_dispatch")
 
     def __init__(self, path: str, out: list[Diagnostic]) -> None:
         self.path = path
         self.out = out
+        self.exprs: list[ast.Expr] = []
         self._dispatch: dict[str, Callable[[Tree], ast.Node]] = {
             "c_or": self._or, "f_or": self._or, "c_and": self._and, "f_and": self._and,
             "c_not": self._not, "f_not": self._not,
@@ -83,9 +85,7 @@ class _Lowering:
 
     # ------------------------------------------------------------ leaves
     def span(self, node: Tree | Token) -> Span:
-        from lark import Token
-
-        if isinstance(node, Token):
+        if isinstance(node, str):  # a Token
             return token_span(self.path, node)
         m = node.meta
         return Span(self.path, m.line, m.column, m.end_line, m.end_column)
@@ -104,12 +104,16 @@ class _Lowering:
         return ast.Duration(self.span(token), duration_seconds(str(token)))
 
     def expr(self, token: Token) -> ast.Expr:
-        return template.expr_of(str(token), self.span(token))
+        e = template.expr_of(str(token), self.span(token))
+        self.exprs.append(e)
+        return e
 
     def value(self, token: Token) -> ast.Template:
         if token.type == "EXPR":
-            return template.from_expr(str(token), self.span(token))
-        return template.from_string(str(token), self.span(token), self.out)
+            return ast.Template(self.span(token), (self.expr(token),))
+        tpl = template.from_string(str(token), self.span(token), self.out)
+        self.exprs.extend(p for p in tpl.parts if isinstance(p, ast.Expr))
+        return tpl
 
     def texts(self, tree: Tree) -> tuple[ast.Text, ...]:
         return tuple(self.text(t) for t in tree.children)

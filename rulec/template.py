@@ -11,11 +11,15 @@ from rulec.source import Span, advance
 EXPR = re.compile(r"""<<(?:[^'"`>]|>(?!>)|'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|`(?:[^`\\]|\\.)*`)*>>""")
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _ESCAPES = {'"': '"', "\\": "\\", "n": "\n", "t": "\t"}
+_SPECIAL = re.compile(r"[\\{}]")
+_PLAIN = re.compile(r"[^\\{}]+")
 
 
 def from_string(raw: str, span: Span, out: list[Diagnostic]) -> Template:
     """The template a string token spells; `raw` includes the quotes."""
     body = raw[1:-1]
+    if not _SPECIAL.search(body):
+        return Template(span, (body,) if body else ())
     parts: list[str | Placeholder | Expr] = []
     buf: list[str] = []
     line, col = span.line, span.column + 1
@@ -35,7 +39,11 @@ def from_string(raw: str, span: Span, out: list[Diagnostic]) -> Template:
     while i < n:
         c = body[i]
         step = 1
-        if c == "\\":
+        plain = _PLAIN.match(body, i)
+        if plain:
+            buf.append(plain.group())
+            step = plain.end() - i
+        elif c == "\\":
             esc = body[i + 1] if i + 1 < n else ""
             step = 2
             if esc in _ESCAPES:
@@ -66,7 +74,7 @@ def from_string(raw: str, span: Span, out: list[Diagnostic]) -> Template:
                     help="a placeholder is `{name}`, JMESPath is `{<<expr>>}`; "
                          "write `{{` for a literal `{`"))
                 buf.append("{")
-        elif c == "}":
+        else:  # "}"
             if body.startswith("}}", i):
                 step = 2
             else:
@@ -74,16 +82,10 @@ def from_string(raw: str, span: Span, out: list[Diagnostic]) -> Template:
                     "invalid-template", here(i + 1), "`}` closes no placeholder",
                     help="write `}}` for a literal `}`"))
             buf.append("}")
-        else:
-            buf.append(c)
         line, col = advance(line, col, body[i:i + step])
         i += step
     literal()
     return Template(span, tuple(parts))
-
-
-def from_expr(raw: str, span: Span) -> Template:
-    return Template(span, (expr_of(raw, span),))
 
 
 def expr_of(raw: str, span: Span) -> Expr:
