@@ -124,7 +124,7 @@ _GROUPS: tuple[tuple[str, str, frozenset[str]], ...] = (
      frozenset({"pending", "running", "succeeded", "failed"})),
     ("condition", "a condition (`<<expr>>`, `any`/`all`/`no pod ...`, `count pods ...`, `task ...`, "
      "`job running longer than ...`, `not`, `(`)",
-     frozenset({"any", "all", "no", "count", "task", "job", "not"})),
+     frozenset({"any", "all", "no", "count", "task", "job", "not", "(", "EXPR"})),
     ("injection operation", "an injection operation (`annotate`, `label`, `env`, `volume`, `mount`, `sidecar`, "
      "`wrap`, `wait`)",
      frozenset({"annotate", "label", "env", "volume", "mount", "sidecar", "wrap", "wait"})),
@@ -186,11 +186,42 @@ def _unexpected_word(source: SourceFile, word: str, span: Span, expected: set[st
                          if close in group and group <= set(keywords)), "keyword")
         return _error(span, f"unknown {category} `{word}`", state, code="unknown-word",
                       help=suggestion, extra=(Note(f"expected {_expected(expected, p)}"),))
-    if word in _FILTER_WORDS and {"any", "count", "not"} <= set(keywords):
-        suggestion = ("after `with`, a pod filter is one term: parenthesize longer ones, "
-                      "as in `with (exit 1 and reason \"OOMKilled\")`")
+    literals = {v for v in (_literal(n, p) for n in expected) if v}
     return _error(span, f"unexpected {_show(word)}; expected {_expected(expected, p)}", state,
-                  help=suggestion)
+                  help=_hint(word, expected, literals, state) or suggestion)
+
+
+_ACTION_WORDS = frozenset({"fail", "complete", "restart", "abort", "terminate", "ignore"})
+
+
+def _hint(word: str, expected: set[str], literals: set[str], state: object) -> str | None:
+    """Advice for the mistakes that the expected tokens alone do not explain."""
+    if {"any", "count", "not"} <= literals:
+        if word in ("pod", "pods"):
+            return "a pod condition starts with a quantifier: `any pod`, `all pods`, " \
+                   "`no pod` or `count pods`"
+        if word in _FILTER_WORDS and _after_with_filter(state):
+            return ("after `with`, a pod filter is one term: parenthesize longer ones, "
+                    "as in `with (exit 1 and reason \"OOMKilled\")`")
+    if word in _ACTION_WORDS and "->" in literals:
+        return "the action comes after `->`: `on EVENT [FILTER] -> ACTION`"
+    if "STRING" in expected and not any(_WORD.fullmatch(v) for v in literals):
+        return f'strings are quoted: write "{word}"'
+    return None
+
+
+def _after_with_filter(state: object) -> bool:
+    """Whether the parser just read `with TERM and` (or `or`) in a condition."""
+    import lark
+
+    stack = list(getattr(state, "value_stack", None) or ())
+    if len(stack) < 2 or not isinstance(stack[-1], lark.Token) or \
+            stack[-1].type not in ("AND", "OR"):
+        return False
+    quant = stack[-2]
+    last = quant.children[-1] if isinstance(quant, lark.Tree) and quant.children else None
+    return isinstance(quant, lark.Tree) and quant.data in ("pod_quant", "pod_count") and \
+        isinstance(last, lark.Tree) and last.data.endswith("_term")
 
 
 def _error(span: Span, message: str, state: object, *, code: str = "syntax-error",
@@ -244,13 +275,18 @@ def _open_brace(state: object) -> "lark.Token | None":
     return open_braces[-1] if open_braces else None
 
 
-def _keyword(name: str, p: "lark.Lark") -> str | None:
+def _literal(name: str, p: "lark.Lark") -> str | None:
+    """The text of a literal terminal (`job`, `->`), None for a pattern such as STRING."""
     try:
         term = p.get_terminal(name)
     except KeyError:
         return None
-    value = term.pattern.value
-    return value if term.pattern.type == "str" and _WORD.fullmatch(value) else None
+    return term.pattern.value if term.pattern.type == "str" else None
+
+
+def _keyword(name: str, p: "lark.Lark") -> str | None:
+    value = _literal(name, p)
+    return value if value and _WORD.fullmatch(value) else None
 
 
 def _all_keywords(p: "lark.Lark") -> frozenset[str]:
@@ -269,8 +305,7 @@ def _describe(name: str, p: "lark.Lark") -> str:
 
 
 def _expected(names: set[str], p: "lark.Lark") -> str:
-    words = {_keyword(n, p): n for n in names}
-    words.pop(None, None)
+    words = {(_literal(n, p) or n): n for n in names}
     remaining = set(names)
     described: list[str] = []
     for _, label, group in _GROUPS:

@@ -112,3 +112,19 @@ def test_string_may_embed_an_expression_with_double_quotes() -> None:
                                           ("1d", 86400)])
 def test_durations(text: str, seconds: int) -> None:
     assert lower.duration_seconds(text) == seconds
+
+
+@pytest.mark.parametrize("text,hint", [
+    ("job j: v1 Pod { failed when pod failed }", "starts with a quantifier"),
+    ("job j: v1 Pod { on pod failed restart pod }", "the action comes after `->`"),
+    ("job j: v1 Pod { primary container main }", 'write "main"'),
+    ("job j: v1 Pod { failed when any pod failed reason PodFailed }", 'write "PodFailed"'),
+])
+def test_hints(text: str, hint: str) -> None:
+    d = error(text)
+    assert d.help is not None and hint in d.help, d.help
+
+
+def test_no_parenthesis_hint_without_with() -> None:
+    d = error("job j: v1 Pod { failed when any pod failed and exit 1 }")
+    assert d.help is None or "parenthesize" not in d.help
