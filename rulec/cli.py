@@ -10,7 +10,10 @@ import argparse
 import importlib
 import os
 import sys
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence, TextIO
+
+if TYPE_CHECKING:
+    from rulec.api import Build
 
 # Commands that live in other modules: name -> (module with `register(subparsers)`, summary).
 # A module is imported only when one of its commands runs or help is asked for; its
@@ -199,13 +202,12 @@ def _explain(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_diagnostics(result: object, fmt: str, stream: object = None) -> None:
+def _print_diagnostics(result: Build, fmt: str, stream: TextIO | None = None) -> None:
     from rulec import diagnostics
 
-    out = stream or sys.stdout
-    found = result.diagnostics  # type: ignore[attr-defined]
-    if found or fmt == "json":
-        out.write(diagnostics.render(found, fmt, result.sources))  # type: ignore[attr-defined]
+    if result.diagnostics or fmt == "json":
+        (stream or sys.stdout).write(
+            diagnostics.render(result.diagnostics, fmt, dict(result.sources)))
 
 
 if __name__ == "__main__":
