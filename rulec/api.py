@@ -69,6 +69,14 @@ def build(paths: Iterable[str], crds: Iterable[str] = (), *, emit_plan: bool = T
 def build_sources(sources: Iterable[SourceFile], crds: Iterable[str] = (), *,
                   emit_plan: bool = True) -> Build:
     ordered = sorted(sources, key=lambda s: s.path)
+    try:
+        return _build(ordered, _schemas(tuple(crds)), emit_plan)
+    except RecursionError:
+        raise InputError("the rules nest too deeply to compile (hundreds of nested `not` or "
+                         "parentheses)") from None
+
+
+def _build(ordered: list[SourceFile], schemas: Any, emit_plan: bool) -> Build:
     found: list[Diagnostic] = []
     files: list[tuple[SourceFile, ast.File]] = []
     complete = True
@@ -79,7 +87,6 @@ def build_sources(sources: Iterable[SourceFile], crds: Iterable[str] = (), *,
             complete = False
             continue
         files.append((source, lower.lower(parsed, found)))
-    schemas = _schemas(tuple(crds))
     found = checker.check(files, found, complete=complete, schemas=schemas)
     plan = None
     if emit_plan and not any(d.severity == diagnostics.ERROR for d in found):

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from rulec import syntax
 from rulec.diagnostics import Diagnostic
+from rulec.lower import spine
 from rulec.source import SourceFile
 from rulec.syntax import Comment
 
@@ -27,6 +28,7 @@ INDENT = 4
 PHASE_WIDTH = len("restarting") + 1     # `failed     when`: conditions start in one column
 STATUS_WIDTH = len("message") + 1       # `reason  at`
 _STATUS_FIELDS = ("status_phase", "status_reason", "status_message")
+_CHAINS = frozenset({"c_or", "c_and", "f_or", "f_and"})
 _NO_SPACE_BEFORE = frozenset({"COMMA", "RSQB", "RPAR", "COLON"})
 _NO_SPACE_AFTER = frozenset({"LSQB", "LPAR"})
 
@@ -90,7 +92,8 @@ class _Items:
         block = kind != "phase_map" and any(
             isinstance(c, Token) and c.type == "LBRACE" for c in node.children)
         inside = False
-        for i, child in enumerate(node.children):
+        children = spine(node) if kind in _CHAINS else node.children
+        for i, child in enumerate(children):
             if isinstance(child, Token):
                 if block and child.type == "LBRACE":
                     self.push(child, level, cont)
@@ -99,7 +102,7 @@ class _Items:
                     self.pending = "stmt"
                     self.push(child, level, cont)
                     inside = False
-                elif child.type == "COMMA" and _closes(node.children, i + 1):
+                elif child.type == "COMMA" and _closes(children, i + 1):
                     continue  # trailing comma
                 else:
                     if kind == "policy" and str(child) == "->":
@@ -114,8 +117,6 @@ class _Items:
                 self.visit(child, level, brk="clause", cont=cont)
             elif kind == "verdict" and child.data in ("c_or", "c_and"):
                 self.visit(child, level, cont=cont + len("when "), chain=child.data)
-            elif child.data == chain:
-                self.visit(child, level, cont=cont, chain=chain)
             elif kind == "verdict" and child.data == "phase":
                 self.visit(child, level, cont=cont)
                 self.items[-1].pad = PHASE_WIDTH

@@ -53,6 +53,22 @@ def _allow(comment: Comment, text: str) -> ast.AllowComment | None:
     return ast.AllowComment(comment.span, names, own_line=not before.strip())
 
 
+def spine(tree: Tree) -> list:
+    """The children of a left-nested chain (`a or b or c`) in order, without recursion, so
+    that a long chain cannot exhaust the stack."""
+    out = []
+    stack = [iter(tree.children)]
+    while stack:
+        for child in stack[-1]:
+            if getattr(child, "data", None) == tree.data:
+                stack.append(iter(child.children))
+                break
+            out.append(child)
+        else:
+            stack.pop()
+    return out
+
+
 def duration_seconds(text: str) -> int:
     return sum(int(n) * _UNIT[u] for n, u in _DURATION_PART.findall(text))
 
@@ -328,13 +344,7 @@ class _Lowering:
         return self._dispatch[tree.data](tree)
 
     def _flatten(self, tree: Tree) -> tuple[ast.Node, ...]:
-        args: list[ast.Node] = []
-        for child in tree.children:
-            if child.data == tree.data:
-                args.extend(self._flatten(child))
-            else:
-                args.append(self.node(child))
-        return tuple(args)
+        return tuple(self.node(child) for child in spine(tree))
 
     def _or(self, tree: Tree) -> ast.Node:
         return ast.Or(self.span(tree), self._flatten(tree))

@@ -84,6 +84,16 @@ def test_empty_folder_is_exit_2(capsys, tmp_path: Path) -> None:
     assert code == 2 and "no .rules files" in err
 
 
+def test_long_chains_compile_and_absurd_nesting_is_exit_2(capsys, tmp_path: Path) -> None:
+    wide = tmp_path / "wide.rules"
+    wide.write_text("job j: v1 Pod { failed when " + " or ".join(["any pod failed"] * 3000) + " }")
+    assert run(capsys, "check", str(wide))[0] == 0
+    deep = tmp_path / "deep.rules"
+    deep.write_text("job j: v1 Pod { failed when " + "not " * 3000 + "any pod failed }")
+    code, _, err = run(capsys, "check", str(deep))
+    assert code == 2 and "nest too deeply" in err and "Traceback" not in err
+
+
 def test_not_utf8_is_exit_2(capsys, tmp_path: Path) -> None:
     path = tmp_path / "latin.rules"
     path.write_bytes(b"# caf\xe9\n")
