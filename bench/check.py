@@ -12,6 +12,7 @@ Exits 1 when a target is missed, unless --no-fail.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import time
@@ -142,7 +143,9 @@ def main() -> int:
         ("rulec check rules/", "process", f"{process_s * 1000:.0f} ms",
          f"target < {PROCESS_SECONDS * 1000:.0f} ms"),
     ]
-    print(f"{n_lines} lines, best of {args.repeat}")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"{n_lines} lines, best of {args.repeat} (load average {load}; the timings are noisy "
+          f"on a busy machine)")
     for row in rows:
         print(f"  {row[0]:<24} {row[1]:>18} {row[2]:>9}   {row[3]}")
     missed = share < PIPELINE_SHARE or process_s >= PROCESS_SECONDS
