@@ -33,13 +33,15 @@ class Session:
 
 
 @pytest.fixture(scope="session")
-def control_plane() -> Iterator[Session]:
+def control_plane(pytestconfig: pytest.Config) -> Iterator[Session]:
     if os.environ.get("JOBRULES_REUSE_CLUSTER") == "1" and os.environ.get("KUBECONFIG"):
-        api = kube_config.new_client_from_config(os.environ["KUBECONFIG"])
-        with api:
+        with kube_config.new_client_from_config(os.environ["KUBECONFIG"]) as api:
             yield Session(api, None)
         return
-    with cluster.running() as plane, plane.api_client() as api:
+    # Finding the binaries may mean building them for minutes, or warn of a missing one: show it.
+    with pytestconfig.pluginmanager.getplugin("capturemanager").global_and_fixture_disabled():
+        binaries = cluster.find_binaries()
+    with cluster.running(binaries=binaries) as plane, plane.api_client() as api:
         yield Session(api, plane)
 
 
