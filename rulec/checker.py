@@ -95,6 +95,7 @@ class _Checker:
             for e in file.exprs:
                 self.parsed[e] = expr.parse(e, self.out)
                 expr.check_quotes(e, self.out)
+                expr.check_not_precedence(self.parsed[e], self.out)
         self.declarations()
         self.define_cycles()
         for decl in self.decls:

@@ -72,6 +72,11 @@ CODES: tuple[Code, ...] = (
          "string or a number (a literal, `length(...)`, or a field that is a string such as "
          "`status.phase`) is true whenever it is non-empty, which is almost never what is meant: "
          "compare it (`status.phase == 'Failed'`)."),
+    Code("R204", "not-precedence", WARNING, "`!` that negates less than the path after it",
+         "In JMESPath `!` binds tighter than `.`, `[?...]`, `[]` and `.*`: "
+         "`!metadata.deletionTimestamp` means `(!metadata).deletionTimestamp`, a field read "
+         "from a boolean, which is always null. Write `!(metadata.deletionTimestamp)`, or "
+         "compare: `metadata.deletionTimestamp == null`."),
     # ---- R3xx: values
     Code("R301", "exit-code-range", ERROR, "an exit code outside 0-255",
          "Container exit codes are 0-255 (a signal N shows as 128+N), so such a code never matches."),

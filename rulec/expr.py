@@ -1,5 +1,6 @@
 """JMESPath inside rules: parse errors at the exact file position, double-quoted "strings",
-and what types an expression can produce (to reject conditions that cannot be truth values)."""
+`!` applied to less than was meant, and what types an expression can produce (to reject
+conditions that cannot be truth values)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -95,6 +96,124 @@ def check_quotes(e: ast.Expr, out: list[Diagnostic]) -> None:
                 "double-quoted-string", position(e, tok["start"], len(raw)),
                 f"`{raw}` is a field name in JMESPath, not a string",
                 help=f"use '{quoted}' for the string"))
+
+
+# Nodes that read from the value of their first child. `!` binds tighter than `.`, `[?`, `[]`
+# and `.*`, so a `!` as that child negates less than the path that follows it.
+_READS_LEFT = frozenset({"subexpression", "index_expression", "projection", "value_projection",
+                         "filter_projection", "flatten"})
+
+
+def check_not_precedence(p: Parsed, out: list[Diagnostic]) -> None:
+    """Report `!metadata.deletionTimestamp`: it means `(!metadata).deletionTimestamp`, a field
+    read from a boolean, always null; `!(metadata.deletionTimestamp)` was meant."""
+    if p.tree is None or "!" not in p.expr.text:
+        return
+    found = _negated_reads(p.tree)
+    if not found:
+        return
+    from jmespath import lexer
+
+    tokens = list(lexer.Lexer().tokenize(p.expr.text))
+    bangs = [t for t in tokens if t["type"] == "not"]
+    order = {id(n): i for i, n in enumerate(
+        n for n in _in_source_order(p.tree) if n["type"] == "not_expression")}
+    for top, negation in found:
+        bang = bangs[order[id(negation)]]
+        stack, core = _not_stack(negation)
+        after = tokens[tokens.index(bang) + stack:]
+        text = p.expr.text
+        meant = _source_of(text, after, _replace_left(top, negation, core))
+        operand = _source_of(text, after, core)
+        if meant is not None and operand is not None:
+            bangs_text = _one_line(text[bang["start"]:after[0]["start"]])
+            negated = _one_line(text[after[0]["start"]:operand])
+            rest = _one_line(text[operand:meant])
+            message = (f"`{bangs_text}{negated}{rest}` means `({'!' * stack}{negated}){rest}`: "
+                       f"`!` binds tighter, and reading from a boolean finds only null")
+            help = f"write {'!' * stack}({negated}{rest})"
+        else:  # explicit parentheses such as `(!a).b`: the source is no `!` + path
+            message = "reading from the boolean result of `!` finds only null"
+            help = "put the path that `!` should negate in parentheses, e.g. `!(a.b)`"
+        out.append(diagnostics.make("not-precedence", position(p.expr, bang["start"]),
+                                    message, help=help))
+
+
+def _one_line(text: str) -> str:
+    """`text` with each run of whitespace that holds a newline made one space."""
+    import re
+
+    return re.sub(r"\s*\n\s*", " ", text)
+
+
+def _negated_reads(tree: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(outermost read, `!` node) for each `!` whose result is read by the path around it."""
+    found = []
+    stack: list[tuple[dict[str, Any], dict[str, Any] | None]] = [(tree, None)]
+    while stack:
+        node, top = stack.pop()
+        children = [c for c in node.get("children", []) if isinstance(c, dict)]
+        reads = node["type"] in _READS_LEFT
+        if reads and top is None:
+            top = node
+        if reads and children and children[0]["type"] == "not_expression":
+            found.append((top, children[0]))
+        for i, child in enumerate(children):
+            stack.append((child, top if reads and i == 0 else None))
+    return found
+
+
+def _in_source_order(tree: dict[str, Any]) -> list[dict[str, Any]]:
+    """The nodes in the order their first token appears (a filter's condition comes before
+    the projection after it, unlike its children)."""
+    nodes = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        nodes.append(node)
+        children = [c for c in node.get("children", []) if isinstance(c, dict)]
+        if node["type"] == "filter_projection":
+            children = [children[0], children[2], children[1]]
+        stack.extend(reversed(children))
+    return nodes
+
+
+def _not_stack(node: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """How many `!` are stacked at `node` (`!!a`: 2), and what they negate."""
+    count = 0
+    while node["type"] == "not_expression":
+        count, node = count + 1, node["children"][0]
+    return count, node
+
+
+def _replace_left(top: dict[str, Any], old: dict[str, Any],
+                  new: dict[str, Any]) -> dict[str, Any]:
+    """`top` with `old`, reached through first children, replaced by `new`."""
+    spine = [top]
+    while spine[-1] is not old:
+        spine.append(spine[-1]["children"][0])
+    rebuilt = new
+    for node in reversed(spine[:-1]):
+        rebuilt = {**node, "children": [rebuilt, *node["children"][1:]]}
+    return rebuilt
+
+
+def _source_of(text: str, tokens: list[dict[str, Any]], tree: dict[str, Any]) -> int | None:
+    """The end offset of the shortest run of `tokens` that parses to `tree`, if any.
+
+    Runs end where the next token starts (the lexer's own `end` is not an offset for every
+    token type)."""
+    from jmespath import exceptions, parser
+
+    start = tokens[0]["start"]
+    for tok in tokens[1:]:
+        end = len(text[:tok["start"]].rstrip())
+        try:
+            if parser.Parser().parse(text[start:end]).parsed == tree:
+                return end
+        except exceptions.JMESPathError:
+            continue
+    return None
 
 
 def _closing_quote(text: str, start: int) -> int:

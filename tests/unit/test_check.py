@@ -110,6 +110,51 @@ def test_double_quoted_strings(condition: str, bad: bool) -> None:
     assert ("R202" in codes(kind(f"    failed when {condition}"))) == bad
 
 
+@pytest.mark.parametrize("condition,column", [
+    ("<<!metadata.deletionTimestamp>>", 19),
+    ("<<spec.suspend && !status.conditions[?type=='Ready']>>", 35),
+    ("<<!a[?b]>>", 19),
+    ("<<!a[]>>", 19),
+    ("<<!a.*>>", 19),
+    ("<<!a.b[0]>>", 19),
+    ("<<x[?!a.b] | [0]>>", 22),
+    ("<<(!a).b>>", 20),
+    ("<<!(metadata.deletionTimestamp)>>", None),
+    ("<<!a[0]>>", None),          # `[0]` binds tighter than `!`
+    ("<<!a[*].b>>", None),
+    ("<<!a && b.c>>", None),
+    ("<<status.phase != 'Failed'>>", None),
+    ("<<x[?!(a.b)].c>>", None),
+])
+def test_not_precedence(condition: str, column: int | None) -> None:
+    hits = [(line, col) for code, line, col in found(kind(f"    failed when {condition}"))
+            if code == "R204"]
+    assert hits == ([] if column is None else [(4, column)])
+
+
+def test_not_precedence_message_and_help() -> None:
+    text = kind("    failed when <<!!status\n        .x == `1`>>")
+    build = api.build_sources([SourceFile.from_text("t.rules", text)], emit_plan=False)
+    [d] = build.diagnostics
+    assert (d.code, d.severity, d.span.line, d.span.column) == ("R204", "warning", 4, 19)
+    assert d.message.startswith("`!!status .x` means `(!!status) .x`")
+    assert d.help == "write !!(status .x)"
+    text = kind("    failed when <<(!status).x>>")
+    [d] = api.build_sources([SourceFile.from_text("t.rules", text)], emit_plan=False).diagnostics
+    assert d.help == "put the path that `!` should negate in parentheses, e.g. `!(a.b)`"
+
+
+def test_not_precedence_can_be_allowed() -> None:
+    assert codes(kind("    failed when <<!a.b>>  # rulec: allow not-precedence")) == []
+
+
+def test_not_precedence_in_filters_templates_and_injections() -> None:
+    text = kind('    failed when any pod failed with where <<!metadata.labels>>\n'
+                '        message "{<<!status.x>>}"') + (
+        'inject into pods of j where where <<!pod.spec>> { annotate "a" = "b" }\n')
+    assert [c for c in codes(text) if c == "R204"] == ["R204"] * 3
+
+
 def test_jmespath_error_points_into_a_multiline_expression() -> None:
     text = kind("    failed when <<status.conditions[?type=='Failed'\n"
                 "                  && status=='True' && $]>>")
