@@ -8,6 +8,7 @@ cost of defining the classes at start-up.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Union
 
 from rulec.source import Span
@@ -450,3 +451,11 @@ class File:
     decls: tuple[Decl, ...]
     allows: tuple[AllowComment, ...]
     exprs: tuple[Expr, ...]        # every JMESPath expression of the file, in source order
+
+    def injection_names(self) -> tuple[tuple[Injection, str], ...]:
+        """Each injection with its plan name: as given, else `FILESTEM#N`, N its index among
+        the file's injections (the checker keeps the names unique: they key the pod's record)."""
+        stem = PurePath(self.span.path).stem
+        injections = (d for d in self.decls if isinstance(d, Injection))
+        return tuple((i, i.name.value if i.name else f"{stem}#{n}")
+                     for n, i in enumerate(injections))

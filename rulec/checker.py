@@ -112,14 +112,26 @@ class _Checker:
     def declarations(self) -> None:
         firsts: dict[tuple[str, str], Span] = {}
 
-        def unique(space: str, key: str, span: Span, what: str) -> bool:
+        def unique(space: str, key: str, span: Span, what: str, help: str | None = None) -> bool:
             first = firsts.setdefault((space, key), span)
             if first is not span:
-                self.report("duplicate-name", span, f"{what} is declared twice",
+                self.report("duplicate-name", span, f"{what} is declared twice", help=help,
                             notes=(Note("first declared here", first),))
                 return False
             return True
 
+        defaults = ("unnamed injections are called FILESTEM#N, N counting the file's injections "
+                    "from 0")
+        for f in self.files:
+            for i, name in f.injection_names():
+                if i.name is not None:
+                    unique("inject", name, i.name.span, f"injection \"{name}\"",
+                           help=f"{defaults}; choose another name" if "#" in name else None)
+                else:
+                    keyword = Span(i.span.path, i.span.line, i.span.column, i.span.line,
+                                   i.span.column + len("inject"))
+                    unique("inject", name, keyword, f"unnamed injection \"{name}\"",
+                           help=f"{defaults}; name this one: `inject \"name\" into ...`")
         for d in self.decls:
             if isinstance(d, ast.Kind):
                 if unique("kind", d.name.value, d.name.span, f"kind `{d.name.value}`"):
@@ -129,8 +141,6 @@ class _Checker:
             elif isinstance(d, ast.Define):
                 if unique("define", d.name.value, d.name.span, f"define `{d.name.value}`"):
                     self.defines[d.name.value] = d
-            elif isinstance(d, ast.Injection) and d.name is not None:
-                unique("inject", d.name.value, d.name.span, f"injection \"{d.name.value}\"")
 
     def define_cycles(self) -> None:
         uses = {name: [n for n in walk(d.filter) if isinstance(n, ast.IsDefine)]

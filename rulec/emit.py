@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from rulec import ast
@@ -26,11 +25,8 @@ def plan(files: Sequence[tuple[SourceFile, ast.File]]) -> Json:
     defines = {d.name.value: d for d in decls if isinstance(d, ast.Define)}
     emitter = _Emitter(defines)
     kinds = [emitter.kind(d) for d in decls if isinstance(d, ast.Kind)]
-    injections = []
-    for source, file in files:
-        stem = Path(source.path).stem
-        for index, decl in enumerate(d for d in file.decls if isinstance(d, ast.Injection)):
-            injections.append(emitter.injection(decl, f"{stem}#{index}"))
+    injections = [emitter.injection(decl, name)
+                  for _, file in files for decl, name in file.injection_names()]
     return {
         "planVersion": PLAN_VERSION,
         "files": [{"path": s.path, "sha256": hashlib.sha256(s.text.encode()).hexdigest()}
@@ -244,9 +240,9 @@ class _Emitter:
         return emitted
 
     # ------------------------------------------------------------ injection
-    def injection(self, i: ast.Injection, default_name: str) -> Json:
+    def injection(self, i: ast.Injection, name: str) -> Json:
         return {
-            "name": i.name.value if i.name else default_name, "span": span(i.span),
+            "name": name, "span": span(i.span),
             "kinds": [k.value for k in i.kinds],
             "match": None if i.match is None else self._match(i.match),
             "ops": [self.op(o) for o in i.ops],

@@ -413,6 +413,11 @@ def load(data: Any, digest: str = "") -> Plan:
     kinds = tuple(_kind(k) for k in _list(obj.get("kinds", []), "kinds"))
     names = {k.name for k in kinds}
     injections = tuple(_injection(i, names) for i in _list(obj.get("injections", []), "injections"))
+    seen: set[str] = set()
+    for injection in injections:  # names key the pod's record of what was injected
+        if injection.name in seen:
+            raise PlanError(f"injection {injection.name}: the name is used twice")
+        seen.add(injection.name)
     hook = _obj(obj.get("webhook", {}), "webhook")
     webhook = Webhook(
         failure_policy=_choice(hook.get("failurePolicy", "Ignore"), ("Ignore", "Fail"),

@@ -66,6 +66,21 @@ def test_unknown_names_are_held_back_when_a_file_does_not_parse() -> None:
     assert codes("inject into pods of k { annotate \"a\" = \"b\" }", "job k: v1 Pod {") == ["R001"]
 
 
+def test_default_injection_names_are_unique() -> None:
+    inject = 'inject into pods of j { annotate "a" = "b" }\n'
+    sources = [SourceFile.from_text(path, text) for path, text in [
+        ("a/x.rules", kind("") + inject), ("b/x.rules", inject),
+        ("c.rules", 'inject "x#1" into pods of j { annotate "a" = "b" }\n' + inject)]]
+    build = api.build_sources(sources, emit_plan=False)
+    assert [(d.code, d.span.path, d.span.line, d.span.column) for d in build.diagnostics] == [
+        ("R105", "b/x.rules", 1, 1)]
+    sources[2] = SourceFile.from_text("c.rules", 'inject "x#0" into pods of j {}\n')
+    build = api.build_sources(sources, emit_plan=False)
+    assert [(d.code, d.span.path, d.message) for d in build.diagnostics] == [
+        ("R105", "b/x.rules", 'unnamed injection "x#0" is declared twice'),
+        ("R105", "c.rules", 'injection "x#0" is declared twice')]
+
+
 def test_define_cycle_reported_once() -> None:
     assert codes("define a = is b\ndefine b = is a\n" + kind("")).count("R107") == 1
 

@@ -139,6 +139,33 @@ def test_injection_shape() -> None:
     assert plan["webhook"] == {"failurePolicy": "Ignore", "timeoutSeconds": 5}
 
 
+def test_emitter_defaults_docs_plan_records() -> None:
+    plan = _plan('''job j: batch/v1 Job {
+        pods label "app" = <<metadata.name>>
+        failed when count pods failed >= 2
+        succeeded when all pods succeeded
+        on pod failed -> restart pod max 2 budget "shared" then restart job max 1
+    }
+    inject "named" into pods of j { annotate "a" = "1" }
+    inject into pods of j { annotate "b" = "1" }''')
+    [kind] = plan["kinds"]
+    assert kind["pods"]["owned"] is False  # a `pods label` alone: `pods owned` is not assumed
+    [value] = kind["verdicts"][0]["when"]["value"]
+    assert value["expr"] == "`2`" and value["span"]["column"] == 42
+    action = kind["policies"][0]["action"]
+    assert action["budget"]["key"] == "shared"
+    assert action["fallback"]["budget"]["key"] == "podFailed#0/then"  # the id, not the budget
+    assert [i["name"] for i in plan["injections"]] == ["named", "t#1"]
+
+
+def test_the_runtime_rejects_duplicate_injection_names() -> None:
+    data = _plan('''job j: batch/v1 Job { succeeded when all pods succeeded }
+    inject into pods of j { annotate "a" = "1" }''')
+    data["injections"] *= 2
+    with pytest.raises(runtime_plan.PlanError, match="t#0: the name is used twice"):
+        runtime_plan.load(data)
+
+
 def test_errors_give_no_plan() -> None:
     build = api.build_sources([SourceFile.from_text("t.rules", "job j: v1 Pod { on pod faild -> ignore }")])
     assert build.plan is None and build.errors
