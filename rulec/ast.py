@@ -289,6 +289,7 @@ class PhaseMapEntry:
 class Status:
     span: Span
     phase: FieldPath | None
+    phase_only: tuple[Name, ...] | None    # the phases written; None: all of them
     phase_map: tuple[PhaseMapEntry, ...]
     reason: FieldPath | None
     message: FieldPath | None

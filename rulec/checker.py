@@ -188,8 +188,8 @@ class _Checker:
         self.policy_ids(k)
         self.shadowing(k)
         if k.status is not None:
-            for entry in k.status.phase_map:
-                self.phase(entry.phase)
+            self.phase_list(k.status.phase_only or (), "listed")
+            self.phase_list([e.phase for e in k.status.phase_map], "mapped")
         self.check_schema_paths(k)
 
     def verdict_order(self, k: ast.Kind) -> None:
@@ -215,6 +215,17 @@ class _Checker:
             self.report("no-task-selector", span,
                         f"{what} needs a task, but kind `{k.name.value}` declares no `task`",
                         help='add `task label "..."` or `task <<expr>>` to the kind')
+
+    def phase_list(self, phases: Sequence[ast.Name], what: str) -> None:
+        """Phases of `only [...]` or a status map: each known, none given twice."""
+        firsts: dict[str, Span] = {}
+        for name in phases:
+            self.phase(name)
+            first = firsts.setdefault(name.value.lower(), name.span)
+            if first is not name.span:
+                self.report("duplicate-clause", name.span,
+                            f"phase `{name.value}` is {what} twice",
+                            notes=(Note(f"first {what} here", first),))
 
     def phase(self, name: ast.Name) -> None:
         if name.value.lower() not in {p.lower() for p in PHASES}:

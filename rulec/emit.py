@@ -142,7 +142,9 @@ class _Emitter:
         phase = None
         if s.phase is not None:
             phase = {"path": list(s.phase.segments),
-                     "map": {phase_name(e.phase.value): e.value.value for e in s.phase_map}}
+                     "map": {phase_name(e.phase.value): e.value.value for e in s.phase_map},
+                     "only": None if s.phase_only is None else [
+                         phase_name(n.value) for n in s.phase_only]}
         condition = None if s.condition_off else (
             s.condition.value if s.condition else DEFAULT_CONDITION)
         return {"phase": phase,

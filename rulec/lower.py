@@ -238,6 +238,7 @@ class _Lowering:
     def status(self, tree: Tree) -> ast.Status:
         seen: dict[str, Span] = {}
         phase = reason = message = condition = None
+        phase_only: tuple[ast.Name, ...] | None = None
         phase_map: tuple[ast.PhaseMapEntry, ...] = ()
         condition_off, events, annotations = False, True, True
         for stmt in tree.children:
@@ -260,17 +261,20 @@ class _Lowering:
                 path = self.path_of(ch[0])
                 if kind == "status_phase":
                     phase = path
-                    if len(ch) > 1:
-                        phase_map = tuple(
-                            ast.PhaseMapEntry(self.span(e), self.name(e.children[0]),
-                                              self.text(e.children[1]))
-                            for e in ch[1].children)
+                    for part in ch[1:]:
+                        if part.data == "phase_only":
+                            phase_only = tuple(self.name(w) for w in part.children)
+                        else:
+                            phase_map = tuple(
+                                ast.PhaseMapEntry(self.span(e), self.name(e.children[0]),
+                                                  self.text(e.children[1]))
+                                for e in part.children)
                 elif kind == "status_reason":
                     reason = path
                 else:
                     message = path
-        return ast.Status(self.span(tree), phase, phase_map, reason, message, condition,
-                          condition_off, events, annotations)
+        return ast.Status(self.span(tree), phase, phase_only, phase_map, reason, message,
+                          condition, condition_off, events, annotations)
 
     def path_of(self, token: Token) -> ast.FieldPath:
         return ast.FieldPath(self.span(token), tuple(str(token).split(".")))

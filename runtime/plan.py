@@ -233,6 +233,7 @@ class Policy:
 class StatusField:
     path: tuple[str, ...]
     map: Mapping[str, str]
+    only: frozenset[str] | None  # the phases written (a phase field); None: every phase
 
 
 @dataclass(frozen=True, slots=True)
@@ -603,7 +604,9 @@ def _status_field(value: Any, where: str) -> StatusField | None:
     mapping = _obj(f.get("map", {}), f"{where}.map")
     for phase in mapping:
         _choice(phase, PHASES, f"{where}.map")
-    return StatusField(_strs(f["path"], f"{where}.path"), dict(sorted(mapping.items())))
+    only = None if f.get("only") is None else frozenset(
+        _choice(p, PHASES, f"{where}.only") for p in _list(f["only"], f"{where}.only"))
+    return StatusField(_strs(f["path"], f"{where}.path"), dict(sorted(mapping.items())), only)
 
 
 def _kind(value: Any) -> Kind:

@@ -89,6 +89,14 @@ def test_self_referencing_define() -> None:
     assert "R107" in codes("define a = exit 1 or is a\n" + kind(""))
 
 
+def test_status_phase_lists() -> None:
+    status = "    status {{ phase at status.x only [{}] map {{ {} }} }}"
+    assert found(kind(status.format("failed, Succeeded", 'Failed: "F"'))) == []
+    assert found(kind(status.format("failed, done", 'Failed: "F"'))) == [("R103", 4, 46)]
+    assert found(kind(status.format("failed, FAILED", 'Failed: "F"'))) == [("R106", 4, 46)]
+    assert found(kind(status.format("failed", 'Failed: "F", failed: "G"'))) == [("R106", 4, 65)]
+
+
 # ---------------------------------------------------------------- JMESPath
 
 @pytest.mark.parametrize("condition,bad", [

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -164,6 +165,44 @@ def test_the_runtime_rejects_duplicate_injection_names() -> None:
     data["injections"] *= 2
     with pytest.raises(runtime_plan.PlanError, match="t#0: the name is used twice"):
         runtime_plan.load(data)
+
+
+def test_status_phase_only() -> None:
+    kind = _kind('''job v: batch.volcano.sh/v1alpha1 Job {
+        succeeded when all pods succeeded
+        status { phase at status.state.phase only [failed, SUCCEEDED] map { Failed: "Failed" } }
+    }''')
+    assert kind["status"]["phase"] == {"path": ["status", "state", "phase"],
+                                       "map": {"Failed": "Failed"},
+                                       "only": ["Failed", "Succeeded"]}
+    loaded = runtime_plan.load(_plan('''job v: batch.volcano.sh/v1alpha1 Job {
+        succeeded when all pods succeeded
+        status { phase at status.state.phase only [failed] }
+    }'''))
+    assert loaded.kinds[0].status.phase.only == frozenset({"Failed"})
+    every = _kind('''job v: batch.volcano.sh/v1alpha1 Job {
+        succeeded when all pods succeeded
+        status { phase at status.state.phase reason at status.state.reason }
+    }''')
+    assert every["status"]["phase"]["only"] is None
+
+
+@pytest.mark.parametrize("only,error", [
+    (None, None), (["Failed"], None), (["Completed"], "phase.only: 'Completed' is not one of"),
+    ("Failed", "phase.only: expected a list"),
+])
+def test_the_runtime_validates_status_phase_only(only: Any, error: str | None) -> None:
+    data = _plan('''job v: batch.volcano.sh/v1alpha1 Job {
+        succeeded when all pods succeeded
+        status { phase at status.state.phase }
+    }''')
+    data["kinds"][0]["status"]["phase"]["only"] = only
+    if error is None:
+        phase = runtime_plan.load(data).kinds[0].status.phase
+        assert phase.only == (None if only is None else frozenset(only))
+    else:
+        with pytest.raises(runtime_plan.PlanError, match=error):
+            runtime_plan.load(data)
 
 
 def test_errors_give_no_plan() -> None:
