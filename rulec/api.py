@@ -21,6 +21,13 @@ class InputError(Exception):
     """A path that cannot be read as rules: reported as a usage/IO problem (exit 2)."""
 
 
+def too_deep(doing: str, path: str | None = None) -> InputError:
+    """Python's recursion limit reached on absurd nesting: an input error, not an internal one."""
+    where = f"{path}: " if path else ""
+    return InputError(f"{where}the rules nest too deeply to {doing} (hundreds of nested `not` "
+                      "or parentheses)")
+
+
 @dataclass(frozen=True, slots=True)
 class Build:
     plan: dict[str, Any] | None       # None when there are errors (or emission was not asked)
@@ -75,8 +82,7 @@ def build_sources(sources: Iterable[SourceFile], crds: Iterable[str] = (), *,
         with _without_cyclic_gc():
             return _build(ordered, _schemas(tuple(crds)), emit_plan)
     except RecursionError:
-        raise InputError("the rules nest too deeply to compile (hundreds of nested `not` or "
-                         "parentheses)") from None
+        raise too_deep("compile") from None
 
 
 def _build(ordered: list[SourceFile], schemas: Any, emit_plan: bool) -> Build:

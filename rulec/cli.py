@@ -165,7 +165,12 @@ def _fmt(args: argparse.Namespace) -> int:
         return 2
     status = 0
     for source in sources:
-        result = fmt.format_source(source)
+        try:
+            result = fmt.format_source(source)
+        except api.InputError as err:
+            print(f"rulec: {err}", file=sys.stderr)
+            status = 2
+            continue
         if result.diagnostics:
             from rulec import diagnostics
 

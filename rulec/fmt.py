@@ -40,13 +40,20 @@ class Formatted:
 
 
 def format_source(source: SourceFile) -> Formatted:
-    """The canonical text of a file; a file that does not parse comes back unchanged."""
+    """The canonical text of a file; a file that does not parse comes back unchanged.
+
+    Raises api.InputError when the file nests too deeply to walk (as `check` does)."""
     parsed = syntax.parse(source, keep_all_tokens=True)
     if parsed.tree is None:
         return Formatted(source.text, parsed.diagnostics)
     items = _Items()
-    for decl in parsed.tree.children:
-        items.visit(decl, level=0, brk="stmt")
+    try:
+        for decl in parsed.tree.children:
+            items.visit(decl, level=0, brk="stmt")
+    except RecursionError:
+        from rulec import api
+
+        raise api.too_deep("format", source.path) from None
     return Formatted(_render(items.items, parsed.comments), ())
 
 

@@ -94,6 +94,20 @@ def test_long_chains_compile_and_absurd_nesting_is_exit_2(capsys, tmp_path: Path
     assert code == 2 and "nest too deeply" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("nesting", ["not " * 3000 + "any pod failed",
+                                     "(" * 3000 + "any pod failed" + ")" * 3000])
+def test_fmt_reports_absurd_nesting_as_check_does(capsys, tmp_path: Path, nesting: str) -> None:
+    deep = tmp_path / "deep.rules"
+    deep.write_text(f"job j: v1 Pod {{ failed when {nesting} }}")
+    other = tmp_path / "other.rules"
+    other.write_text(GOOD.replace("    ", "  "))
+    for argv in (["fmt", "--check"], ["fmt"]):
+        code, _, err = run(capsys, *argv, str(deep), str(other))
+        assert code == 2 and "Traceback" not in err and "internal error" not in err
+        assert f"rulec: {deep}: the rules nest too deeply to format" in err
+    assert run(capsys, "fmt", "--check", str(other))[0] == 0  # the other file was formatted
+
+
 def test_not_utf8_is_exit_2(capsys, tmp_path: Path) -> None:
     path = tmp_path / "latin.rules"
     path.write_bytes(b"# caf\xe9\n")
