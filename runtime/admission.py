@@ -133,7 +133,7 @@ def answer(plan: planlib.Plan, request: Request) -> Decision:
     if not mutation.patch:
         return Decision(_review({"uid": uid, "allowed": True}), "unchanged", (), dry_run, None)
     try:
-        patchlib.apply(pod, mutation.patch)
+        patchlib.apply(_reached(pod, mutation.patch), mutation.patch)
         encoded = base64.b64encode(json.dumps(list(mutation.patch), allow_nan=False,
                                               separators=(",", ":")).encode()).decode("ascii")
     except Exception as err:  # PatchError, or values that are not JSON
@@ -151,6 +151,58 @@ def answer(plan: planlib.Plan, request: Request) -> Decision:
         "auditAnnotations": _audit({"injected": ",".join(mutation.applied), "plan": plan.digest[:12]}),
     }
     return Decision(_review(response), "patched", mutation.applied, dry_run, None)
+
+
+def _reached(doc: Any, ops: tuple[dict, ...]) -> Any:
+    """As much of `doc` as applying `ops` can read, for `patch.apply` to copy instead of the pod.
+
+    Applying reads the nodes along each path, whether the last member exists, the length of an
+    array indexed by number, and the values `test` compares. Everything else is left out (object
+    members; array elements, which stand as null where an index needs the length), so the patch
+    applies to this exactly when it applies to `doc`, at the cost of copying a few nodes rather
+    than the ~1000 of a pod. Arrays an op inserts into or removes from by index are kept whole:
+    later paths into them name shifted elements. Nodes of `doc` are shared, never written here,
+    and `patch.apply` copies before it writes.
+    """
+    paths = [patchlib.tokens(op["path"]) for op in ops]
+    shifting = {tuple(parts[:-1]) for op, parts in zip(ops, paths)
+                if op.get("op") in ("add", "remove") and parts and parts[-1].isdigit()}
+    if () in shifting or [] in paths or not isinstance(doc, (dict, list)):
+        return doc   # an op on the whole document, or a root array that shifts: all of it
+    root = _shell(doc)
+    for parts in paths:
+        source, copy = doc, root
+        for depth, part in enumerate(parts):
+            if isinstance(source, list):
+                if not part.isdigit():
+                    break   # "-" appends whatever the length; anything else fails either way
+                copy.extend([None] * (len(source) - len(copy)))
+                if int(part) >= len(source):
+                    break
+                key: str | int = int(part)
+                placed = copy[key]
+            elif part in source:
+                key, placed = part, copy.get(part, _ABSENT)
+            else:
+                break
+            child = source[key]
+            if placed is child:   # already there whole (or a null array element)
+                break
+            if (depth == len(parts) - 1 or tuple(parts[:depth + 1]) in shifting
+                    or not isinstance(child, (dict, list))):
+                copy[key] = child
+                break
+            if placed is _ABSENT or placed is None:
+                copy[key] = placed = _shell(child)
+            source, copy = child, placed
+    return root
+
+
+_ABSENT: Any = object()
+
+
+def _shell(node: dict | list) -> dict | list:
+    return {} if isinstance(node, dict) else []
 
 
 def encode(review: AdmissionReview) -> bytes:
@@ -182,8 +234,10 @@ def _is_pod_create(request: dict[str, Any]) -> bool:
 
 
 def _warning(text: str) -> str:
-    printable = "".join(c if c.isprintable() else " " for c in WARNING_PREFIX + text)
-    return _bounded(printable, WARNING_MAX)
+    text = WARNING_PREFIX + text
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else " " for c in text)
+    return _bounded(text, WARNING_MAX)
 
 
 def _audit(values: dict[str, str]) -> dict[str, str]:

@@ -383,3 +383,55 @@ def test_the_received_pod_is_not_modified() -> None:
     before = copy.deepcopy(req)
     decide(req)
     assert req == before
+
+
+# ---------------------------------------------------------------------------------------------
+# The patch is checked on the part of the pod it can reach: same verdict as on the whole pod
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from runtime import patch as patchlib  # noqa: E402
+
+_leaves = st.none() | st.booleans() | st.integers(-2, 2) | st.sampled_from(["a", "b", ""])
+_docs = st.recursive(_leaves, lambda inner: st.lists(inner, max_size=3)
+                     | st.dictionaries(st.sampled_from(["a", "b", "c"]), inner, max_size=3), max_leaves=12)
+
+
+def _pointers(doc: Any, prefix: str = "") -> list[str]:
+    found = [prefix]
+    items = doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
+    for key, child in items:
+        found.extend(_pointers(child, f"{prefix}/{key}"))
+    return found
+
+
+@st.composite
+def _doc_and_patch(draw: st.DrawFn) -> tuple[Any, list[dict[str, Any]]]:
+    doc = draw(st.dictionaries(st.sampled_from(["a", "b", "c"]), _docs, max_size=3))
+    existing = _pointers(doc)
+    paths = st.sampled_from(existing) | st.builds(
+        lambda base, tail: f"{base}/{tail}", st.sampled_from(existing),
+        st.sampled_from(["-", "0", "1", "2", "3", "01", "a", "b", "c", "z"]))
+    ops = draw(st.lists(st.builds(
+        lambda op, path, value: {"op": op, "path": path, **({} if op == "remove" else {"value": value})},
+        st.sampled_from(["add", "remove", "replace", "test"]), paths, _docs), min_size=1, max_size=5))
+    return doc, ops
+
+
+def _applies(doc: Any, ops: list[dict[str, Any]]) -> bool:
+    try:
+        patchlib.apply(doc, ops)
+    except patchlib.PatchError:
+        return False
+    return True
+
+
+@settings(max_examples=500, deadline=None)
+@given(_doc_and_patch())
+def test_a_patch_applies_to_the_reached_part_exactly_when_it_applies_to_the_pod(
+        case: tuple[Any, list[dict[str, Any]]]) -> None:
+    doc, ops = case
+    before = copy.deepcopy(doc)
+    assert _applies(admission._reached(doc, tuple(ops)), ops) == _applies(doc, ops)
+    assert doc == before

@@ -1,0 +1,489 @@
+"""Load test of the admission webhook against a bare Flask endpoint, both under the same gunicorn.
+
+    .venv/bin/python bench/webhook.py [--duration 10] [--rate 300] [--no-fail]
+
+Both servers run `gunicorn -c python:runtime.gunicorn_conf` on 127.0.0.1 with the same settings
+and the same TLS certificate; the baseline app only reads the body and returns a fixed allow
+answer. Each gets, in turn: a closed-loop run (keep-alive connections sending as fast as
+answers come back: the throughput) and an open-loop run at a fixed rate (requests scheduled at
+fixed times; latency counted from the scheduled time, so a stall is not hidden). Bodies are
+~8 KB AdmissionReviews of batch Job pods with several containers, which the webhook patches
+(native sidecar, volume, mounts, env, annotations). Peak memory is the summed RSS of the gunicorn
+master and its workers, sampled from /proc. Targets: the webhook's throughput is at least 70%
+of the baseline's, and its p99 at the fixed rate is under 10 ms; exit 1 when missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import re
+import socket
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import flask
+
+HERE = Path(__file__).resolve().parent
+MUTATE = "/mutate-pods"
+THROUGHPUT_RATIO = 0.70
+P99_LIMIT_MS = 10.0
+
+# The baseline: what gunicorn + Flask + TLS cost with no admission logic at all.
+baseline = flask.Flask("baseline")
+ALLOW = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                    "response": {"uid": "", "allowed": True}}).encode()
+
+
+@baseline.post(MUTATE)
+def _allow() -> flask.Response:
+    flask.request.get_data()
+    return baseline.response_class(ALLOW, mimetype="application/json")
+
+
+@baseline.get("/readyz")
+def _ready() -> str:
+    return "ok\n"
+
+
+RULES = """
+job batchjob: batch/v1 Job {
+    pods owned
+    primary container "main"
+    failed    when <<status.failed > `0`>>
+    succeeded when <<status.succeeded > `0`>>
+    running   when any pod running
+    pending   otherwise
+}
+
+inject "log-agent" into pods of batchjob where label "example.com/team" exists {
+    annotate "example.com/logs" = "shipped"
+    label "example.com/log-agent" = "injected"
+    env "JOB_NAME" = <<owner.metadata.name>> in primary
+    volume "logs" empty dir
+    mount volume "logs" at "/var/log/job" in primary
+    sidecar "log-agent" native {
+        image "example.com/log-agent:1.4"
+        args ["--path", "/var/log/job", "--job", <<owner.metadata.name>>]
+        env "NAMESPACE" = <<namespace>>
+        mount volume "logs" at "/var/log/job"
+    }
+    wait for containers ["main"]
+}
+"""
+
+
+def job_pod(index: int) -> dict:
+    """A pod as the Job controller creates it, with the usual bulk of a training pod."""
+    job = f"train-{index:05d}"
+
+    def container(name: str, cpu: str, env: int) -> dict:
+        return {
+            "name": name, "image": f"registry.example.com/ml/{name}:2.3.{index % 7}",
+            "command": ["/usr/bin/python3", "-m", f"ml.{name}"],
+            "args": ["--config", "/etc/train/config.yaml", "--epochs", "40", "--batch-size", "256"],
+            "env": [{"name": f"SETTING_{i}", "value": f"value-{i}-{'x' * 12}"} for i in range(env)]
+            + [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+            "resources": {"requests": {"cpu": cpu, "memory": "8Gi"},
+                          "limits": {"cpu": cpu, "memory": "8Gi", "nvidia.com/gpu": "1"}},
+            "volumeMounts": [{"name": "config", "mountPath": "/etc/train"},
+                             {"name": "data", "mountPath": "/data", "readOnly": True},
+                             {"name": "scratch", "mountPath": "/scratch"}],
+            "ports": [{"containerPort": 8080 + env, "name": "metrics", "protocol": "TCP"}],
+            "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8080 + env},
+                               "periodSeconds": 10},
+            "securityContext": {"runAsNonRoot": True, "allowPrivilegeEscalation": False,
+                                "capabilities": {"drop": ["ALL"]}},
+            "terminationMessagePath": "/dev/termination-log",
+            "terminationMessagePolicy": "File", "imagePullPolicy": "IfNotPresent",
+        }
+
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "generateName": f"{job}-",
+            "labels": {"batch.kubernetes.io/controller-uid": str(uuid.UUID(int=index)),
+                       "batch.kubernetes.io/job-name": job, "controller-uid": str(uuid.UUID(int=index)),
+                       "job-name": job, "example.com/team": "vision", "example.com/queue": "gpu-a100"},
+            "annotations": {"example.com/experiment": f"exp-{index}", "example.com/owner": "ml-platform",
+                            "batch.kubernetes.io/job-completion-index": str(index % 16)},
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job,
+                                 "uid": str(uuid.UUID(int=index)), "controller": True,
+                                 "blockOwnerDeletion": True}],
+        },
+        "spec": {
+            "restartPolicy": "Never", "serviceAccountName": "trainer",
+            "initContainers": [container("fetch-data", "1", 4)],
+            "containers": [container("main", "8", 20), container("metrics", "500m", 6),
+                           container("uploader", "1", 6)],
+            "volumes": [{"name": "config", "configMap": {"name": f"{job}-config"}},
+                        {"name": "data", "persistentVolumeClaim": {"claimName": "datasets"}},
+                        {"name": "scratch", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}}],
+            "nodeSelector": {"node.kubernetes.io/instance-type": "p4d.24xlarge"},
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+                "weight": 100, "podAffinityTerm": {
+                    "labelSelector": {"matchLabels": {"job-name": job}},
+                    "topologyKey": "kubernetes.io/hostname"}}]}},
+            "securityContext": {"fsGroup": 1000, "seccompProfile": {"type": "RuntimeDefault"}},
+            "priorityClassName": "batch-high", "schedulerName": "default-scheduler",
+            "terminationGracePeriodSeconds": 30, "dnsPolicy": "ClusterFirst",
+        },
+    }
+
+
+def admission_request(index: int, port: int) -> bytes:
+    body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": str(uuid.uuid4()), "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
+        "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+        "namespace": "ml-vision", "operation": "CREATE",
+        "userInfo": {"username": "system:serviceaccount:kube-system:job-controller",
+                     "uid": str(uuid.uuid4()), "groups": ["system:serviceaccounts",
+                                                          "system:serviceaccounts:kube-system",
+                                                          "system:authenticated"]},
+        "object": job_pod(index), "oldObject": None, "dryRun": False,
+        "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
+    }}).encode()
+    head = (f"POST {MUTATE} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+            f"Accept: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+    return head + body
+
+
+# ---------------------------------------------------------------------------------------------
+# Client: keep-alive TLS connections speaking just enough HTTP/1.1
+
+
+class Connection:
+    def __init__(self, port: int, cafile: str) -> None:
+        context = ssl.create_default_context(cafile=cafile)
+        raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock = context.wrap_socket(raw, server_hostname="127.0.0.1")
+        self.buffer = b""
+
+    def roundtrip(self, request: bytes) -> tuple[int, bytes]:
+        self.sock.sendall(request)
+        while (end := self.buffer.find(b"\r\n\r\n")) < 0:
+            self._fill()
+        head, self.buffer = self.buffer[:end], self.buffer[end + 4:]
+        length = int(re.search(rb"(?i)\r\ncontent-length: *(\d+)", head)[1])
+        while len(self.buffer) < length:
+            self._fill()
+        body, self.buffer = self.buffer[:length], self.buffer[length:]
+        return int(head[9:12]), body
+
+    def _fill(self) -> None:
+        data = self.sock.recv(65536)
+        if not data:
+            raise ConnectionError("server closed the connection")
+        self.buffer += data
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    seconds: float
+    latencies: tuple[float, ...]   # seconds
+    errors: int
+
+    @property
+    def rate(self) -> float:
+        return len(self.latencies) / self.seconds
+
+    def percentile(self, p: float) -> float:
+        """Milliseconds."""
+        if not self.latencies:
+            return float("nan")
+        ordered = sorted(self.latencies)
+        return 1000 * ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
+
+
+def _closed_loop(port: int, cafile: str, requests: list[bytes], connections: int,
+                 seconds: float) -> tuple[list[float], int, float]:
+    """One client process: `connections` threads, each sending back to back until time is up.
+    Returns the latencies, the errors and the seconds from the first send to the last answer."""
+    latencies: list[float] = []
+    errors = [0]
+    started = time.perf_counter()
+    deadline = started + seconds
+
+    def loop(offset: int) -> None:
+        connection, mine, i = Connection(port, cafile), [], offset
+        while (start := time.perf_counter()) < deadline:
+            status, _ = connection.roundtrip(requests[i % len(requests)])
+            mine.append(time.perf_counter() - start)
+            errors[0] += status != 200
+            i += connections
+        connection.close()
+        latencies.extend(mine)
+
+    threads = [threading.Thread(target=loop, args=(n,)) for n in range(connections)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return latencies, errors[0], time.perf_counter() - started
+
+
+def closed_loop(port: int, cafile: str, requests: list[bytes], processes: int,
+                connections: int, seconds: float) -> Run:
+    with multiprocessing.get_context("spawn").Pool(processes) as pool:
+        parts = pool.starmap(_closed_loop, [(port, cafile, requests[p::processes], connections, seconds)
+                                            for p in range(processes)])
+    return Run(max(elapsed for _, _, elapsed in parts),
+               tuple(x for latencies, _, _ in parts for x in latencies), sum(e for _, e, _ in parts))
+
+
+def open_loop(port: int, cafile: str, requests: list[bytes], rate: float, seconds: float,
+              connections: int) -> Run:
+    """Request i is due at start + i/rate; its latency runs from then, not from when sent."""
+    total = int(rate * seconds)
+    latencies: list[float] = []
+    errors = [0]
+    start = time.perf_counter() + 0.2
+
+    def loop(offset: int) -> None:
+        connection = Connection(port, cafile)
+        mine: list[float] = []
+        for i in range(offset, total, connections):
+            due = start + i / rate
+            if (wait := due - time.perf_counter()) > 0:
+                time.sleep(wait)
+            status, _ = connection.roundtrip(requests[i % len(requests)])
+            mine.append(time.perf_counter() - due)
+            errors[0] += status != 200
+        connection.close()
+        latencies.extend(mine)
+
+    threads = [threading.Thread(target=loop, args=(n,)) for n in range(connections)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return Run(max(seconds, time.perf_counter() - start), tuple(latencies), errors[0])
+
+
+# ---------------------------------------------------------------------------------------------
+# Servers
+
+
+class Memory(threading.Thread):
+    """Peak summed RSS of a process and its children, sampled every 50 ms from /proc."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid = pid
+        self.peak = 0
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(0.05):
+            self.peak = max(self.peak, self.sample())
+
+    def sample(self) -> int:
+        try:
+            children = Path(f"/proc/{self.pid}/task/{self.pid}/children").read_text().split()
+        except OSError:
+            return 0
+        return sum(_rss(int(pid)) for pid in [self.pid, *map(int, children)])
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process and its live children (workers)."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return 0.0
+    total = 0
+    for each in [pid, *map(int, children)]:
+        try:
+            fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])   # utime, stime (clock ticks)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _rss(pid: int) -> int:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    found = re.search(r"VmRSS:\s+(\d+) kB", status)
+    return int(found[1]) * 1024 if found else 0
+
+
+@dataclass
+class Server:
+    name: str
+    process: subprocess.Popen
+    port: int
+    memory: Memory
+
+    def stop(self) -> None:
+        self.memory.stopped.set()
+        self.process.terminate()
+        self.process.wait(20)
+
+
+def start(name: str, app: str | None, port: int, env: dict[str, str], cafile: str, log: Path) -> Server:
+    argv = [sys.executable, "-m", "gunicorn", "-c", "python:runtime.gunicorn_conf"]
+    if app is not None:
+        argv += ["--pythonpath", str(HERE), app]
+    with open(log, "wb") as out:
+        process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                   stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 30
+    while True:
+        if process.poll() is not None:
+            raise SystemExit(f"{name}: gunicorn exited:\n{log.read_text()}")
+        try:
+            connection = Connection(port, cafile)
+            connection.sock.sendall(b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
+            ok = connection.sock.recv(100).startswith(b"HTTP/1.1 200")
+            connection.close()
+            if ok:
+                break
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{name}: not ready after 30 s:\n{log.read_text()}")
+        time.sleep(0.1)
+    memory = Memory(process.pid)
+    memory.start()
+    return Server(name, process, port, memory)
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    name: str
+    closed: Run
+    fixed: Run
+    peak_rss: int
+    cpu_per_request: float   # server CPU seconds per request in the closed-loop run
+
+
+def measure(name: str, app: str | None, env: dict[str, str], cafile: str, workdir: Path,
+            args: argparse.Namespace) -> Result:
+    from rulec import cluster
+
+    [port] = cluster.free_ports(1)
+    env = {**env, "JOBRULES_BIND": f"127.0.0.1:{port}",
+           "PROMETHEUS_MULTIPROC_DIR": str(workdir / f"metrics-{name}")}
+    Path(env["PROMETHEUS_MULTIPROC_DIR"]).mkdir()
+    server = start(name, app, port, env, cafile, workdir / f"{name}.log")
+    try:
+        requests = [admission_request(i, port) for i in range(256)]
+        check(name, port, cafile, requests[0])
+        closed_loop(port, cafile, requests, args.clients, args.connections, 1.0)   # warm up
+        cpu = cpu_seconds(server.process.pid)
+        closed = closed_loop(port, cafile, requests, args.clients, args.connections, args.duration)
+        cpu = cpu_seconds(server.process.pid) - cpu
+        fixed = open_loop(port, cafile, requests, args.rate, args.duration, args.connections)
+        return Result(name, closed, fixed, server.memory.peak, cpu / max(1, len(closed.latencies)))
+    finally:
+        server.stop()
+
+
+def check(name: str, port: int, cafile: str, request: bytes) -> None:
+    """The webhook must really patch these pods, or the comparison means nothing."""
+    connection = Connection(port, cafile)
+    status, body = connection.roundtrip(request)
+    connection.close()
+    answer = json.loads(body)
+    if status != 200 or (name == "jobrules" and answer["response"].get("patchType") != "JSONPatch"):
+        raise SystemExit(f"{name}: unexpected answer {status}: {body[:300]!r}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--duration", type=float, default=10.0, help="seconds per run (max 60)")
+    parser.add_argument("--rate", type=float, default=300.0, help="fixed-rate run, requests/s")
+    parser.add_argument("--connections", type=int, default=4, help="keep-alive connections per client process")
+    parser.add_argument("--clients", type=int, default=2, help="client processes in the closed-loop run")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--no-fail", action="store_true", help="exit 0 even when a target is missed")
+    args = parser.parse_args(argv)
+    args.duration = min(max(args.duration, 1.0), 60.0)
+
+    from rulec import api, cluster, emit
+
+    with tempfile.TemporaryDirectory(prefix="jobrules-bench-") as tmp:
+        workdir = Path(tmp)
+        (workdir / "bench.rules").write_text(RULES, encoding="utf-8")
+        built = api.build([str(workdir / "bench.rules")])
+        if built.plan is None:
+            raise SystemExit(f"bench rules do not compile: {[str(d) for d in built.errors]}")
+        (workdir / "plan.json").write_text(emit.dumps(built.plan), encoding="utf-8")
+        ca = cluster.CertificateAuthority.create("bench-ca")
+        cert, key = ca.issue("127.0.0.1", hosts=["127.0.0.1"])
+        (workdir / "tls.crt").write_bytes(cert)
+        (workdir / "tls.key").write_bytes(key)
+        (workdir / "ca.crt").write_bytes(ca.cert_pem)
+        env = {**os.environ, "JOBRULES_PLAN": str(workdir / "plan.json"),
+               "JOBRULES_TLS_CERT": str(workdir / "tls.crt"), "JOBRULES_TLS_KEY": str(workdir / "tls.key"),
+               "JOBRULES_WORKERS": str(args.workers), "JOBRULES_THREADS": str(args.threads),
+               "JOBRULES_METRICS_BIND": "", "JOBRULES_LOG_LEVEL": "warning"}
+        cafile = str(workdir / "ca.crt")
+        size = len(admission_request(0, 0).split(b"\r\n\r\n", 1)[1])
+        print(f"{args.workers} workers x {args.threads} threads, TLS on 127.0.0.1, "
+              f"AdmissionReview bodies {size / 1024:.1f} KiB; closed loop {args.clients} x "
+              f"{args.connections} connections, {args.duration:.0f} s; fixed rate {args.rate:.0f}/s, "
+              f"{args.duration:.0f} s", flush=True)
+        results = [measure("baseline", "webhook:baseline", env, cafile, workdir, args),
+                   measure("jobrules", None, env, cafile, workdir, args)]
+    return report(results, args)
+
+
+def report(results: list[Result], args: argparse.Namespace) -> int:
+    base, ours = results
+    rows = [
+        ("closed loop: requests/s", lambda r: f"{r.closed.rate:,.0f}"),
+        ("closed loop: p50 ms", lambda r: f"{r.closed.percentile(50):.2f}"),
+        ("closed loop: p99 ms", lambda r: f"{r.closed.percentile(99):.2f}"),
+        ("server CPU ms/request", lambda r: f"{1000 * r.cpu_per_request:.2f}"),
+        (f"{args.rate:.0f}/s: achieved/s", lambda r: f"{r.fixed.rate:,.0f}"),
+        (f"{args.rate:.0f}/s: p50 ms", lambda r: f"{r.fixed.percentile(50):.2f}"),
+        (f"{args.rate:.0f}/s: p99 ms", lambda r: f"{r.fixed.percentile(99):.2f}"),
+        (f"{args.rate:.0f}/s: max ms", lambda r: f"{1000 * max(r.fixed.latencies, default=0):.2f}"),
+        ("errors (non-200)", lambda r: f"{r.closed.errors + r.fixed.errors}"),
+        ("peak RSS MiB (master+workers)", lambda r: f"{r.peak_rss / 2**20:.1f}"),
+    ]
+    print(f"\n{'':32}{'baseline':>12}{'jobrules':>12}")
+    for label, cell in rows:
+        print(f"{label:32}{cell(base):>12}{cell(ours):>12}")
+    ratio = ours.closed.rate / base.closed.rate
+    p99 = ours.fixed.percentile(99)
+    misses = []
+    if ratio < THROUGHPUT_RATIO:
+        misses.append(f"throughput {ratio:.0%} of the baseline (target >= {THROUGHPUT_RATIO:.0%})")
+    if not p99 < P99_LIMIT_MS:
+        misses.append(f"p99 {p99:.2f} ms at {args.rate:.0f}/s (target < {P99_LIMIT_MS:.0f} ms)")
+    if ours.fixed.rate < 0.95 * args.rate:
+        misses.append(f"fixed-rate run reached only {ours.fixed.rate:.0f}/s")
+    if ours.closed.errors + ours.fixed.errors:
+        misses.append("the webhook answered errors")
+    print(f"\nthroughput ratio {ratio:.0%} (target >= {THROUGHPUT_RATIO:.0%}); "
+          f"p99 at {args.rate:.0f}/s {p99:.2f} ms (target < {P99_LIMIT_MS:.0f} ms)")
+    for miss in misses:
+        print(f"MISSED: {miss}")
+    return 1 if misses and not args.no_fail else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
