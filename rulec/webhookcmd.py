@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from rulec import inputs
 from runtime import plan as planlib
 from runtime import registration
 
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         ca = Path(args.ca_bundle).read_bytes() if args.ca_bundle else None
         config = registration.render(plan, target, ca, name=args.name,
                                      exclude_namespaces=args.namespace_exclude)
-    except (planlib.PlanError, registration.RegistrationError) as err:
+    except (planlib.PlanError, inputs.InputError, registration.RegistrationError) as err:
         print(f"rulec webhook-config: {err}", file=sys.stderr)
         return 2
     except OSError as err:
@@ -66,4 +67,4 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> planlib.Plan:
-    return planlib.load_file(args.plan)
+    return planlib.load_file(args.plan) if args.plan else inputs.load_plan(args.rules)

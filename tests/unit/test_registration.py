@@ -144,11 +144,36 @@ def test_cli_prints_yaml(plan_file: Path, tmp_path: Path, capsys: pytest.Capture
     assert hook["failurePolicy"] == "Ignore"
 
 
+RULES = """
+job batchjob: batch/v1 Job {
+    pods owned
+    failed    when <<status.failed > `0`>>
+    succeeded when <<status.succeeded > `0`>>
+    pending   otherwise
+}
+
+inject "trace" into pods of batchjob {
+    annotate "example.com/traced" = "yes"
+}
+
+webhook failure closed timeout 7s
+"""
+
+
+def test_cli_compiles_rules(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "jobs.rules").write_text(RULES, encoding="utf-8")
+    assert run("--rules", str(tmp_path), "--url", "https://127.0.0.1:8443/mutate-pods") == 0
+    hook = only_webhook(yaml.safe_load(capsys.readouterr().out))
+    assert (hook["failurePolicy"], hook["timeoutSeconds"]) == ("Fail", 7)
+    assert "r.apiVersion == 'batch/v1' && r.kind == 'Job'" in hook["matchConditions"][0]["expression"]
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--plan", "missing.json", "--url", "https://h/"], "cannot read plan"),
     (["--plan", "PLAN", "--service", "nonsense"], "expected namespace/name"),
     (["--plan", "PLAN", "--url", "http://h/"], "https only"),
     (["--plan", "PLAN", "--url", "https://h/", "--ca-bundle", "missing.pem"], "missing.pem: No such file"),
+    (["--rules", "missing.rules", "--url", "https://h/"], "missing.rules"),
 ])
 def test_cli_errors_exit_2_without_traceback(plan_file: Path, capsys: pytest.CaptureFixture[str],
                                              argv: list[str], message: str) -> None:
@@ -156,3 +181,11 @@ def test_cli_errors_exit_2_without_traceback(plan_file: Path, capsys: pytest.Cap
     assert run(*argv) == 2
     out, err = capsys.readouterr()
     assert out == "" and message in err and "Traceback" not in err
+
+
+def test_rulec_cli_knows_the_subcommand(plan_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from rulec import cli
+
+    assert cli.main(["webhook-config", "--plan", str(plan_file), "--service", "jobrules/webhook"]) == 0
+    assert only_webhook(yaml.safe_load(capsys.readouterr().out))["clientConfig"]["service"]["name"] == "webhook"
+    assert cli.main(["webhook-config", "--plan", str(plan_file)]) == 2   # no target: usage error
