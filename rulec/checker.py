@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from rulec import ast, diagnostics, expr, names
 from rulec.diagnostics import Diagnostic, Note
@@ -495,25 +495,28 @@ class _Checker:
             for op in i.ops:
                 for w in _writes(op, i):
                     by_field[w.field].append(w)
+        injected = _injected_keys(injections)
         for writes in by_field.values():
             for n, later in enumerate(writes):
                 for earlier in writes[:n]:
-                    if self._clash(earlier, later):
+                    if self._clash(earlier, later, injected):
                         self.report(
                             "conflicting-injection", later.span,
                             f"{_describe_field(later.field)} is already set differently",
                             notes=(Note("set here", earlier.span),))
                         break
 
-    def _clash(self, a: _Write, b: _Write) -> bool:
+    def _clash(self, a: _Write, b: _Write, injected: frozenset[str]) -> bool:
         if a.injection is b.injection and a.field.startswith("sidecar:"):
             return False  # reported as a duplicate name
+        shared = set(_kind_names(a.injection)) & set(_kind_names(b.injection))
+        if a.injection is not b.injection:
+            shared = {k for k in shared if not _disjoint(
+                a.injection.match, b.injection.match, _key_resolver(self.kinds.get(k), injected))}
         if a.field.startswith("sidecar:"):
-            shared = set(_kind_names(a.injection)) & set(_kind_names(b.injection))
             return bool(shared)
         if a.value == b.value:
             return False
-        shared = set(_kind_names(a.injection)) & set(_kind_names(b.injection))
         if a.injection is b.injection:
             shared = shared or {""}
         if a.containers is None and b.containers is None:
@@ -670,6 +673,90 @@ def _catches_all(earlier: ast.Policy, later: ast.Policy) -> bool:
 
 def _kind_names(i: ast.Injection) -> list[str]:
     return [k.value for k in i.kinds]
+
+
+# ---------------------------------------------------------------- disjoint injection filters
+# A test of one key's value: (values, negate); values None tests presence. Keys are
+# `label:K`, `annotation:K`, `namespace` and `task`.
+_Test = tuple[frozenset[str] | None, bool]
+# The runtime records what it injected in annotations of its own (docs/injection.md).
+_RUNTIME_ANNOTATIONS = "annotation:jobrules.dev/"
+
+
+def _disjoint(a: ast.Node | None, b: ast.Node | None,
+              resolve: Callable[[str], str | None]) -> bool:
+    """Whether no pod can match both filters, provably from their top-level `and` of
+    label, annotation, namespace and task tests on the keys that `resolve` keeps.
+
+    Other terms (`or`, `where`, `primary`) are left out, which only widens what a filter
+    matches: filters proved disjoint without them are disjoint with them."""
+    tests: dict[str, list[_Test]] = defaultdict(list)
+    for key, test in (*_tests(a), *_tests(b)):
+        resolved = resolve(key)
+        if resolved is not None:
+            tests[resolved].append(test)
+    return any(not _satisfiable(t) for t in tests.values())
+
+
+def _tests(match: ast.Node | None) -> Iterator[tuple[str, _Test]]:
+    """The key tests that every pod `match` keeps passes (its top-level `and`)."""
+    for term in (match.args if isinstance(match, ast.And) else (match,) if match else ()):
+        flip = isinstance(term, ast.Not)
+        term = term.arg if isinstance(term, ast.Not) else term
+        if isinstance(term, ast.KeyTest):
+            values = None if term.values is None else frozenset(v.value for v in term.values)
+            yield f"{term.what}:{term.key.value}", (values, term.negate != flip)
+        elif isinstance(term, (ast.Namespace, ast.TaskIs)):
+            key = "namespace" if isinstance(term, ast.Namespace) else "task"
+            yield key, (frozenset(v.value for v in term.values), term.negate != flip)
+
+
+def _satisfiable(tests: list[_Test]) -> bool:
+    """Whether some value of one key, or its absence, passes every test (values None: present;
+    negated: absent; else the value is one of them; negated: absent or none of them)."""
+    allowed: frozenset[str] | None = None
+    excluded: set[str] = set()
+    present = absent = False
+    for values, negate in tests:
+        if values is None:
+            absent, present = absent or negate, present or not negate
+        elif negate:
+            excluded |= values
+        else:
+            present = True
+            allowed = values if allowed is None else allowed & values
+    if absent:
+        return not present
+    return allowed is None or bool(allowed - excluded)
+
+
+def _injected_keys(injections: list[ast.Injection]) -> frozenset[str]:
+    """The labels and annotations that injection writes: a filter on them may see the written
+    value when the webhook is invoked again, so they prove nothing (nor do the runtime's own
+    annotations, under `jobrules.dev/`: see `_key_resolver`)."""
+    written: set[str] = set()
+    for i in injections:
+        for op in i.ops:
+            if isinstance(op, ast.SetLabel):
+                written.add(f"label:{op.key.value}")
+            elif isinstance(op, ast.Annotate):
+                written.add(f"annotation:{op.key.value}")
+    return frozenset(written)
+
+
+def _key_resolver(k: ast.Kind | None, injected: frozenset[str]) -> Callable[[str], str | None]:
+    """The key a test reads for pods of kind `k`, or None when it cannot prove disjointness.
+    A task is the kind's task label (and proves nothing when an expression reads it: that
+    may read anything)."""
+    task_label = f"label:{k.task_label.value}" if k is not None and k.task_label else None
+
+    def resolve(key: str) -> str | None:
+        read = task_label if key == "task" else key
+        if read is None or read in injected or read.startswith(_RUNTIME_ANNOTATIONS):
+            return None
+        return read
+
+    return resolve
 
 
 def _template_key(tpl: ast.Template | None) -> Any:

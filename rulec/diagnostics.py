@@ -125,8 +125,9 @@ CODES: tuple[Code, ...] = (
     Code("R501", "conflicting-injection", ERROR, "two injections write the same field differently",
          "Two injection operations that can apply to the same pod set the same annotation, label, "
          "or environment variable (on overlapping containers) to different values, or add two "
-         "sidecars with one name: the result would depend on order. Injections are assumed to "
-         "overlap when they share a kind."),
+         "sidecars with one name: the result would depend on order. Injections overlap when they "
+         "share a kind, unless their `where` filters provably exclude each other: an `and` of "
+         "label, annotation, namespace or task tests on one key that no pod can pass at once."),
     Code("R502", "wrap-without-exec", WARNING, "a shell wrap that does not `exec` the command",
          "`wrap ... with shell` runs `/bin/sh -c`; without `exec` before `{argv}` the shell stays "
          "PID 1 and signals (SIGTERM on deletion) never reach the program."),

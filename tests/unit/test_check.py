@@ -1,7 +1,11 @@
 """Checker behaviour beyond the one-golden-per-code files: the edges of each rule."""
 from __future__ import annotations
 
+import itertools
+import json
+
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from rulec import api, expr
 from rulec.ast import Expr
@@ -371,3 +375,94 @@ def test_non_boolean_conditions_use_the_crd_schema(tmp_path, condition: str, bad
     rules.write_text(f"job run: example.com/v1 Run {{\n    succeeded when {condition}\n}}\n")
     build = api.build([str(rules)], [str(crd)], emit_plan=False)
     assert ("R203" in [d.code for d in build.diagnostics]) == bad
+
+
+# ---------------------------------------------------------------- disjoint injection filters
+
+DISJOINT = """job a: v1 Pod {{ task label "role" succeeded when all pods succeeded }}
+job e: batch/v1 Job {{ task <<metadata.labels.role>> succeeded when all pods succeeded }}
+inject "one" into pods of {kind} where {w1} {{ annotate "x" = "1" sidecar "s" {{ image "i" }} }}
+inject "two" into pods of {kind} where {w2} {{ annotate "x" = "2" sidecar "s" {{ image "j" }} }}
+"""
+
+
+@pytest.mark.parametrize("w1,w2,conflict", [
+    # provably disjoint: one key, no value passes both
+    ('label "team" = "a"', 'label "team" = "b"', False),
+    ('label "team" in ["a", "b"]', 'label "team" in ["c"]', False),
+    ('label "team" = "a"', 'label "team" not in ["a", "b"]', False),
+    ('label "team" exists', 'not label "team"', False),
+    ('label "team" = "a"', 'not label "team" exists', False),
+    ('annotation "t" = "a"', 'annotation "t" != "a" and annotation "t" exists and primary', False),
+    ('annotation "t" = "a" and primary', 'annotation "t" = "b"', False),
+    ('namespace in ["x"]', 'namespace in ["y"]', False),
+    ('namespace "x"', 'namespace not in ["x", "y"]', False),
+    ('task "a"', 'task "b"', False),
+    ('task "a"', 'label "role" = "b"', False),             # the task is the label "role"
+    ('(task "a" or task "b") and namespace "x"', 'namespace "y"', False),
+    # overlapping, or not provable
+    ('label "team" = "a"', 'label "team" = "a"', True),
+    ('label "team" = "a"', 'label "team" != "b"', True),
+    ('label "team" != "a"', 'label "team" != "b"', True),
+    ('label "team" = "a"', 'annotation "team" = "b"', True),
+    ('label "team" = "a"', 'label "group" = "b"', True),
+    ('label "team" = "a" or label "x" exists', 'label "team" = "b"', True),
+    ('not (label "team" = "a" and primary)', 'label "team" = "a"', True),
+    ('where <<pod.metadata.labels.team == \'a\'>>', 'label "team" = "b"', True),
+    ('namespace "x"', 'namespace not in ["y"]', True),
+    ('annotation "jobrules.dev/injected" exists', 'not annotation "jobrules.dev/injected"', True),
+])
+def test_disjoint_filters_do_not_conflict(w1: str, w2: str, conflict: bool) -> None:
+    text = DISJOINT.format(kind="a", w1=w1, w2=w2)
+    assert codes(text) == (["R501", "R501"] if conflict else [])
+
+
+def test_a_task_read_by_an_expression_proves_nothing() -> None:
+    text = DISJOINT.format(kind="e", w1='task "a"', w2='task "b"')
+    assert codes(text) == ["R501", "R501"]
+
+
+def test_keys_that_injections_write_prove_nothing() -> None:
+    text = DISJOINT.format(kind="a", w1='label "team" = "a"', w2='label "team" = "b"') + (
+        'inject "three" into pods of a { label "team" = "b" }\n')
+    assert codes(text) == ["R501", "R501"]
+    text = DISJOINT.format(kind="a", w1='task "a"', w2='task "b"') + (
+        'inject "three" into pods of a { label "role" = "b" }\n')
+    assert codes(text) == ["R501", "R501"]
+
+
+def test_disjointness_is_judged_per_shared_kind() -> None:
+    text = DISJOINT.format(kind="a, e", w1='task "a"', w2='task "b"')
+    assert codes(text) == ["R501", "R501"]  # disjoint for pods of `a`, not of `e`
+
+
+_TERMS = st.sampled_from([
+    'label "team" = "a"', 'label "team" != "a"', 'label "team" in ["a", "b"]',
+    'label "team" not in ["b"]', 'label "team" exists', 'label "role" = "b"',
+    'namespace "x"', 'namespace in ["x", "y"]', 'namespace not in ["y"]',
+    'task "a"', 'task in ["a", "b"]', 'task not in ["a"]'])
+_FILTERS = st.lists(st.tuples(st.booleans(), _TERMS), min_size=1, max_size=3).map(
+    lambda terms: " and ".join(f"not {t}" if negate else t for negate, t in terms))
+_PODS = [{"metadata": {"name": "p", "namespace": ns, "labels": {
+            k: v for k, v in (("team", team), ("role", role)) if v is not None},
+          "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u",
+                               "controller": True}]},
+          "spec": {"containers": [{"name": "main", "image": "i"}]}}
+         for ns, team, role in itertools.product("xyz", (None, "a", "b", "c"), (None, "a", "b"))]
+_BOTH = """job j: batch/v1 Job {{ task label "role" succeeded when all pods succeeded }}
+inject "one" into pods of j where {w1} {{ annotate "{k1}" = "1" }}
+inject "two" into pods of j where {w2} {{ annotate "{k2}" = "2" }}
+"""
+
+
+@settings(max_examples=150, deadline=None)
+@given(w1=_FILTERS, w2=_FILTERS)
+def test_filters_judged_disjoint_never_match_one_pod(w1: str, w2: str) -> None:
+    from runtime import mutator, plan as runtime_plan
+
+    plan = api.build_sources([SourceFile.from_text(
+        "t.rules", _BOTH.format(w1=w1, w2=w2, k1="x", k2="y"))]).plan
+    loaded = runtime_plan.loads(json.dumps(plan))
+    overlap = any(len(mutator.mutate(loaded, pod).applied) == 2 for pod in _PODS)
+    conflict = "R501" in codes(_BOTH.format(w1=w1, w2=w2, k1="x", k2="x"))
+    assert conflict or not overlap
