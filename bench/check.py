@@ -123,7 +123,7 @@ def main() -> int:
     if result.plan is None or result.diagnostics:
         print("generated rules do not compile cleanly:", file=sys.stderr)
         for d in result.diagnostics[:10]:
-            print(f"  {d.span.cite()}: {d.code} {d.message}", file=sys.stderr)
+            print(f"  {d.span}: {d.code} {d.message}", file=sys.stderr)
         return 2
 
     parse_s, pipeline_s = best(lambda: parser.parse(text), lambda: api.build_sources([source]),

@@ -220,12 +220,12 @@ def _plural(n: int, word: str) -> str:
 
 
 def _concise(d: Diagnostic) -> str:
-    return f"{d.span.cite()}: {d.severity}[{d.code}] {d.message}"
+    return f"{d.span}: {d.severity}[{d.code}] {d.message}"
 
 
 def _full(d: Diagnostic, source: SourceFile | None) -> str:
     s = d.span
-    lines = [f"{d.severity}[{d.code}]: {d.message}", f"  --> {s.cite()}"]
+    lines = [f"{d.severity}[{d.code}]: {d.message}", f"  --> {s}"]
     text = source.line_text(s.line) if source else ""
     gutter = " " * len(str(s.line))
     if source is not None and 1 <= s.line <= source.line_count:
@@ -239,7 +239,7 @@ def _full(d: Diagnostic, source: SourceFile | None) -> str:
     if d.help:
         lines.append(f"{gutter} = help: {d.help}")
     for note in d.notes:
-        where = f" ({note.span.cite()})" if note.span else ""
+        where = f" ({note.span})" if note.span else ""
         lines.append(f"{gutter} = note: {note.message}{where}")
     return "\n".join(lines) + "\n"
 

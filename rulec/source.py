@@ -1,26 +1,16 @@
-"""Source files and spans: the single position format every stage reports in."""
+"""Source files and spans: the single position format every stage reports in.
+
+`Span` is the runtime's (`runtime.span`, re-exported by `runtime.plan`): the plan's spans and
+the compiler's are one type.
+"""
 from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
 
+from runtime.span import Span
 
-@dataclass(frozen=True, slots=True)
-class Span:
-    """A region of a file: 1-based line and column, end exclusive."""
-
-    path: str
-    line: int
-    column: int
-    end_line: int
-    end_column: int
-
-    def to_json(self) -> dict[str, object]:
-        return {"path": self.path, "line": self.line, "column": self.column,
-                "endLine": self.end_line, "endColumn": self.end_column}
-
-    def cite(self) -> str:
-        return f"{self.path}:{self.line}:{self.column}"
+__all__ = ["SourceFile", "Span", "advance"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,8 @@ import jmespath
 import jmespath.exceptions
 import jmespath.parser
 
+from runtime.span import Span
+
 PLAN_VERSION = 1
 
 PHASES = ("Pending", "Running", "Suspended", "Restarting", "Succeeded", "Failed")
@@ -41,18 +43,6 @@ PLACEHOLDERS = (
 
 class PlanError(ValueError):
     """A plan that cannot be used: wrong version, unknown vocabulary, or a malformed value."""
-
-
-@dataclass(frozen=True, slots=True)
-class Span:
-    path: str
-    line: int
-    column: int
-    end_line: int
-    end_column: int
-
-    def __str__(self) -> str:
-        return f"{self.path}:{self.line}:{self.column}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,4 +38,4 @@ def test_example_compiles(block: str) -> None:
     if "define not-deleted" not in text and "job tfjob" not in text:
         sources.append(SourceFile.from_text("kinds.rules", KINDS))
     build = api.build_sources(sources)
-    assert not build.errors, [f"{d.span.cite()} {d.message}" for d in build.errors]
+    assert not build.errors, [f"{d.span} {d.message}" for d in build.errors]

@@ -48,3 +48,16 @@ def test_importing_the_runtime_loads_neither_rulec_nor_lark() -> None:
                           cwd=ROOT, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
+
+
+def test_compiler_and_plan_share_one_span_type_without_loading_the_plan() -> None:
+    script = (
+        "import sys, rulec.source\n"
+        "print('runtime.plan' in sys.modules)\n"
+        "import runtime.plan\n"
+        "print(rulec.source.Span is runtime.plan.Span)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["False", "True"]
