@@ -164,7 +164,7 @@ def _reached(doc: Any, ops: tuple[dict, ...]) -> Any:
     later paths into them name shifted elements. Nodes of `doc` are shared, never written here,
     and `patch.apply` copies before it writes.
     """
-    paths = [patchlib.tokens(op["path"]) for op in ops]
+    paths = [_tokens(op["path"]) for op in ops]
     shifting = {tuple(parts[:-1]) for op, parts in zip(ops, paths)
                 if op.get("op") in ("add", "remove") and parts and parts[-1].isdigit()}
     if () in shifting or [] in paths or not isinstance(doc, (dict, list)):
@@ -188,8 +188,8 @@ def _reached(doc: Any, ops: tuple[dict, ...]) -> Any:
             child = source[key]
             if placed is child:   # already there whole (or a null array element)
                 break
-            if (depth == len(parts) - 1 or tuple(parts[:depth + 1]) in shifting
-                    or not isinstance(child, (dict, list))):
+            if (depth == len(parts) - 1 or not isinstance(child, (dict, list))
+                    or (shifting and tuple(parts[:depth + 1]) in shifting)):
                 copy[key] = child
                 break
             if placed is _ABSENT or placed is None:
@@ -199,6 +199,13 @@ def _reached(doc: Any, ops: tuple[dict, ...]) -> Any:
 
 
 _ABSENT: Any = object()
+
+
+def _tokens(path: Any) -> list[str]:
+    """`patch.tokens`, without its escape checks for the usual path that has no `~`."""
+    if isinstance(path, str) and path.startswith("/") and "~" not in path:
+        return path[1:].split("/")
+    return patchlib.tokens(path)
 
 
 def _shell(node: dict | list) -> dict | list:
