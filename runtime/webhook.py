@@ -104,11 +104,6 @@ def _plan_loaded(previous: planlib.Plan | None, plan: planlib.Plan) -> None:
              plan.digest[:12], len(plan.kinds), len(plan.injections), plan.webhook.failure_policy)
 
 
-def plan_holder(settings: Settings) -> Reloading[planlib.Plan]:
-    return Reloading("plan", (settings.plan_path,), lambda: planlib.load_file(settings.plan_path),
-                     settings.reload_interval, _plan_loaded)
-
-
 def create_app(settings: Settings | None = None) -> flask.Flask:
     """The webhook app; `settings` default to the environment (how gunicorn workers call it)."""
     settings = settings or Settings.from_env(os.environ)
@@ -117,7 +112,8 @@ def create_app(settings: Settings | None = None) -> flask.Flask:
     # One byte over: a chunked body is cut at the limit rather than refused, so reading one byte
     # more is how an oversize chunked body shows.
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body + 1
-    plans = plan_holder(settings)
+    plans = Reloading("plan", (settings.plan_path,), lambda: planlib.load_file(settings.plan_path),
+                      settings.reload_interval, _plan_loaded)
     plans.get()  # load now: ready sooner, and the first request does not pay for it
 
     @app.post(MUTATE_PATH)

@@ -1,7 +1,7 @@
 """The webhook as production runs it: gunicorn with runtime.gunicorn_conf, several workers, TLS.
 
 No control plane needed (these tests are not marked `integration`); tests/integration/
-test_webhook.py reuses `serve` to put the API server in front of the same process.
+test_webhook_cluster.py reuses `serve` to put the API server in front of the same process.
 """
 
 from __future__ import annotations
