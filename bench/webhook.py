@@ -22,13 +22,13 @@ import os
 import re
 import socket
 import ssl
-import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -212,31 +212,40 @@ class Run:
         return 1000 * ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
 
 
-def _closed_loop(port: int, cafile: str, requests: list[bytes], connections: int,
-                 seconds: float) -> tuple[list[float], int, float]:
-    """One client process: `connections` threads, each sending back to back until time is up.
-    Returns the latencies, the errors and the seconds from the first send to the last answer."""
-    latencies: list[float] = []
-    errors = [0]
-    started = time.perf_counter()
-    deadline = started + seconds
+def _in_threads(loop: Callable[[int], tuple[list[float], int]], count: int) -> tuple[list[float], int]:
+    """Run `loop(0)` .. `loop(count - 1)` in threads; all their latencies and errors."""
+    results: list[tuple[list[float], int]] = [([], 0)] * count
 
-    def loop(offset: int) -> None:
-        connection, mine, i = Connection(port, cafile), [], offset
-        while (start := time.perf_counter()) < deadline:
-            status, _ = connection.roundtrip(requests[i % len(requests)])
-            mine.append(time.perf_counter() - start)
-            errors[0] += status != 200
-            i += connections
-        connection.close()
-        latencies.extend(mine)
+    def run(n: int) -> None:
+        results[n] = loop(n)
 
-    threads = [threading.Thread(target=loop, args=(n,)) for n in range(connections)]
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(count)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    return latencies, errors[0], time.perf_counter() - started
+    return [x for latencies, _ in results for x in latencies], sum(e for _, e in results)
+
+
+def _closed_loop(port: int, cafile: str, requests: list[bytes], connections: int,
+                 seconds: float) -> tuple[list[float], int, float]:
+    """One client process: `connections` threads, each sending back to back until time is up.
+    Returns the latencies, the errors and the seconds from the first send to the last answer."""
+    started = time.perf_counter()
+    deadline = started + seconds
+
+    def loop(offset: int) -> tuple[list[float], int]:
+        connection, mine, errors, i = Connection(port, cafile), [], 0, offset
+        while (start := time.perf_counter()) < deadline:
+            status, _ = connection.roundtrip(requests[i % len(requests)])
+            mine.append(time.perf_counter() - start)
+            errors += status != 200
+            i += connections
+        connection.close()
+        return mine, errors
+
+    latencies, errors = _in_threads(loop, connections)
+    return latencies, errors, time.perf_counter() - started
 
 
 def closed_loop(port: int, cafile: str, requests: list[bytes], processes: int,
@@ -252,29 +261,22 @@ def open_loop(port: int, cafile: str, requests: list[bytes], rate: float, second
               connections: int) -> Run:
     """Request i is due at start + i/rate; its latency runs from then, not from when sent."""
     total = int(rate * seconds)
-    latencies: list[float] = []
-    errors = [0]
     start = time.perf_counter() + 0.2
 
-    def loop(offset: int) -> None:
-        connection = Connection(port, cafile)
-        mine: list[float] = []
+    def loop(offset: int) -> tuple[list[float], int]:
+        connection, mine, errors = Connection(port, cafile), [], 0
         for i in range(offset, total, connections):
             due = start + i / rate
             if (wait := due - time.perf_counter()) > 0:
                 time.sleep(wait)
             status, _ = connection.roundtrip(requests[i % len(requests)])
             mine.append(time.perf_counter() - due)
-            errors[0] += status != 200
+            errors += status != 200
         connection.close()
-        latencies.extend(mine)
+        return mine, errors
 
-    threads = [threading.Thread(target=loop, args=(n,)) for n in range(connections)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return Run(max(seconds, time.perf_counter() - start), tuple(latencies), errors[0])
+    latencies, errors = _in_threads(loop, connections)
+    return Run(max(seconds, time.perf_counter() - start), tuple(latencies), errors)
 
 
 # ---------------------------------------------------------------------------------------------
