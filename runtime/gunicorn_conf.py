@@ -71,11 +71,12 @@ def on_exit(server: Any) -> None:
 
 
 def _tls_loaded(previous: ssl.SSLContext | None, context: ssl.SSLContext) -> None:
-    webhook.log.info("tls: certificate %s and key %s loaded", certfile, keyfile)
+    webhook.log.info("tls: certificate and key %s", "reloaded" if previous else "loaded")
 
 
 def post_worker_init(worker: Any) -> None:
-    """Build the TLS context at boot: certificate files that break later then find one to keep."""
+    """Build the TLS context at boot, before any thread serves: certificate files that break
+    later then find one to keep, and connections never race to build the first."""
     if worker.cfg.is_ssl:
         gunicorn.sock.ssl_context(worker.cfg)
 
