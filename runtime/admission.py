@@ -4,7 +4,7 @@
 is a BadReview, which the web shell turns into HTTP 400). `answer` is total: whatever the pod or
 the plan's rules do, it returns a review for the API server, so a well-formed request never gets
 a 500. Rule failures follow the plan's failure policy (docs/webhook.md), and a patch is only sent
-after it has been applied here to the very pod received.
+after it has been applied here, with runtime.patch, to the part of the received pod it reaches.
 """
 
 from __future__ import annotations
