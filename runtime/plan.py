@@ -17,6 +17,7 @@ import jmespath
 import jmespath.exceptions
 import jmespath.parser
 
+from runtime import shape
 from runtime.span import Span
 
 PLAN_VERSION = 1
@@ -41,7 +42,7 @@ PLACEHOLDERS = (
 )
 
 
-class PlanError(ValueError):
+class PlanError(shape.ShapeError):
     """A plan that cannot be used: wrong version, unknown vocabulary, or a malformed value."""
 
 
@@ -394,56 +395,41 @@ def loads(text: str) -> Plan:
 
 
 def load(data: Any, digest: str = "") -> Plan:
-    """Build a Plan from decoded JSON, validating it completely."""
-    obj = _obj(data, "plan")
+    """Build a Plan from decoded JSON, validating it completely; every problem is a PlanError."""
+    try:
+        return _load(data, digest)
+    except PlanError:
+        raise
+    except shape.ShapeError as err:
+        raise PlanError(str(err)) from None
+
+
+def _load(data: Any, digest: str) -> Plan:
+    obj = shape.obj(data, "plan")
     version = obj.get("planVersion")
     if version != PLAN_VERSION:
         raise PlanError(f"unsupported planVersion {version!r} (this runtime reads {PLAN_VERSION})")
-    files = tuple((_str(f["path"], "files.path"), _str(f["sha256"], "files.sha256"))
-                  for f in _list(obj.get("files", []), "files"))
-    kinds = tuple(_kind(k) for k in _list(obj.get("kinds", []), "kinds"))
+    files = tuple((shape.string(f["path"], "files.path"), shape.string(f["sha256"], "files.sha256"))
+                  for f in shape.array(obj.get("files", []), "files"))
+    kinds = tuple(_kind(k) for k in shape.array(obj.get("kinds", []), "kinds"))
     names = {k.name for k in kinds}
-    injections = tuple(_injection(i, names) for i in _list(obj.get("injections", []), "injections"))
+    injections = tuple(_injection(i, names) for i in shape.array(obj.get("injections", []), "injections"))
     seen: set[str] = set()
     for injection in injections:  # names key the pod's record of what was injected
         if injection.name in seen:
             raise PlanError(f"injection {injection.name}: the name is used twice")
         seen.add(injection.name)
-    hook = _obj(obj.get("webhook", {}), "webhook")
+    hook = shape.obj(obj.get("webhook", {}), "webhook")
     webhook = Webhook(
         failure_policy=_choice(hook.get("failurePolicy", "Ignore"), ("Ignore", "Fail"),
                                "webhook.failurePolicy"),
-        timeout_seconds=_int(hook.get("timeoutSeconds", 5), "webhook.timeoutSeconds"),
+        timeout_seconds=shape.integer(hook.get("timeoutSeconds", 5), "webhook.timeoutSeconds"),
     )
     return Plan(PLAN_VERSION, files, kinds, injections, webhook, digest)
 
 
-def _obj(value: Any, where: str) -> Mapping[str, Any]:
-    if not isinstance(value, dict):
-        raise PlanError(f"{where}: expected an object, got {type(value).__name__}")
-    return value
-
-
-def _list(value: Any, where: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise PlanError(f"{where}: expected a list, got {type(value).__name__}")
-    return value
-
-
-def _str(value: Any, where: str) -> str:
-    if not isinstance(value, str):
-        raise PlanError(f"{where}: expected a string, got {type(value).__name__}")
-    return value
-
-
-def _int(value: Any, where: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise PlanError(f"{where}: expected an integer, got {value!r}")
-    return value
-
-
 def _opt_int(value: Any, where: str) -> int | None:
-    return None if value is None else _int(value, where)
+    return None if value is None else shape.integer(value, where)
 
 
 def _choice(value: Any, allowed: tuple[str, ...], where: str) -> str:
@@ -453,11 +439,11 @@ def _choice(value: Any, allowed: tuple[str, ...], where: str) -> str:
 
 
 def _strs(value: Any, where: str) -> tuple[str, ...]:
-    return tuple(_str(v, where) for v in _list(value, where))
+    return tuple(shape.string(v, where) for v in shape.array(value, where))
 
 
 def _span(value: Any) -> Span:
-    s = _obj(value, "span")
+    s = shape.obj(value, "span")
     try:
         return Span(str(s["path"]), int(s["line"]), int(s["column"]),
                     int(s["endLine"]), int(s["endColumn"]))
@@ -466,7 +452,7 @@ def _span(value: Any) -> Span:
 
 
 def _expr(source: Any, span: Any) -> Expr:
-    text = _str(source, "expr")
+    text = shape.string(source, "expr")
     where = _span(span)
     try:
         compiled = jmespath.compile(text)
@@ -477,7 +463,7 @@ def _expr(source: Any, span: Any) -> Expr:
 
 def _template(value: Any, where: str) -> Template:
     parts: list[Part] = []
-    for part in _list(value, where):
+    for part in shape.array(value, where):
         if isinstance(part, str):
             parts.append(part)
         elif isinstance(part, dict) and "var" in part:
@@ -496,10 +482,10 @@ def _opt_template(value: Any, where: str) -> Template | None:
 def _boolean(node: Mapping[str, Any], leaf, where: str) -> Any:
     op = node.get("op")
     if op in ("and", "or"):
-        args = tuple(leaf(_obj(a, where), where) for a in _list(node.get("args"), where))
+        args = tuple(leaf(shape.obj(a, where), where) for a in shape.array(node.get("args"), where))
         return And(args) if op == "and" else Or(args)
     if op == "not":
-        return Not(leaf(_obj(node.get("arg"), where), where))
+        return Not(leaf(shape.obj(node.get("arg"), where), where))
     return None
 
 
@@ -511,20 +497,20 @@ def _pod_filter(node: Mapping[str, Any], where: str = "filter") -> Any:
     negate = bool(node.get("negate", False))
     container = node.get("container")
     if op == "exitCode":
-        ranges = tuple((_int(lo, where), _int(hi, where)) for lo, hi in node.get("ranges", []))
-        return ExitCode(frozenset(_int(c, where) for c in node.get("codes", [])), ranges, negate,
+        ranges = tuple((shape.integer(lo, where), shape.integer(hi, where)) for lo, hi in node.get("ranges", []))
+        return ExitCode(frozenset(shape.integer(c, where) for c in node.get("codes", [])), ranges, negate,
                         container)
     if op == "containerReason":
         return ContainerReason(frozenset(_strs(node["values"], where)), negate, container)
     if op == "podReason":
         return PodReason(frozenset(_strs(node["values"], where)), negate)
     if op == "condition":
-        return PodCondition(_str(node["type"], where), frozenset(_strs(node.get("reasons", []), where)),
+        return PodCondition(shape.string(node["type"], where), frozenset(_strs(node.get("reasons", []), where)),
                             negate)
     if op == "task":
         return TaskIs(frozenset(_strs(node["values"], where)), negate)
     if op == "restarts":
-        return Restarts(_choice(node["cmp"], COMPARATORS, where), _int(node["value"], where),
+        return Restarts(_choice(node["cmp"], COMPARATORS, where), shape.integer(node["value"], where),
                         container)
     if op == "label":
         return _label(node, where)
@@ -535,13 +521,13 @@ def _pod_filter(node: Mapping[str, Any], where: str = "filter") -> Any:
 
 def _label(node: Mapping[str, Any], where: str, annotation: bool = False) -> LabelIs:
     values = node.get("values")
-    return LabelIs(_str(node["key"], where),
+    return LabelIs(shape.string(node["key"], where),
                    None if values is None else frozenset(_strs(values, where)),
                    bool(node.get("negate", False)), annotation)
 
 
 def _opt_pod_filter(value: Any, where: str) -> Any:
-    return None if value is None else _pod_filter(_obj(value, where), where)
+    return None if value is None else _pod_filter(shape.obj(value, where), where)
 
 
 def _condition(node: Mapping[str, Any], where: str = "when") -> Any:
@@ -563,7 +549,7 @@ def _condition(node: Mapping[str, Any], where: str = "when") -> Any:
         return TaskState(_choice(node["quant"], ("any", "all"), where), node.get("task"),
                          _choice(node["state"], TASK_STATES, where))
     if op == "jobAge":
-        return JobAge(_int(node["longerThan"], where))
+        return JobAge(shape.integer(node["longerThan"], where))
     raise PlanError(f"{where}: unknown condition op {op!r}")
 
 
@@ -572,16 +558,16 @@ def _opt_state(value: Any, allowed: tuple[str, ...], where: str) -> str | None:
 
 
 def _action(node: Any, where: str) -> Action:
-    a = _obj(node, where)
+    a = shape.obj(node, where)
     budget = a.get("budget")
     return Action(
         action=_choice(a.get("action"), ACTIONS, f"{where}.action"),
         reason=_opt_template(a.get("reason"), f"{where}.reason"),
         message=_opt_template(a.get("message"), f"{where}.message"),
         budget=None if budget is None else Budget(
-            _int(budget["max"], f"{where}.budget.max"),
+            shape.integer(budget["max"], f"{where}.budget.max"),
             _choice(budget.get("per", "job"), ("job", "task"), f"{where}.budget.per"),
-            _str(budget["key"], f"{where}.budget.key")),
+            shape.string(budget["key"], f"{where}.budget.key")),
         fallback=None if a.get("fallback") is None else _action(a["fallback"], f"{where}.fallback"),
         delay=_opt_int(a.get("delay"), f"{where}.delay"),
     )
@@ -590,32 +576,32 @@ def _action(node: Any, where: str) -> Action:
 def _status_field(value: Any, where: str) -> StatusField | None:
     if value is None:
         return None
-    f = _obj(value, where)
-    mapping = _obj(f.get("map", {}), f"{where}.map")
+    f = shape.obj(value, where)
+    mapping = shape.obj(f.get("map", {}), f"{where}.map")
     for phase in mapping:
         _choice(phase, PHASES, f"{where}.map")
     only = None if f.get("only") is None else frozenset(
-        _choice(p, PHASES, f"{where}.only") for p in _list(f["only"], f"{where}.only"))
+        _choice(p, PHASES, f"{where}.only") for p in shape.array(f["only"], f"{where}.only"))
     return StatusField(_strs(f["path"], f"{where}.path"), dict(sorted(mapping.items())), only)
 
 
 def _kind(value: Any) -> Kind:
-    k = _obj(value, "kind")
-    name = _str(k.get("name"), "kind.name")
+    k = shape.obj(value, "kind")
+    name = shape.string(k.get("name"), "kind.name")
     where = f"kind {name}"
-    pods = _obj(k.get("pods", {}), f"{where}.pods")
-    labels = _obj(pods.get("labels", {}), f"{where}.pods.labels")
+    pods = shape.obj(k.get("pods", {}), f"{where}.pods")
+    labels = shape.obj(pods.get("labels", {}), f"{where}.pods.labels")
     task = k.get("task")
-    status = _obj(k.get("status", {}), f"{where}.status")
+    status = shape.obj(k.get("status", {}), f"{where}.status")
     primary = k.get("primaryContainers")
     return Kind(
         name=name,
         span=_span(k.get("span")),
-        group=_str(k.get("group", ""), f"{where}.group"),
-        version=_str(k.get("version"), f"{where}.version"),
-        kind=_str(k.get("kind"), f"{where}.kind"),
-        plural=_str(k.get("plural"), f"{where}.plural"),
-        api_version=_str(k.get("apiVersion"), f"{where}.apiVersion"),
+        group=shape.string(k.get("group", ""), f"{where}.group"),
+        version=shape.string(k.get("version"), f"{where}.version"),
+        kind=shape.string(k.get("kind"), f"{where}.kind"),
+        plural=shape.string(k.get("plural"), f"{where}.plural"),
+        api_version=shape.string(k.get("apiVersion"), f"{where}.apiVersion"),
         pods_owned=bool(pods.get("owned", False)),
         pod_labels=tuple((key, _template(v, f"{where}.pods.labels")) for key, v in sorted(labels.items())),
         task_label=task.get("label") if isinstance(task, dict) else None,
@@ -626,15 +612,15 @@ def _kind(value: Any) -> Kind:
             Verdict(
                 span=_span(v.get("span")),
                 phase=_choice(v.get("phase"), PHASES, f"{where}.verdicts.phase"),
-                when=None if v.get("when") is None else _condition(_obj(v["when"], where), where),
+                when=None if v.get("when") is None else _condition(shape.obj(v["when"], where), where),
                 reason=_opt_template(v.get("reason"), f"{where}.verdicts.reason"),
                 message=_opt_template(v.get("message"), f"{where}.verdicts.message"),
             )
-            for v in map(lambda x: _obj(x, f"{where}.verdicts"), _list(k.get("verdicts", []), where))
+            for v in map(lambda x: shape.obj(x, f"{where}.verdicts"), shape.array(k.get("verdicts", []), where))
         ),
         policies=tuple(
             Policy(
-                id=_str(p.get("id"), f"{where}.policies.id"),
+                id=shape.string(p.get("id"), f"{where}.policies.id"),
                 span=_span(p.get("span")),
                 event=_choice(p.get("event"), EVENTS, f"{where}.policies.event"),
                 task=p.get("task"),
@@ -643,7 +629,7 @@ def _kind(value: Any) -> Kind:
                 to=_opt_state(p.get("to"), PHASES, f"{where}.policies.to"),
                 action=_action(p.get("action"), f"{where}.policies.action"),
             )
-            for p in map(lambda x: _obj(x, f"{where}.policies"), _list(k.get("policies", []), where))
+            for p in map(lambda x: shape.obj(x, f"{where}.policies"), shape.array(k.get("policies", []), where))
         ),
         status=Status(
             phase=_status_field(status.get("phase"), f"{where}.status.phase"),
@@ -675,51 +661,51 @@ def _inject_filter(node: Mapping[str, Any], where: str = "match") -> Any:
 
 
 def _containers(value: Any, where: str) -> Containers:
-    c = _obj(value, where)
+    c = shape.obj(value, where)
     return Containers(_choice(c.get("select"), ("primary", "all", "named"), where),
                       _strs(c.get("names", []), where))
 
 
 def _op(value: Any, where: str) -> Op:
-    o = _obj(value, where)
+    o = shape.obj(value, where)
     op = o.get("op")
     span = _span(o.get("span"))
     if op == "annotate":
-        return Annotate(span, _str(o["key"], where), _template(o["value"], where))
+        return Annotate(span, shape.string(o["key"], where), _template(o["value"], where))
     if op == "label":
-        return Label(span, _str(o["key"], where), _template(o["value"], where))
+        return Label(span, shape.string(o["key"], where), _template(o["value"], where))
     if op == "env":
-        return Env(span, _str(o["name"], where), _template(o["value"], where),
+        return Env(span, shape.string(o["name"], where), _template(o["value"], where),
                    _containers(o["containers"], where))
     if op == "volume":
-        source = _obj(o["source"], where)
+        source = shape.obj(o["source"], where)
         if len(source) != 1 or next(iter(source)) not in ("emptyDir", "configMap", "secret"):
             raise PlanError(f"{where}: volume source must be one of emptyDir, configMap, secret")
-        return Volume(span, _str(o["name"], where), source)
+        return Volume(span, shape.string(o["name"], where), source)
     if op == "mount":
-        return Mount(span, _str(o["volume"], where), _str(o["path"], where),
+        return Mount(span, shape.string(o["volume"], where), shape.string(o["path"], where),
                      bool(o.get("readOnly", False)), _containers(o["containers"], where))
     if op == "sidecar":
         def templates(v: Any) -> tuple[Template, ...] | None:
-            return None if v is None else tuple(_template(t, where) for t in _list(v, where))
+            return None if v is None else tuple(_template(t, where) for t in shape.array(v, where))
         return Sidecar(
-            span, _str(o["name"], where), bool(o.get("native", False)),
+            span, shape.string(o["name"], where), bool(o.get("native", False)),
             _template(o["image"], where), templates(o.get("command")), templates(o.get("args")),
-            tuple((_str(e["name"], where), _template(e["value"], where)) for e in o.get("env", [])),
-            tuple(SidecarMount(_str(m["volume"], where), _str(m["path"], where),
+            tuple((shape.string(e["name"], where), _template(e["value"], where)) for e in o.get("env", [])),
+            tuple(SidecarMount(shape.string(m["volume"], where), shape.string(m["path"], where),
                                bool(m.get("readOnly", False))) for m in o.get("mounts", [])),
         )
     if op == "wrap":
         argv = o.get("argv")
         return Wrap(span, _containers(o["containers"], where),
-                    None if argv is None else tuple(_template(t, where) for t in _list(argv, where)),
+                    None if argv is None else tuple(_template(t, where) for t in shape.array(argv, where)),
                     _opt_template(o.get("shell"), where))
     raise PlanError(f"{where}: unknown injection op {op!r}")
 
 
 def _injection(value: Any, kind_names: set[str]) -> Injection:
-    i = _obj(value, "injection")
-    name = _str(i.get("name"), "injection.name")
+    i = shape.obj(value, "injection")
+    name = shape.string(i.get("name"), "injection.name")
     where = f"injection {name}"
     kinds = _strs(i.get("kinds", []), f"{where}.kinds")
     for kind in kinds:
@@ -730,7 +716,7 @@ def _injection(value: Any, kind_names: set[str]) -> Injection:
         name=name,
         span=_span(i.get("span")),
         kinds=kinds,
-        match=None if i.get("match") is None else _inject_filter(_obj(i["match"], where), where),
-        ops=tuple(_op(o, f"{where}.ops") for o in _list(i.get("ops", []), where)),
+        match=None if i.get("match") is None else _inject_filter(shape.obj(i["match"], where), where),
+        ops=tuple(_op(o, f"{where}.ops") for o in shape.array(i.get("ops", []), where)),
         completion_containers=None if completion is None else _strs(completion, where),
     )

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Mapping
 
-from runtime import functions
+from runtime import functions, shape
 
 VERSION = 1
 ANNOTATION = "jobrules.dev/state"
@@ -31,7 +31,7 @@ _CODE = re.compile(r"([PRSF])(\d*)(e?)(d?)(x?)")
 _DIGEST = re.compile(r"[A-Za-z0-9_-]{6}")
 
 
-class StateError(ValueError):
+class StateError(shape.ShapeError):
     """Stored state that cannot be read."""
 
 
@@ -151,82 +151,56 @@ def decode(text: str | None) -> Decoded:
         return Decoded(EMPTY, f"stored state is not JSON ({err}); starting afresh")
     try:
         return Decoded(from_json(data), None)
-    except StateError as err:
+    except shape.ShapeError as err:
         return Decoded(EMPTY, f"stored state ignored: {err}")
 
 
 def from_json(data: Any) -> State:
-    """Build a State from decoded JSON; every problem is a StateError."""
-    obj = _obj(data, "state")
+    """Build a State from decoded JSON; every problem is a ShapeError (a StateError or a type error)."""
+    obj = shape.obj(data, "state")
     if obj.get("v") != VERSION:
         raise StateError(f"version {obj.get('v')!r} is not {VERSION}")
     unknown = set(obj) - {"v", "verdict", "final", "pods", "tasks", "budgets", "fired", "delayed"}
     if unknown:
         raise StateError(f"unknown keys {sorted(unknown)}")
     pods: dict[str, PodRecord] = {}
-    for task, codes in _obj(obj.get("pods", {}), "pods").items():
-        for code, digests in _obj(codes, f"pods.{task}").items():
+    for task, codes in shape.obj(obj.get("pods", {}), "pods").items():
+        for code, digests in shape.obj(codes, f"pods.{task}").items():
             match = _CODE.fullmatch(code)
             if not match:
                 raise StateError(f"pods.{task}: malformed pod code {code!r}")
             letter, restarts, evicted, deleting, ours = match.groups()
             record = PodRecord(task or None, letter, int(restarts or 0), bool(evicted),
                                bool(deleting), bool(ours))
-            for digest in _str(digests, f"pods.{task}.{code}").split():
+            for digest in shape.string(digests, f"pods.{task}.{code}").split():
                 if not _DIGEST.fullmatch(digest):
                     raise StateError(f"pods.{task}.{code}: malformed pod digest {digest!r}")
                 pods[digest] = record
     final = obj.get("final")
     if final is not None:
-        f = _obj(final, "final")
-        final = Final(_str(f.get("phase"), "final.phase"), _opt_str(f.get("reason"), "final.reason"),
-                      _opt_str(f.get("message"), "final.message"), _str(f.get("rule", ""), "final.rule"))
-    budgets = {k: _count(v, f"budgets.{k}") for k, v in _obj(obj.get("budgets", {}), "budgets").items()}
+        f = shape.obj(final, "final")
+        final = Final(shape.string(f.get("phase"), "final.phase"), shape.opt_string(f.get("reason"), "final.reason"),
+                      shape.opt_string(f.get("message"), "final.message"), shape.string(f.get("rule", ""), "final.rule"))
+    budgets = {k: shape.count(v, f"budgets.{k}") for k, v in shape.obj(obj.get("budgets", {}), "budgets").items()}
     return State(
-        verdict=_opt_str(obj.get("verdict"), "verdict"),
+        verdict=shape.opt_string(obj.get("verdict"), "verdict"),
         final=final,
         pods=pods,
-        tasks={k: _str(v, f"tasks.{k}") for k, v in _obj(obj.get("tasks", {}), "tasks").items()},
+        tasks={k: shape.string(v, f"tasks.{k}") for k, v in shape.obj(obj.get("tasks", {}), "tasks").items()},
         budgets=budgets,
-        fired=frozenset(_str(v, "fired") for v in _list(obj.get("fired", []), "fired")),
-        delayed=tuple(_delayed(d) for d in _list(obj.get("delayed", []), "delayed")),
+        fired=frozenset(shape.string(v, "fired") for v in shape.array(obj.get("fired", []), "fired")),
+        delayed=tuple(_delayed(d) for d in shape.array(obj.get("delayed", []), "delayed")),
     )
 
 
 def _delayed(value: Any) -> Delayed:
-    d = _obj(value, "delayed")
+    d = shape.obj(value, "delayed")
     due = functions.timestamp(d.get("due"))
     if due is None:
         raise StateError(f"delayed: malformed due time {d.get('due')!r}")
-    return Delayed(_str(d.get("policy"), "delayed.policy"), _str(d.get("event"), "delayed.event"),
-                   due, _opt_str(d.get("pod"), "delayed.pod"), _opt_str(d.get("uid"), "delayed.uid"),
-                   _opt_str(d.get("task"), "delayed.task"), _count(d.get("restarts", 0), "delayed.restarts"),
-                   dict(_obj(d.get("vars", {}), "delayed.vars")))
+    return Delayed(shape.string(d.get("policy"), "delayed.policy"), shape.string(d.get("event"), "delayed.event"),
+                   due, shape.opt_string(d.get("pod"), "delayed.pod"), shape.opt_string(d.get("uid"), "delayed.uid"),
+                   shape.opt_string(d.get("task"), "delayed.task"), shape.count(d.get("restarts", 0), "delayed.restarts"),
+                   dict(shape.obj(d.get("vars", {}), "delayed.vars")))
 
 
-def _obj(value: Any, where: str) -> Mapping[str, Any]:
-    if not isinstance(value, dict):
-        raise StateError(f"{where}: expected an object, got {type(value).__name__}")
-    return value
-
-
-def _list(value: Any, where: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise StateError(f"{where}: expected a list, got {type(value).__name__}")
-    return value
-
-
-def _str(value: Any, where: str) -> str:
-    if not isinstance(value, str):
-        raise StateError(f"{where}: expected a string, got {type(value).__name__}")
-    return value
-
-
-def _opt_str(value: Any, where: str) -> str | None:
-    return None if value is None else _str(value, where)
-
-
-def _count(value: Any, where: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise StateError(f"{where}: expected a non-negative integer, got {value!r}")
-    return value
