@@ -2,20 +2,31 @@
 
 A typo in a JMESPath expression or a status path never fails at runtime: it silently reads
 `null`. Checking the paths against the kind's OpenAPI schema turns that into a diagnostic.
-Pure: reads the given files and nothing else; imported only when `--crd` is given.
+Imported only when `--crd` is given.
+
+Real CRDs are large (the pod template schema makes some 800 KB of YAML), and parsing them
+costs far more than checking. Only the schema keywords the checks read are kept (`_KEPT`),
+and what each file yields (its pruned schemas and its problems) is cached as JSON under
+`${XDG_CACHE_HOME:-~/.cache}/jobrules/crd-index/`, named by the SHA-256 of the file's bytes
+and of `_CACHE_STAMP`. The cache never changes a result: an entry that cannot be read or has
+another shape is ignored, one that cannot be written is skipped, and `RULEC_NO_CACHE=1`
+turns it off.
 """
 
 from __future__ import annotations
 
-import difflib
+import contextlib
+import hashlib
+import json
+import os
 import re
+import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import jmespath.parser
-import yaml
 
 Schema = Mapping[str, Any]
 GVK = tuple[str, str, str]
@@ -35,7 +46,10 @@ class PathProblem:
 
 @dataclass(frozen=True, slots=True)
 class SchemaIndex:
-    """The `openAPIV3Schema` of every (group, version, kind) known, built-ins included."""
+    """The `openAPIV3Schema` of every (group, version, kind) known, built-ins included.
+
+    Schemas from files keep only the keywords the checks read (`_KEPT`), at every level.
+    """
 
     schemas: Mapping[GVK, Schema] = field(hash=False)
 
@@ -44,22 +58,27 @@ class SchemaIndex:
         """Index the CRDs in `paths` (multi-document YAML or a `kind: List`); never raises."""
         schemas: dict[GVK, Schema] = dict(_BUILTIN)
         errors: list[str] = []
+        cache = _cache_dir()
         for path in paths:
             try:
-                text = Path(path).read_text(encoding="utf-8")
-                docs = list(yaml.load_all(text, Loader=_LOADER))
-            except (OSError, UnicodeDecodeError) as exc:
+                data = Path(path).read_bytes()
+            except OSError as exc:
                 errors.append(f"{path}: cannot read: {exc}")
                 continue
-            except yaml.YAMLError as exc:
-                errors.append(f"{path}: invalid YAML: {exc}")
-                continue
-            found = 0
-            for doc in _documents(docs):
-                found += 1
-                errors.extend(f"{path}: {msg}" for msg in _index_crd(doc, schemas))
-            if not found:
-                errors.append(f"{path}: no CustomResourceDefinition found")
+            name = f"{hashlib.sha256(_CACHE_STAMP + data).hexdigest()}.json"
+            found = _cache_read(cache / name) if cache is not None else None
+            if found is None:
+                try:
+                    found = _index_file(data)
+                except _FileError as exc:
+                    errors.append(f"{path}: {exc}")
+                    continue
+                if cache is not None:
+                    _cache_write(cache, name, found)
+            entries, problems = found
+            schemas.update(((group, version, kind), schema)
+                           for group, version, kind, schema in entries)
+            errors.extend(f"{path}: {msg}" for msg in problems)
         return cls(schemas), errors
 
     def has_kind(self, api_version: str, kind: str) -> bool:
@@ -92,9 +111,6 @@ def paths_in_jmespath(expr: str) -> list[tuple[str, ...]]:
     return list(dict.fromkeys(longest))
 
 
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 def _documents(docs: list[Any]) -> Iterable[Mapping[str, Any]]:
     """The CRDs among the documents, looking into `kind: List` items."""
     for doc in docs:
@@ -107,7 +123,39 @@ def _documents(docs: list[Any]) -> Iterable[Mapping[str, Any]]:
             yield doc
 
 
-def _index_crd(crd: Mapping[str, Any], into: dict[GVK, Schema]) -> list[str]:
+# What a file yields: its (group, version, kind, pruned schema) in file order, and its problems
+# (without the file's name, so that an entry holds for any copy of the file).
+_Indexed = tuple[list[tuple[str, str, str, Schema]], list[str]]
+
+
+class _FileError(Exception):
+    """A file that is not UTF-8 or not YAML: reported, and never cached."""
+
+
+def _index_file(data: bytes) -> _Indexed:
+    """Parse a file's bytes (UTF-8, read as text is: universal newlines) and index its CRDs."""
+    import yaml  # only when the cache does not answer: importing it costs more than a hit
+
+    try:
+        text = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+    except UnicodeDecodeError as exc:
+        raise _FileError(f"cannot read: {exc}") from None
+    try:  # libyaml's parser when PyYAML was built with it: several times faster
+        docs = list(yaml.load_all(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
+    except yaml.YAMLError as exc:
+        raise _FileError(f"invalid YAML: {exc}") from None
+    entries: list[tuple[str, str, str, Schema]] = []
+    problems: list[str] = []
+    found = 0
+    for doc in _documents(docs):
+        found += 1
+        problems.extend(_index_crd(doc, entries))
+    if not found:
+        problems.append("no CustomResourceDefinition found")
+    return entries, problems
+
+
+def _index_crd(crd: Mapping[str, Any], into: list[tuple[str, str, str, Schema]]) -> list[str]:
     name = _dig(crd, "metadata", "name") or "?"
     group, kind = _dig(crd, "spec", "group"), _dig(crd, "spec", "names", "kind")
     if not isinstance(group, str) or not isinstance(kind, str):
@@ -121,8 +169,103 @@ def _index_crd(crd: Mapping[str, Any], into: dict[GVK, Schema]) -> list[str]:
         if not isinstance(schema, Mapping):
             errors.append(f"{kind}.{group}/{_dig(version, 'name')}: no openAPIV3Schema")
             continue
-        into[(group, str(_dig(version, "name")), kind)] = schema
+        into.append((group, str(_dig(version, "name")), kind, _pruned(schema)))
     return errors
+
+
+# The schema keywords that `_walk`, `_child` and the checker's field typing read; the rest
+# (descriptions, formats, enums, validations: most of a CRD's bytes) is dropped when indexing.
+# Reading another keyword means adding it here and changing `_CACHE_VERSION`.
+_KEPT = frozenset({
+    "type", "properties", "items", "additionalProperties",
+    "x-kubernetes-preserve-unknown-fields", "x-kubernetes-int-or-string",
+})
+_SUBSCHEMA = ("items", "additionalProperties")
+
+
+def _pruned(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """`schema` with only the `_KEPT` keywords, at every level; other values as they are."""
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key not in _KEPT:
+            continue
+        if key == "properties" and isinstance(value, Mapping):
+            value = {name: _pruned(sub) if isinstance(sub, Mapping) else sub
+                     for name, sub in value.items()}
+        elif key in _SUBSCHEMA and isinstance(value, Mapping):
+            value = _pruned(value)
+        out[key] = value
+    return out
+
+
+# ------------------------------------------------------------------ on-disk cache of _Indexed
+
+# Part of every entry's name: change it whenever what `_index_file` yields for the same bytes
+# changes (another keyword kept, another message). PyYAML's reading of valid YAML is taken as
+# stable (files it rejects are never cached), so its version is not part of the name: that
+# would mean importing it on every run.
+_CACHE_VERSION = 1
+_CACHE_STAMP = f"jobrules crd-index {_CACHE_VERSION}\0".encode()
+
+
+def _cache_dir() -> Path | None:
+    """Where the cache lives, or None when `RULEC_NO_CACHE=1` or no home folder is known."""
+    if os.environ.get("RULEC_NO_CACHE") == "1":
+        return None
+    try:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    except RuntimeError:  # no HOME and no password entry
+        return None
+    return base / "jobrules" / "crd-index"
+
+
+def _cache_read(path: Path) -> _Indexed | None:
+    """The entry at `path`, or None when it is missing, unreadable or not shaped as written."""
+    try:
+        with open(path, "rb") as f:
+            data = json.loads(f.read())
+    except (OSError, ValueError):  # missing, unreadable, not UTF-8, not JSON
+        return None
+    if not isinstance(data, dict):
+        return None
+    entries, problems = data.get("entries"), data.get("problems")
+    if not isinstance(entries, list) or not isinstance(problems, list):
+        return None
+    if not all(isinstance(p, str) for p in problems):
+        return None
+    out = []
+    for entry in entries:
+        if not (isinstance(entry, list) and len(entry) == 4
+                and all(isinstance(x, str) for x in entry[:3]) and isinstance(entry[3], dict)):
+            return None
+        out.append((entry[0], entry[1], entry[2], entry[3]))
+    return out, problems
+
+
+def _cache_write(folder: Path, name: str, indexed: _Indexed) -> None:
+    """Store `indexed` atomically (a temporary file renamed), if JSON holds it exactly."""
+    entries, problems = indexed
+    data = {"entries": [list(e) for e in entries], "problems": problems}
+    try:
+        text = json.dumps(data, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError):  # a YAML value JSON has no form for (a date, a NaN)
+        return
+    if json.loads(text) != data:  # non-string keys would come back as strings
+        return
+    tmp = None
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, folder / name)
+        tmp = None
+    except OSError:
+        pass
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 def _dig(value: Any, *keys: str) -> Any:
@@ -151,6 +294,8 @@ def _walk(schema: Schema, path: tuple[str, ...]) -> PathProblem | None:
             if nxt is None:
                 return None
             if nxt is _MISSING:
+                import difflib  # only for a path that leaves its schema
+
                 known = tuple(sorted(node.get("properties") or {}))
                 close = difflib.get_close_matches(segment, known, n=1)
                 return PathProblem(i, segment, known, close[0] if close else None)

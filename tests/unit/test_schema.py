@@ -15,11 +15,25 @@ WORKFLOW = ("argoproj.io/v1alpha1", "Workflow")
 JOB = ("batch/v1", "Job")
 
 
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test its own CRD index cache: none reads or writes the user's."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("RULEC_NO_CACHE", raising=False)
+
+
 @pytest.fixture(scope="module")
-def index() -> schema.SchemaIndex:
-    loaded, errors = schema.SchemaIndex.load(sorted(CRDS.glob("*.yaml")))
-    assert errors == []
-    return loaded
+def index(tmp_path_factory: pytest.TempPathFactory) -> schema.SchemaIndex:
+    """The real CRDs indexed through the cache: read once to fill it, then from it."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+        mp.delenv("RULEC_NO_CACHE", raising=False)
+        cold, errors = schema.SchemaIndex.load(sorted(CRDS.glob("*.yaml")))
+        assert errors == []
+        warm, errors = schema.SchemaIndex.load(sorted(CRDS.glob("*.yaml")))
+        assert errors == []
+    assert warm.schemas == cold.schemas and list(warm.schemas) == list(cold.schemas)
+    return warm
 
 
 def dotted(path: str) -> tuple[str, ...]:
@@ -222,3 +236,55 @@ def test_load_survives_documents_shaped_unlike_a_crd(tmp_path: Path) -> None:
         f"{odd}: C.g/v2: no openAPIV3Schema",
     ]
     assert not index.has_kind("g/v1", "B")
+
+
+def test_pruned_schemas_answer_as_the_full_ones(
+    index: schema.SchemaIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Keeping only `_KEPT` changes no answer, for every path of the real CRDs and typos of it."""
+    import difflib
+
+    import yaml
+
+    # A suggestion depends only on the segment and the fields expected, which are compared;
+    # computing them all would take most of the test's time.
+    monkeypatch.setattr(difflib, "get_close_matches", lambda *args, **kwargs: [])
+
+    from rulec.checker import _schema_types
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    full: dict[schema.GVK, schema.Schema] = {}
+    for path in sorted(CRDS.glob("*.yaml")):
+        for crd in schema._documents(list(yaml.load_all(path.read_text(), Loader=loader))):
+            for version in crd["spec"]["versions"]:
+                gvk = (crd["spec"]["group"], version["name"], crd["spec"]["names"]["kind"])
+                full[gvk] = version["schema"]["openAPIV3Schema"]
+    assert set(full) | {schema._split_api_version(JOB[0]) + (JOB[1],)} == set(index.schemas)
+    unpruned = schema.SchemaIndex(full)
+    checked = 0
+    for (group, version, kind), tree in full.items():
+        api_version = f"{group}/{version}"
+        for path in _paths(tree, (), depth=10):
+            for probe in (path, (*path[:-1], path[-1] + "x"), (*path, "x")):
+                assert index.check_path(api_version, kind, probe) == unpruned.check_path(
+                    api_version, kind, probe), (api_version, kind, probe)
+                assert _schema_types(index.schemas[(group, version, kind)], probe) == \
+                    _schema_types(tree, probe), (api_version, kind, probe)
+                checked += 1
+    assert checked > 10_000
+
+
+def _paths(node: object, prefix: tuple[str, ...], depth: int) -> list[tuple[str, ...]]:
+    """Paths into an OpenAPI schema: its properties, a key of a map, an array's index."""
+    if depth == 0 or not isinstance(node, dict):
+        return []
+    found: list[tuple[str, ...]] = []
+    steps = [(name, sub) for name, sub in (node.get("properties") or {}).items()]
+    if isinstance(node.get("additionalProperties"), dict):
+        steps.append(("key", node["additionalProperties"]))
+    if isinstance(node.get("items"), dict):
+        steps.append(("0", node["items"]))
+    for step, sub in steps:
+        found.append((*prefix, step))
+        found.extend(_paths(sub, (*prefix, step), depth - 1))
+    return found
