@@ -4,7 +4,8 @@
 is a BadReview, which the web shell turns into HTTP 400). `answer` is total: whatever the pod or
 the plan's rules do, it returns a review for the API server, so a well-formed request never gets
 a 500. Rule failures follow the plan's failure policy (docs/webhook.md), and a patch is only sent
-after it has been applied here, with runtime.patch, to the part of the received pod it reaches.
+after it has been applied here to the received pod, with runtime.patch (`check`: copy-on-write, the
+pod itself is not modified).
 """
 
 from __future__ import annotations
@@ -95,7 +96,8 @@ class Decision:
 def decode(body: bytes) -> Request:
     """The request of an AdmissionReview v1 body, checked as far as answering needs."""
     try:
-        review = json.loads(body, parse_constant=_no_constant)
+        # what json.loads does with bytes, minus building a decoder for each request
+        review = _DECODER.decode(body.decode(json.detect_encoding(body), "surrogatepass"))
     except (ValueError, RecursionError):   # bad UTF-8 and oversized integers are ValueErrors
         raise BadReview("body is not JSON") from None
     if not isinstance(review, dict):
@@ -133,9 +135,8 @@ def answer(plan: planlib.Plan, request: Request) -> Decision:
     if not mutation.patch:
         return Decision(_review({"uid": uid, "allowed": True}), "unchanged", (), dry_run, None)
     try:
-        patchlib.apply(_reached(pod, mutation.patch), mutation.patch)
-        encoded = base64.b64encode(json.dumps(list(mutation.patch), allow_nan=False,
-                                              separators=(",", ":")).encode()).decode("ascii")
+        patchlib.check(pod, mutation.patch)
+        encoded = base64.b64encode(_PATCH_ENCODER.encode(list(mutation.patch)).encode()).decode("ascii")
     except Exception as err:  # PatchError, or values that are not JSON
         names = ", ".join(mutation.applied)
         return _failed(plan, uid, dry_run,
@@ -151,65 +152,6 @@ def answer(plan: planlib.Plan, request: Request) -> Decision:
         "auditAnnotations": _audit({"injected": ",".join(mutation.applied), "plan": plan.digest[:12]}),
     }
     return Decision(_review(response), "patched", mutation.applied, dry_run, None)
-
-
-def _reached(doc: Any, ops: tuple[dict, ...]) -> Any:
-    """As much of `doc` as applying `ops` can read, for `patch.apply` to copy instead of the pod.
-
-    Applying reads the nodes along each path, whether the last member exists, the length of an
-    array indexed by number, and the values `test` compares. Everything else is left out (object
-    members; array elements, which stand as null where an index needs the length), so the patch
-    applies to this exactly when it applies to `doc`, at the cost of copying a few nodes rather
-    than the ~1000 of a pod. Arrays an op inserts into or removes from by index are kept whole:
-    later paths into them name shifted elements. Nodes of `doc` are shared, never written here,
-    and `patch.apply` copies before it writes.
-    """
-    paths = [_tokens(op["path"]) for op in ops]
-    shifting = {tuple(parts[:-1]) for op, parts in zip(ops, paths)
-                if op.get("op") in ("add", "remove") and parts and parts[-1].isdigit()}
-    if () in shifting or [] in paths or not isinstance(doc, (dict, list)):
-        return doc   # an op on the whole document, or a root array that shifts: all of it
-    root = _shell(doc)
-    for parts in paths:
-        source, copy = doc, root
-        for depth, part in enumerate(parts):
-            if isinstance(source, list):
-                if not part.isdigit():
-                    break   # "-" appends whatever the length; anything else fails either way
-                copy.extend([None] * (len(source) - len(copy)))
-                if int(part) >= len(source):
-                    break
-                key: str | int = int(part)
-                placed = copy[key]
-            elif part in source:
-                key, placed = part, copy.get(part, _ABSENT)
-            else:
-                break
-            child = source[key]
-            if placed is child:   # already there whole (or a null array element)
-                break
-            if (depth == len(parts) - 1 or not isinstance(child, (dict, list))
-                    or (shifting and tuple(parts[:depth + 1]) in shifting)):
-                copy[key] = child
-                break
-            if placed is _ABSENT or placed is None:
-                copy[key] = placed = _shell(child)
-            source, copy = child, placed
-    return root
-
-
-_ABSENT: Any = object()
-
-
-def _tokens(path: Any) -> list[str]:
-    """`patch.tokens`, without its escape checks for the usual path that has no `~`."""
-    if isinstance(path, str) and path.startswith("/") and "~" not in path:
-        return path[1:].split("/")
-    return patchlib.tokens(path)
-
-
-def _shell(node: dict | list) -> dict | list:
-    return {} if isinstance(node, dict) else []
 
 
 def encode(review: AdmissionReview) -> bytes:
@@ -258,3 +200,7 @@ def _bounded(text: str, limit: int) -> str:
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)
+_PATCH_ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"))

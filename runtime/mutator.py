@@ -180,7 +180,7 @@ class _Pod:
     """The received pod with the facts filters and templates need, computed at most once."""
 
     __slots__ = ("pod", "meta", "labels", "annotations", "spec", "kind", "owner", "namespace",
-                 "sidecars", "_data", "_options", "_task", "_primary", "_selected")
+                 "sidecars", "_data", "_found", "_options", "_task", "_primary", "_selected")
 
     def __init__(self, pod: dict, meta: dict, kind: Kind, owner: dict | None,
                  namespace: str | None, sidecars: frozenset[str]) -> None:
@@ -191,17 +191,31 @@ class _Pod:
         self.namespace = namespace
         self.sidecars = sidecars
         self._data: dict | None = None
+        self._found: dict[str, Any] = {}   # JMESPath source -> its value over _data
         self._options: jmespath.Options | None = None
         self._task: Any = _UNSET
         self._primary: Any = _UNSET
         self._selected: dict[Containers, list[tuple[str, int, dict, str]]] = {}
 
     def search(self, expr: Expr, injection: Injection, data: Any = None) -> Any:
-        """Evaluate `expr` over `data` (default: {pod, owner, namespace}); failures cite it."""
+        """Evaluate `expr` over `data` (default: {pod, owner, namespace}); failures cite it.
+
+        Over the default data the value is kept: templates often name the same expression
+        (`<<owner.metadata.name>>`) several times, and it cannot change within one pod.
+        """
         if data is None:
-            if self._data is None:
-                self._data = {"pod": self.pod, "owner": self.owner, "namespace": self.namespace}
-            data = self._data
+            found = self._found.get(expr.source, _UNSET)
+            if found is _UNSET:
+                found = self._found[expr.source] = self._search(expr, injection, self._default_data())
+            return found
+        return self._search(expr, injection, data)
+
+    def _default_data(self) -> dict:
+        if self._data is None:
+            self._data = {"pod": self.pod, "owner": self.owner, "namespace": self.namespace}
+        return self._data
+
+    def _search(self, expr: Expr, injection: Injection, data: Any) -> Any:
         if self._options is None:
             self._options = functions.options(datetime.now(timezone.utc))
         try:

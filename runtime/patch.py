@@ -13,6 +13,7 @@ import re
 from typing import Any, Iterable
 
 _INDEX = re.compile(r"0|[1-9][0-9]*")
+_BAD_ESCAPE = re.compile(r"~(?![01])")
 
 
 class PatchError(ValueError):
@@ -39,9 +40,10 @@ def tokens(path: str) -> list[str]:
     if not path.startswith("/"):
         raise PatchError(f"pointer {path!r} does not start with '/'")
     parts = path[1:].split("/")
-    for part in parts:
-        if re.search(r"~(?![01])", part):
-            raise PatchError(f"pointer {path!r} has an invalid '~' escape")
+    if "~" not in path:
+        return parts
+    if _BAD_ESCAPE.search(path):   # a `~` before `/` or at the end is as bad as `~2`
+        raise PatchError(f"pointer {path!r} has an invalid '~' escape")
     return [p.replace("~1", "/").replace("~0", "~") for p in parts]
 
 
@@ -62,14 +64,32 @@ def test(path: str, value: Any) -> dict[str, Any]:
 
 
 def apply(doc: Any, patch: Iterable[dict[str, Any]]) -> Any:
-    """The document after `patch`; `doc` itself is left untouched. Raises PatchError."""
-    result = copy.deepcopy(doc)
+    """The document after `patch`, sharing no node with `doc` or the patch (both are left
+    untouched). Raises PatchError."""
+    return _run(copy.deepcopy(doc), patch, None)
+
+
+def check(doc: Any, patch: Iterable[dict[str, Any]]) -> None:
+    """Raise the PatchError `apply(doc, patch)` would raise, if any, without copying `doc`.
+
+    The patch is applied copy-on-write: only the arrays and objects along the paths it writes
+    are copied, one level each (the values it adds are placed as they are, and copied in turn
+    if a later op writes into them), so `doc` and the patch are left untouched and the cost
+    does not grow with the size of the document. Exact for documents decoded from JSON, where
+    no node is reachable by two paths (`apply`'s deep copy would keep such sharing).
+    """
+    _run(doc, patch, {})
+
+
+def _run(doc: Any, patch: Iterable[dict[str, Any]], owned: dict[int, Any] | None) -> Any:
+    """Apply the ops in turn; `owned` (copy-on-write) holds the nodes copied so far, by id,
+    else (None) `doc` is the caller's own copy and values are copied as they are placed."""
     for number, op in enumerate(patch):
         try:
-            result = _apply_one(result, op)
+            doc = _apply_one(doc, op, owned)
         except PatchError as err:
             raise PatchError(f"op {number} ({_describe(op)}): {err}") from None
-    return result
+    return doc
 
 
 def equal(a: Any, b: Any) -> bool:
@@ -91,7 +111,7 @@ def _describe(op: Any) -> str:
     return repr(op)
 
 
-def _apply_one(doc: Any, op: Any) -> Any:
+def _apply_one(doc: Any, op: Any, owned: dict[int, Any] | None) -> Any:
     if not isinstance(op, dict):
         raise PatchError("an operation must be an object")
     name, path = op.get("op"), op.get("path")
@@ -106,12 +126,14 @@ def _apply_one(doc: Any, op: Any) -> Any:
         return doc
     if name not in ("add", "replace", "remove"):
         raise PatchError(f"unsupported op {name!r}")
-    value = copy.deepcopy(op.get("value"))
+    value = op.get("value") if owned is not None else copy.deepcopy(op.get("value"))
     if not parts:
         if name == "remove":
             raise PatchError("cannot remove the whole document")
         return value
-    parent, last = _get(doc, parts[:-1]), parts[-1]
+    if owned is not None:
+        doc = _own(doc, owned)
+    parent, last = _get(doc, parts[:-1], owned), parts[-1]
     if isinstance(parent, dict):
         if name != "add" and last not in parent:
             raise PatchError(f"no member {last!r} to {name}")
@@ -144,15 +166,31 @@ def _index(token: str, bound: int) -> int:
     return index
 
 
-def _get(doc: Any, parts: list[str]) -> Any:
+def _get(doc: Any, parts: list[str], owned: dict[int, Any] | None = None) -> Any:
+    """The node at `parts`; with `owned`, every array and object on the way (`doc` must be one
+    already) is replaced by a copy of its own, so that the node returned may be written."""
     node = doc
     for part in parts:
         if isinstance(node, dict):
             if part not in node:
                 raise PatchError(f"no member {part!r}")
-            node = node[part]
+            key: str | int = part
         elif isinstance(node, list):
-            node = node[_index(part, len(node))]
+            key = _index(part, len(node))
         else:
             raise PatchError(f"cannot descend into a {type(node).__name__} with {part!r}")
+        child = node[key]
+        if owned is not None and isinstance(child, (dict, list)):
+            child = node[key] = _own(child, owned)
+        node = child
     return node
+
+
+def _own(node: Any, owned: dict[int, Any]) -> Any:
+    """`node` if it is a copy made by this application (or not an array or object), else a
+    shallow copy of it, recorded as made here."""
+    if not isinstance(node, (dict, list)) or id(node) in owned:
+        return node
+    mine = node.copy()
+    owned[id(mine)] = mine   # the value keeps the copy alive, so its id is not reused
+    return mine

@@ -386,7 +386,7 @@ def test_the_received_pod_is_not_modified() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# The patch is checked on the part of the pod it can reach: same verdict as on the whole pod
+# The patch is checked copy-on-write on the received pod: same verdict as applying it to a copy
 
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
@@ -419,19 +419,20 @@ def _doc_and_patch(draw: st.DrawFn) -> tuple[Any, list[dict[str, Any]]]:
     return doc, ops
 
 
-def _applies(doc: Any, ops: list[dict[str, Any]]) -> bool:
+def _verdict(run: Any, doc: Any, ops: list[dict[str, Any]]) -> str | None:
     try:
-        patchlib.apply(doc, ops)
-    except patchlib.PatchError:
-        return False
-    return True
+        run(doc, ops)
+    except patchlib.PatchError as err:
+        return str(err)
+    return None
 
 
 @settings(max_examples=500, deadline=None)
 @given(_doc_and_patch())
-def test_a_patch_applies_to_the_reached_part_exactly_when_it_applies_to_the_pod(
+def test_the_patch_check_fails_exactly_when_applying_fails(
         case: tuple[Any, list[dict[str, Any]]]) -> None:
     doc, ops = case
-    before = copy.deepcopy(doc)
-    assert _applies(admission._reached(doc, tuple(ops)), ops) == _applies(doc, ops)
+    before, ops_before = copy.deepcopy(doc), copy.deepcopy(ops)
+    assert _verdict(patchlib.check, doc, ops) == _verdict(patchlib.apply, doc, ops)
     assert doc == before
+    assert ops == ops_before

@@ -101,10 +101,11 @@ FAILS = [
 ]
 
 
+@pytest.mark.parametrize("run", [patch.apply, patch.check])
 @pytest.mark.parametrize(("doc", "ops", "message"), FAILS)
-def test_apply_fails_exactly(doc, ops, message):
+def test_apply_fails_exactly(doc, ops, message, run):
     with pytest.raises(patch.PatchError, match=message) as info:
-        patch.apply(doc, ops)
+        run(doc, ops)
     assert str(info.value).startswith("op 0 ")
 
 
@@ -163,3 +164,31 @@ def test_agrees_with_jsonpatch(case):
             patch.apply(doc, ops)
     else:
         assert patch.apply(doc, ops) == expected
+
+
+@settings(max_examples=300)
+@given(doc_and_ops())
+def test_check_raises_what_apply_raises_and_modifies_nothing(case):
+    doc, ops = case
+    before, ops_before = copy.deepcopy(doc), copy.deepcopy(ops)
+    try:
+        patch.apply(doc, ops)
+    except patch.PatchError as err:
+        with pytest.raises(patch.PatchError) as info:
+            patch.check(doc, ops)
+        assert str(info.value) == str(err)
+    else:
+        patch.check(doc, ops)
+    assert doc == before
+    assert ops == ops_before
+
+
+def test_check_copies_an_added_value_before_a_later_op_writes_into_it():
+    value = {"k": [1]}
+    ops = [patch.add("/v", value), patch.add("/v/k/-", 2), patch.test("/v/k", [1, 2]),
+           patch.remove("/v/k/0"), patch.test("/v", {"k": [2]})]
+    patch.check({}, ops)
+    assert value == {"k": [1]}
+    with pytest.raises(patch.PatchError, match=r"^op 3 \(test "):
+        patch.check({}, [patch.add("/v", value), patch.add("/w", value), patch.add("/v/x", 1),
+                         patch.test("/w", {"k": [1], "x": 1})])
