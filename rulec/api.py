@@ -88,15 +88,13 @@ def build_sources(sources: Iterable[SourceFile], crds: Iterable[str] = (), *,
 def _build(ordered: list[SourceFile], schemas: Any, emit_plan: bool) -> Build:
     found: list[Diagnostic] = []
     files: list[tuple[SourceFile, ast.File]] = []
-    complete = True
+    unsure: set[str] = set()
     for source in ordered:
-        parsed = syntax.parse(source)
+        parsed = syntax.parse(source, recover=True)
         found.extend(parsed.diagnostics)
-        if parsed.tree is None:
-            complete = False
-            continue
+        unsure.update(parsed.unsure)
         files.append((source, lower.lower(parsed, found)))
-    found = checker.check(files, found, complete=complete, schemas=schemas)
+    found = checker.check(files, found, unsure=frozenset(unsure), schemas=schemas)
     plan = None
     if emit_plan and not any(d.severity == diagnostics.ERROR for d in found):
         from rulec import emit

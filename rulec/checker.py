@@ -42,9 +42,12 @@ _EXEC_ARGV = re.compile(r"(?:^|[\s;&|(])exec\s+$")
 
 
 def check(files: Sequence[tuple[SourceFile, ast.File]], found: Iterable[Diagnostic], *,
-          complete: bool = True, schemas: Any = None) -> list[Diagnostic]:
-    """`found` plus everything the checker finds, less the warnings that comments allow."""
-    checker = _Checker([f for _, f in files], complete, schemas)
+          unsure: frozenset[str] = frozenset(), schemas: Any = None) -> list[Diagnostic]:
+    """`found` plus everything the checker finds, less the warnings that comments allow.
+
+    `unsure`: kind and define names that a declaration with a syntax error may declare;
+    references to them are not reported (the declaration could not be read)."""
+    checker = _Checker([f for _, f in files], unsure, schemas)
     checker.run()
     return _allowed([*found, *checker.out], [f for _, f in files])
 
@@ -76,9 +79,9 @@ class _Write:
 
 
 class _Checker:
-    def __init__(self, files: list[ast.File], complete: bool, schemas: Any) -> None:
+    def __init__(self, files: list[ast.File], unsure: frozenset[str], schemas: Any) -> None:
         self.files = files
-        self.complete = complete
+        self.unsure = unsure
         self.schemas = schemas
         self.out: list[Diagnostic] = []
         self.decls = [d for f in files for d in f.decls]
@@ -296,7 +299,7 @@ class _Checker:
         elif isinstance(n, ast.Where):
             expr.check_condition(self.parsed[n.expr], self.out)
         elif isinstance(n, ast.IsDefine):
-            if n.name.value not in self.defines and self.complete:
+            if n.name.value not in self.defines and n.name.value not in self.unsure:
                 self.report("unknown-define", n.name.span, f"no define is called `{n.name.value}`",
                             help=diagnostics.did_you_mean(n.name.value, self.defines))
 
@@ -413,7 +416,7 @@ class _Checker:
     # ------------------------------------------------------------ injection
     def injection(self, i: ast.Injection) -> None:
         for name in i.kinds:
-            if name.value not in self.kinds and self.complete:
+            if name.value not in self.kinds and name.value not in self.unsure:
                 self.report("unknown-kind", name.span, f"no kind is called `{name.value}`",
                             help=diagnostics.did_you_mean(name.value, self.kinds))
         if i.match is not None:

@@ -26,7 +26,9 @@ CODES: tuple[Code, ...] = (
     # ---- R0xx: reading the text
     Code("R001", "syntax-error", ERROR, "the text does not follow the grammar",
          "The parser met a token it did not expect. The message says what was expected at that "
-         "point; when a `{` block is still open, a note says where it opened."),
+         "point; when a `{` block is still open, a note says where it opened. Each top-level "
+         "declaration with a syntax error is reported (at most 20 per file); the others are "
+         "still checked."),
     Code("R002", "unknown-word", ERROR, "a misspelled keyword (event, action, phase, statement)",
          "A word stands where the grammar expects a keyword, and it is close to one of them: "
          "usually a typo such as `on pod faild`. The help names the closest keyword."),

@@ -33,10 +33,12 @@ _ALLOW = re.compile(r"#\s*rulec:\s*allow\s+(.*)")
 
 
 def lower(parsed: Parsed, out: list[Diagnostic]) -> ast.File:
-    """The AST of a parsed file; problems go to `out`."""
-    assert parsed.tree is not None
+    """The AST of a parsed file (after a syntax error, of its declarations that parsed);
+    problems go to `out`."""
+    tree = parsed.decls
+    assert tree is not None
     lowering = _Lowering(parsed.source.path, out)
-    decls = tuple(lowering.decl(child) for child in parsed.tree.children)
+    decls = tuple(lowering.decl(child) for child in tree.children)
     allows = tuple(a for a in (_allow(c, parsed.source.text) for c in parsed.comments) if a)
     end = parsed.source.end_span()
     return ast.File(Span(parsed.source.path, 1, 1, end.line, end.column), decls, allows,

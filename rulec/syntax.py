@@ -2,6 +2,7 @@
 was expected there and which `{` is still open."""
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
 from dataclasses import dataclass
@@ -29,9 +30,18 @@ class Comment:
 @dataclass(frozen=True, slots=True)
 class Parsed:
     source: SourceFile
-    tree: "lark.Tree | None"
+    tree: "lark.Tree | None"           # None when the file has a syntax error
     comments: tuple[Comment, ...]
     diagnostics: tuple[Diagnostic, ...]
+    # After a syntax error, with `recover`: the declarations that parsed cleanly, and the kind
+    # and define names the broken declarations may declare (references to them are not errors).
+    partial: "lark.Tree | None" = None
+    unsure: frozenset[str] = frozenset()
+
+    @property
+    def decls(self) -> "lark.Tree | None":
+        """The tree to lower: the whole file, or after recovery the declarations that parsed."""
+        return self.tree if self.tree is not None else self.partial
 
 
 class _CommentSink:
@@ -63,7 +73,11 @@ def parser(keep_all_tokens: bool = False) -> "lark.Lark":
     )
 
 
-def parse(source: SourceFile, keep_all_tokens: bool = False) -> Parsed:
+def parse(source: SourceFile, keep_all_tokens: bool = False, *,
+          recover: bool = False) -> Parsed:
+    """Parse one file. On a syntax error `tree` is None; with `recover`, every top-level
+    declaration is then parsed on its own, so that each broken one is reported and the others
+    are kept in `partial`. A file that parses pays nothing for recovery."""
     import lark
 
     p = parser(keep_all_tokens)
@@ -73,9 +87,106 @@ def parse(source: SourceFile, keep_all_tokens: bool = False) -> Parsed:
             tree, problem = p.parse(source.text), None
         except lark.exceptions.UnexpectedInput as err:
             tree, problem = None, syntax_error(source, err, p)
+            failed_at = _error_offset(source, err)
         tokens, _SINK.tokens = _SINK.tokens, []
+        if problem is not None and recover:
+            return _recover(source, p, problem, failed_at)
     comments = tuple(Comment(token_span(source.path, t), str(t)) for t in tokens)
     return Parsed(source, tree, comments, (problem,) if problem else ())
+
+
+# ---------------------------------------------------------------- recovery
+
+# Syntax errors reported per file; the last one says that the others are not shown.
+MAX_SYNTAX_ERRORS = 20
+
+# A top-level declaration starts a line with its keyword. `job` also starts the conditions and
+# events `job running longer than` and `job verdict changed`, so `job running`/`job verdict`
+# count only when a `:` follows (a kind may be called `running`).
+_NAME = r"[a-z](?:[a-z0-9-]*[a-z0-9])?"
+_DECL_START = re.compile(
+    rf"^(?:job[ \t]+(?:(?!(?:running|verdict)(?![a-z0-9-]))[a-z]|{_NAME}[ \t]*:)"
+    r"|(?:inject|define|webhook)(?![A-Za-z0-9_-]))", re.M)
+# Names a broken chunk may declare: `job NAME:` and `define NAME =`, and any `WORD NAME :`
+# or `WORD NAME =` starting a line, so that a misspelled `jbo NAME:` counts too.
+_MAYBE_DECLARED = re.compile(rf"^[ \t]*[A-Za-z]+[ \t]+({_NAME})[ \t]*[:=]", re.M)
+
+
+def _error_offset(source: SourceFile, err: "lark.exceptions.UnexpectedInput") -> int:
+    import lark
+
+    if isinstance(err, lark.exceptions.UnexpectedCharacters):
+        return err.pos_in_stream
+    return len(source.text) if err.token.type == "$END" else err.token.start_pos
+
+
+def _recover(source: SourceFile, p: "lark.Lark", first: Diagnostic, failed_at: int) -> Parsed:
+    """Parse each top-level declaration on its own after the whole file failed at `failed_at`
+    with the error `first`.
+
+    A chunk runs from one declaration start to the next. It is parsed in a copy of the text cut
+    at its end, with everything before it blanked (newlines kept), so positions and offsets are
+    those of the file. A chunk that ends before the parser is done (an unclosed block, a
+    condition cut short) runs on into the next one, as it does in the whole file; so each error
+    is worded as the whole-file parse words it, and the first one is `first`. Caller holds
+    _LOCK.
+    """
+    import lark
+
+    text = source.text
+    starts = sorted({0, *(m.start() for m in _DECL_START.finditer(text))})
+    ends = [*starts[1:], len(text)]
+    blank = re.sub(r"[^\n]", " ", text)
+    decls: list[lark.Tree] = []
+    problems: list[tuple[int, int, Diagnostic]] = []    # chunk start, end, error
+    comments: dict[int, lark.Token] = {}    # by offset: a chunk that runs on is read twice
+    i = 0
+    while i < len(starts):
+        start, j, chunk_ok = starts[i], i, False
+        while True:
+            _SINK.tokens = []
+            try:
+                chunk = p.parse(blank[:start] + text[start:ends[j]])
+            except lark.exceptions.UnexpectedInput as err:
+                if isinstance(err, lark.exceptions.UnexpectedToken) and \
+                        err.token.type == "$END" and j + 1 < len(starts):
+                    j += 1    # not finished: it runs on into the next chunk
+                    continue
+                chunk_source = SourceFile(source.path, text[:ends[j]], source.line_starts)
+                problems.append((start, starts[j] if j > i else ends[i],
+                                 syntax_error(chunk_source, err, p)))
+            else:
+                decls.extend(chunk.children)
+                chunk_ok = True
+            break
+        comments.update((t.start_pos, t) for t in _SINK.tokens)
+        # A chunk that ran on into others and failed in the last of them: that one is then
+        # parsed on its own too (its declaration may well be sound).
+        i = j if j > i and not chunk_ok else j + 1
+    _SINK.tokens = []
+    # The whole-file error is reported as it was, by the chunk it falls in. Read alone, a chunk
+    # may fail before it (a `<<` closed only in a later declaration): that error comes first
+    # and explains the other.
+    if problems and all(d != first for _, _, d in problems):
+        at = next((n for n, (s, e, _) in enumerate(problems) if s <= failed_at <= e), None)
+        if at is not None:
+            problems[at] = (*problems[at][:2], first)
+        elif all(d.sort_key() > first.sort_key() for _, _, d in problems):
+            problems.append((failed_at, failed_at, first))
+    unsure = frozenset(m.group(1) for start, end, _ in problems
+                       for m in _MAYBE_DECLARED.finditer(text, start, end))
+    # A chunk that ran on and failed in the next one may fail there on its own as well.
+    reported = sorted(dict.fromkeys(d for _, _, d in problems), key=Diagnostic.sort_key) or [first]
+    if len(reported) > MAX_SYNTAX_ERRORS:
+        hidden = len(reported) - MAX_SYNTAX_ERRORS
+        reported = reported[:MAX_SYNTAX_ERRORS]
+        last = reported[-1]
+        reported[-1] = dataclasses.replace(last, notes=(*last.notes, Note(
+            f"{hidden} more declaration(s) with a syntax error in this file are not reported")))
+    return Parsed(source, None,
+                  tuple(Comment(token_span(source.path, comments[k]), str(comments[k]))
+                        for k in sorted(comments)),
+                  tuple(reported), lark.Tree("start", decls), unsure)
 
 
 def token_span(path: str, token: "lark.Token") -> Span:

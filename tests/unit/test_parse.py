@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from rulec import lower, syntax
+from rulec import api, lower, syntax
 from rulec.source import SourceFile
 
 
@@ -128,3 +128,143 @@ def test_hints(text: str, hint: str) -> None:
 def test_no_parenthesis_hint_without_with() -> None:
     d = error("job j: v1 Pod { failed when any pod failed and exit 1 }")
     assert d.help is None or "parenthesize" not in d.help
+
+
+# ---------------------------------------------------------------- recovery after a syntax error
+
+def check(text: str) -> list[tuple[str, int, int, str]]:
+    """`rulec check` of one file: (code, line, column, message) of every finding, in order."""
+    result = api.build_sources([SourceFile.from_text("t.rules", text)], emit_plan=False)
+    return [(d.code, d.span.line, d.span.column, d.message) for d in result.diagnostics]
+
+
+TWO_BROKEN = '''\
+job a: v1 Pod {
+    pods owned
+    failed when any pod faild
+}
+
+define ok = exit 1
+
+job b: v1 Pod {
+    pods owned
+    on pod failed restart pod
+}
+'''
+
+
+def test_syntax_errors_in_two_declarations_are_both_reported() -> None:
+    found = check(TWO_BROKEN)
+    assert [f[:3] for f in found] == [("R002", 3, 25), ("R001", 10, 19)]
+    assert found[0][3] == "unknown pod state `faild`"
+    assert found[1][3].startswith("unexpected `restart`; expected ")
+
+
+def test_the_first_error_is_the_whole_file_parse_error() -> None:
+    whole = syntax.parse(SourceFile.from_text("t.rules", TWO_BROKEN))
+    recovered = syntax.parse(SourceFile.from_text("t.rules", TWO_BROKEN), recover=True)
+    assert recovered.tree is None and recovered.diagnostics[0] == whole.diagnostics[0]
+    assert recovered.partial is not None and len(recovered.partial.children) == 1
+
+
+def test_syntax_error_and_semantic_error_elsewhere() -> None:
+    found = check('''\
+job a: v1 Pod {
+    pods owned
+    failed when any pod failed
+    on pod failed -> restart pod max 0
+}
+
+inject into pods of a {
+    label "x" = "y" oops
+}
+''')
+    assert [f[:3] for f in found] == [("R306", 4, 38), ("R001", 8, 21)]
+
+
+def test_unclosed_block_is_reported_at_the_next_declaration() -> None:
+    found = check('''\
+job a: v1 Pod {
+    pods owned
+    failed when any pod failed
+
+job b: v1 Pod {
+    pods owned
+    failed when any pod failed
+    on pod failed -> restart pod max 0
+}
+
+webhook timeout
+''')
+    assert [f[:3] for f in found] == [("R001", 5, 1), ("R306", 8, 38), ("R001", 11, 16)]
+    assert found[0][3].startswith("unexpected `job`; expected ")
+    assert found[2][3].startswith("unexpected end of file; expected ")
+
+
+def test_a_broken_kind_or_define_causes_no_unknown_name_errors() -> None:
+    found = check('''\
+job vcjob: batch.volcano.sh/v1alpha1 Job {
+    pods owned
+    failed when any pod failed with
+}
+
+define crashed = exit in [1, 2
+
+jbo other: v1 Pod {}
+
+job b: v1 Pod {
+    pods owned
+    failed when any pod failed is crashed
+    succeeded when any pod failed is missing
+}
+
+inject into pods of vcjob, other, b, nosuch {
+    label "x" = "y"
+}
+''')
+    # `jbo other` is not a declaration start: it belongs to the broken define before it.
+    assert [f[:3] for f in found if f[0] == "R001"] == [("R001", 4, 1), ("R001", 8, 1)]
+    assert [f[3] for f in found if f[0] in ("R101", "R102")] == [
+        "no define is called `missing`", "no kind is called `nosuch`"]
+
+
+def test_job_conditions_at_the_start_of_a_line_do_not_split_a_kind() -> None:
+    found = check('''\
+job a: v1 Pod {
+    pods owned
+    failed when
+job running longer than 1h
+    on pod failed -> restart pod
+}
+
+job b: v1 Pod { pods owned failed when any pod failed and }
+''')
+    assert [f[:2] for f in found] == [("R402", 5), ("R001", 8)]
+
+
+def test_valid_file_is_not_split() -> None:
+    parsed = syntax.parse(SourceFile.from_text("t.rules", TWO_BROKEN.replace("faild", "failed")
+                                               .replace("failed restart", "failed -> restart")),
+                          recover=True)
+    assert parsed.tree is not None and parsed.diagnostics == () and parsed.partial is None
+
+
+def test_syntax_errors_are_capped_per_file() -> None:
+    text = "".join(f"job k{i}: v1 Pod {{ pods owned failed when }}\n" for i in range(30))
+    parsed = syntax.parse(SourceFile.from_text("t.rules", text), recover=True)
+    assert len(parsed.diagnostics) == syntax.MAX_SYNTAX_ERRORS
+    assert [d.span.line for d in parsed.diagnostics] == list(range(1, 21))
+    assert "10 more declaration(s)" in parsed.diagnostics[-1].notes[-1].message
+
+
+def test_declaration_cut_short_by_the_next_one_keeps_the_next_one() -> None:
+    # `failed when` reads the next line's `job` as `job running longer than`: the error is where
+    # the whole file fails, and kind `b` (sound on its own) is still declared.
+    found = check('''\
+job a: v1 Pod {
+    pods owned
+    failed when
+job b: v1 Pod { pods owned failed when any pod failed }
+inject into pods of b, a { label "x" = "y" }
+''')
+    assert found == [("R001", 4, 5, "unexpected `b`; expected `running`")]
