@@ -11,15 +11,15 @@ written down in docs/injection.md.
 from __future__ import annotations
 
 import functools
-import json
 import re
 import shlex
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Iterable
+from typing import Any
 
 import jmespath
 import jmespath.exceptions
+import orjson
 
 from runtime import functions, templates
 from runtime import patch as jp
@@ -180,7 +180,8 @@ class _Pod:
     """The received pod with the facts filters and templates need, computed at most once."""
 
     __slots__ = ("pod", "meta", "labels", "annotations", "spec", "kind", "owner", "namespace",
-                 "sidecars", "_data", "_found", "_options", "_task", "_primary", "_selected")
+                 "sidecars", "_data", "_found", "_options", "_task", "_primary", "_selected",
+                 "_containers")
 
     def __init__(self, pod: dict, meta: dict, kind: Kind, owner: dict | None,
                  namespace: str | None, sidecars: frozenset[str]) -> None:
@@ -196,6 +197,7 @@ class _Pod:
         self._task: Any = _UNSET
         self._primary: Any = _UNSET
         self._selected: dict[Containers, list[tuple[str, int, dict, str]]] = {}
+        self._containers: dict[str, list[tuple[int, dict, str]]] = {}
 
     def search(self, expr: Expr, injection: Injection, data: Any = None) -> Any:
         """Evaluate `expr` over `data` (default: {pod, owner, namespace}); failures cite it.
@@ -243,11 +245,14 @@ class _Pod:
             self._primary = rule is None or _pod_filter(rule, self, injection)
         return self._primary
 
-    def containers(self, field: str) -> Iterable[tuple[int, dict, str]]:
+    def containers(self, field: str) -> list[tuple[int, dict, str]]:
         """(index, container, name) of the well-formed containers of spec.<field>."""
-        for i, container in enumerate(_list(self.spec.get(field))):
-            if isinstance(container, dict) and isinstance(container.get("name"), str):
-                yield i, container, container["name"]
+        found = self._containers.get(field)
+        if found is None:
+            found = self._containers[field] = [
+                (i, c, c["name"]) for i, c in enumerate(_list(self.spec.get(field)))
+                if isinstance(c, dict) and isinstance(c.get("name"), str)]
+        return found
 
     def select(self, which: Containers) -> list[tuple[str, int, dict, str]]:
         """The pod's own containers an op targets; sidecars declared in the plan never are."""
@@ -408,6 +413,7 @@ class _Draft:
         self.container_names = {name for field in _LISTS for _, _, name in pod.containers(field)}
         self.recorded = _recorded(pod.annotations)
         self.ops: list[dict] = []
+        self.writable: set[tuple[str, ...]] = set()   # paths _writable has passed
 
     # -- ops ------------------------------------------------------------------------------------
 
@@ -537,16 +543,19 @@ class _Draft:
 
     def _writable(self, path: tuple[str, ...], leaf: type, injection: Injection, span: Span) -> None:
         """Raise unless each level of `path` in the pod is absent/null or of the right type."""
+        if path in self.writable:
+            return
         node: Any = self.pod.pod
         for depth, key in enumerate(path):
             node = node.get(key)
             want = leaf if depth == len(path) - 1 else dict
             if node is None:
-                return
+                break
             if not isinstance(node, want):
                 raise MutationError(injection.name, span,
                                     f"pod field {'.'.join(path[:depth + 1])} is a "
                                     f"{type(node).__name__}, not {_JSON_TYPE[want]}")
+        self.writable.add(path)
 
     def _container_list(self, edit: _Edit, key: str, injection: Injection, span: Span) -> None:
         value = edit.container.get(key)
@@ -581,8 +590,7 @@ class _Draft:
         if new:
             self._writable(("metadata", "annotations"), dict, new[0], new[0].span)
             entries = list(self.recorded.values()) + [f"{i.name}@{digest}" for i in new]
-            self.meta["annotations"][RECORD_ANNOTATION] = (
-                json.dumps(entries, separators=(",", ":"), ensure_ascii=False), "")
+            self.meta["annotations"][RECORD_ANNOTATION] = (orjson.dumps(entries).decode(), "")
         created: set[str] = set()
         for field in ("annotations", "labels"):
             self._emit_map(("metadata", field), {k: v for k, (v, _) in self.meta[field].items()},
@@ -666,8 +674,8 @@ def _recorded(annotations: dict) -> dict[str, str]:
     """Injection name -> record entry ("name@plan-digest") from the record annotation."""
     raw = annotations.get(RECORD_ANNOTATION)
     try:
-        entries = json.loads(raw) if isinstance(raw, str) else []
-    except ValueError:
+        entries = orjson.loads(raw) if isinstance(raw, str) else []
+    except orjson.JSONDecodeError:
         entries = []
     if not isinstance(entries, list):
         return {}

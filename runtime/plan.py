@@ -11,11 +11,10 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, TypeAlias, Union
+from typing import Any, Mapping, Protocol, TypeAlias, Union
 
 import jmespath
 import jmespath.exceptions
-import jmespath.parser
 
 from runtime import shape
 from runtime.span import Span
@@ -52,7 +51,44 @@ class Expr:
 
     source: str
     span: Span
-    compiled: jmespath.parser.ParsedResult
+    compiled: Searchable
+
+
+class Searchable(Protocol):
+    def search(self, value: Any, options: jmespath.Options | None = None) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
+class FieldPath:
+    """A JMESPath expression that only names fields (`owner.metadata.name`), searched by plain
+    lookups: the commonest expression in rules, and the library's tree walk costs ~10x more.
+    Same result as JMESPath: a field of anything but an object is null."""
+
+    keys: tuple[str, ...]
+
+    def search(self, value: Any, options: jmespath.Options | None = None) -> Any:
+        for key in self.keys:
+            if not isinstance(value, dict):
+                return None
+            value = value.get(key)
+        return value
+
+
+def compile_expression(text: str) -> Searchable:
+    """`text` compiled (raises jmespath's errors); a FieldPath when it only names fields."""
+    parsed = jmespath.compile(text)
+    keys = _field_keys(parsed.parsed)
+    return FieldPath(keys) if keys is not None else parsed
+
+
+def _field_keys(node: dict[str, Any]) -> tuple[str, ...] | None:
+    if node["type"] == "field":
+        return (node["value"],)
+    if node["type"] == "subexpression":
+        parts = [_field_keys(child) for child in node["children"]]
+        if all(part is not None for part in parts):
+            return tuple(key for part in parts for key in part)  # type: ignore[union-attr]
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -455,7 +491,7 @@ def _expr(source: Any, span: Any) -> Expr:
     text = shape.string(source, "expr")
     where = _span(span)
     try:
-        compiled = jmespath.compile(text)
+        compiled = compile_expression(text)
     except jmespath.exceptions.JMESPathError as err:
         raise PlanError(f"{where}: invalid JMESPath {text!r}: {err}") from None
     return Expr(text, where, compiled)

@@ -1,0 +1,62 @@
+"""Expressions that only name fields are searched without the JMESPath interpreter, with the
+interpreter's results: checked on chosen shapes and on random JSON."""
+
+from __future__ import annotations
+
+import jmespath
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from runtime.plan import FieldPath, compile_expression
+
+KEYS = ("a", "b", "metadata", "name", "x.y", "a b")
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=3),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(KEYS), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+def _quoted(key: str) -> str:
+    return key if key.isidentifier() else f'"{key}"'
+
+
+@pytest.mark.parametrize("text, keys", [
+    ("a", ("a",)),
+    ("owner.metadata.name", ("owner", "metadata", "name")),
+    ('metadata.labels."batch.kubernetes.io/job-name"', ("metadata", "labels", "batch.kubernetes.io/job-name")),
+    ('"a b".c', ("a b", "c")),
+])
+def test_field_chains_become_field_paths(text: str, keys: tuple[str, ...]) -> None:
+    assert compile_expression(text) == FieldPath(keys)
+
+
+@pytest.mark.parametrize("text", [
+    "a[0]", "a.b[*]", "@", "a.b == `1`", "length(a)", "a || b", "a.*", "`1`", "'a'", "a.b[?c]",
+    "a | b", "{x: a}", "[a, b]", "!a", "a && b",
+])
+def test_everything_else_keeps_the_interpreter(text: str) -> None:
+    assert not isinstance(compile_expression(text), FieldPath)
+
+
+@pytest.mark.parametrize("data, expected", [
+    ({"a": {"b": 1}}, 1),
+    ({"a": {"b": None}}, None),
+    ({"a": [{"b": 1}]}, None),      # a field of a list is null, not a projection
+    ({"a": "text"}, None),
+    ({"a": {"b": False}}, False),
+    ([], None),
+    (None, None),
+])
+def test_field_paths_read_like_jmespath(data: object, expected: object) -> None:
+    assert compile_expression("a.b").search(data) == expected == jmespath.search("a.b", data)
+
+
+@given(json_values, st.lists(st.sampled_from(KEYS), min_size=1, max_size=4))
+def test_field_paths_agree_with_the_interpreter(data: object, keys: list[str]) -> None:
+    text = ".".join(_quoted(key) for key in keys)
+    compiled = compile_expression(text)
+    assert isinstance(compiled, FieldPath)
+    assert compiled.search(data) == jmespath.search(text, data)
