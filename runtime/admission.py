@@ -144,13 +144,13 @@ def answer(plan: planlib.Plan, request: Request) -> Decision:
         return _failed(plan, uid, dry_run,
                        Failure(names, f"patch of {names} does not apply to the pod: {err}", err),
                        "patch does not apply to the pod")
-    spans = {injection.name: injection.span for injection in plan.injections}
     response: Response = {
         "uid": uid,
         "allowed": True,
         "patchType": "JSONPatch",
         "patch": encoded,
-        "warnings": [_warning(f"injected {name} ({spans.get(name, '?')})") for name in mutation.applied],
+        "warnings": [_warning(f"injected {injection.name} ({injection.span})")
+                     for injection in plan.injections if injection.name in mutation.applied],
         "auditAnnotations": _audit({"injected": ",".join(mutation.applied), "plan": plan.digest[:12]}),
     }
     return Decision(_review(response), "patched", mutation.applied, dry_run, None)

@@ -8,6 +8,7 @@ process) the metrics live in the default registry.
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -50,6 +51,12 @@ RELOAD_FAILURES = Counter(
     "Changed plan or TLS files that could not be loaded (the previous ones stay in use).",
     ["file"],
 )
+
+
+# The labelled children the request path counts on, made once each (`labels` takes a lock and
+# builds a key on every call). Their labels are bounded: results, and the plan's injections.
+requests = functools.cache(REQUESTS.labels)
+injections = functools.cache(INJECTIONS.labels)
 
 
 def multiprocess_dir() -> Path | None:

@@ -11,6 +11,7 @@ written down in docs/injection.md.
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 import shlex
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from runtime.plan import (
     Containers,
     Env,
     Expr,
+    FieldPath,
     Injection,
     IsPrimary,
     JmesPath,
@@ -218,6 +220,8 @@ class _Pod:
         return self._data
 
     def _search(self, expr: Expr, injection: Injection, data: Any) -> Any:
+        if isinstance(expr.compiled, FieldPath):
+            return expr.compiled.search(data)   # needs no functions, so no clock
         if self._options is None:
             self._options = functions.options(datetime.now(timezone.utc))
         try:
@@ -391,9 +395,9 @@ class _Edit:
     def __init__(self, field: str, index: int, name: str, container: dict) -> None:
         self.field, self.index, self.name, self.container = field, index, name, container
         self.env: list[dict] = []
-        self.env_names = _strs(container.get("env"), "name")
+        self.env_names = _Names("name", container.get("env"))
         self.mounts: list[dict] = []
-        self.mount_paths = _strs(container.get("volumeMounts"), "mountPath")
+        self.mount_paths = _Names("mountPath", container.get("volumeMounts"))
         self.command: Any = container.get("command")
         self.args: Any = container.get("args")
         self.wrapped = False
@@ -407,10 +411,11 @@ class _Draft:
         self.pod = pod
         self.meta: dict[str, dict[str, tuple[str, str]]] = {"annotations": {}, "labels": {}}
         self.volumes: list[tuple[dict, str]] = []
-        self.volume_names = _strs(pod.spec.get("volumes"), "name")
+        self.volume_names = _Names("name", pod.spec.get("volumes"))
         self.edits: dict[tuple[str, int], _Edit] = {}
         self.sidecars: dict[str, list[tuple[dict, str]]] = {field: [] for field in _LISTS}
-        self.container_names = {name for field in _LISTS for _, _, name in pod.containers(field)}
+        self.container_names = _Names("name", pod.spec.get("containers"),
+                                      pod.spec.get("initContainers"))
         self.recorded = _recorded(pod.annotations)
         self.ops: list[dict] = []
         self.writable: set[tuple[str, ...]] = set()   # paths _writable has passed
@@ -608,10 +613,11 @@ class _Draft:
         node: Any = self.pod.pod
         for depth in range(len(path) - 1):
             node = node.get(path[depth]) if isinstance(node, dict) else None
-            prefix = "/" + "/".join(path[:depth + 1])
-            if node is None and prefix not in created:
-                self.ops.append(jp.add(prefix, {}))
-                created.add(prefix)
+            if node is None:
+                prefix = "/" + "/".join(path[:depth + 1])
+                if prefix not in created:
+                    self.ops.append(jp.add(prefix, {}))
+                    created.add(prefix)
         return node.get(path[-1]) if isinstance(node, dict) else None
 
     def _emit_map(self, path: tuple[str, ...], items: dict[str, str], created: set[str]) -> None:
@@ -661,9 +667,33 @@ def _mount(volume: str, path: str, read_only: bool) -> dict:
     return mount
 
 
-def _strs(items: Any, key: str) -> set[str]:
-    """The string values of `key` in the objects of a pod list (anything else is ignored)."""
-    return {i[key] for i in _list(items) if isinstance(i, dict) and isinstance(i.get(key), str)}
+class _Names:
+    """The names taken in lists of the pod (the `key` of their objects) or added by the draft.
+
+    The pod's lists are scanned when asked about a name rather than turned into a set: a
+    container's env can be long, and is asked about once or twice.
+    """
+
+    __slots__ = ("key", "lists", "added")
+
+    def __init__(self, key: str, *lists: Any) -> None:
+        self.key = key
+        self.lists = [items for items in lists if isinstance(items, list)]
+        self.added: set[str] = set()
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.added or any(_listed(items, self.key, name) for items in self.lists)
+
+    def add(self, name: str) -> None:
+        self.added.add(name)
+
+
+def _listed(items: list, key: str, value: str) -> bool:
+    """Whether an object of `items` has `value` (a string) at `key`."""
+    try:
+        return value in map(dict.get, items, itertools.repeat(key))   # the loop runs in C
+    except TypeError:   # an item that is not an object: look at the objects only
+        return any(isinstance(i, dict) and i.get(key) == value for i in items)
 
 
 def _strings(value: Any) -> bool:

@@ -37,14 +37,14 @@ def tokens(path: str) -> list[str]:
     """The unescaped reference tokens of a JSON Pointer (RFC 6901)."""
     if path == "":
         return []
-    if not path.startswith("/"):
+    if path[0] != "/":
         raise PatchError(f"pointer {path!r} does not start with '/'")
     parts = path[1:].split("/")
     if "~" not in path:
         return parts
     if _BAD_ESCAPE.search(path):   # a `~` before `/` or at the end is as bad as `~2`
         raise PatchError(f"pointer {path!r} has an invalid '~' escape")
-    return [p.replace("~1", "/").replace("~0", "~") for p in parts]
+    return [p.replace("~1", "/").replace("~0", "~") if "~" in p else p for p in parts]
 
 
 def add(path: str, value: Any) -> dict[str, Any]:
@@ -66,27 +66,36 @@ def test(path: str, value: Any) -> dict[str, Any]:
 def apply(doc: Any, patch: Iterable[dict[str, Any]]) -> Any:
     """The document after `patch`, sharing no node with `doc` or the patch (both are left
     untouched). Raises PatchError."""
-    return _run(copy.deepcopy(doc), patch, None)
+    return _run(copy.deepcopy(doc), patch, False)
 
 
 def check(doc: Any, patch: Iterable[dict[str, Any]]) -> None:
     """Raise the PatchError `apply(doc, patch)` would raise, if any, without copying `doc`.
 
     The patch is applied copy-on-write: only the arrays and objects along the paths it writes
-    are copied, one level each (the values it adds are placed as they are, and copied in turn
-    if a later op writes into them), so `doc` and the patch are left untouched and the cost
-    does not grow with the size of the document. Exact for documents decoded from JSON, where
-    no node is reachable by two paths (`apply`'s deep copy would keep such sharing).
+    are copied, one level each, into `_Own*` types that mark them as copies (the values it adds
+    are placed as they are, and copied in turn if a later op writes into them), so `doc` and the
+    patch are left untouched and the cost does not grow with the size of the document. Exact
+    for documents decoded from JSON, where no node is reachable by two paths (`apply`'s deep
+    copy would keep such sharing).
     """
-    _run(doc, patch, {})
+    _run(doc, patch, True)
 
 
-def _run(doc: Any, patch: Iterable[dict[str, Any]], owned: dict[int, Any] | None) -> Any:
-    """Apply the ops in turn; `owned` (copy-on-write) holds the nodes copied so far, by id,
-    else (None) `doc` is the caller's own copy and values are copied as they are placed."""
+class _OwnDict(dict):
+    """A copy made by `check`: written in place from then on."""
+
+
+class _OwnList(list):
+    """A copy made by `check`: written in place from then on."""
+
+
+def _run(doc: Any, patch: Iterable[dict[str, Any]], cow: bool) -> Any:
+    """Apply the ops in turn, copy-on-write (`cow`), else into `doc` as the caller's own copy,
+    copying each value as it is placed."""
     for number, op in enumerate(patch):
         try:
-            doc = _apply_one(doc, op, owned)
+            doc = _apply_one(doc, op, cow)
         except PatchError as err:
             raise PatchError(f"op {number} ({_describe(op)}): {err}") from None
     return doc
@@ -94,6 +103,8 @@ def _run(doc: Any, patch: Iterable[dict[str, Any]], owned: dict[int, Any] | None
 
 def equal(a: Any, b: Any) -> bool:
     """JSON equality as RFC 6902 `test` defines it: numbers by value, but true is not 1."""
+    if type(a) is str:
+        return type(b) is str and a == b
     if isinstance(a, bool) or isinstance(b, bool):
         return type(a) is type(b) and a == b
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
@@ -111,7 +122,7 @@ def _describe(op: Any) -> str:
     return repr(op)
 
 
-def _apply_one(doc: Any, op: Any, owned: dict[int, Any] | None) -> Any:
+def _apply_one(doc: Any, op: Any, cow: bool) -> Any:
     if not isinstance(op, dict):
         raise PatchError("an operation must be an object")
     name, path = op.get("op"), op.get("path")
@@ -126,14 +137,14 @@ def _apply_one(doc: Any, op: Any, owned: dict[int, Any] | None) -> Any:
         return doc
     if name not in ("add", "replace", "remove"):
         raise PatchError(f"unsupported op {name!r}")
-    value = op.get("value") if owned is not None else copy.deepcopy(op.get("value"))
+    value = op.get("value") if cow else copy.deepcopy(op.get("value"))
     if not parts:
         if name == "remove":
             raise PatchError("cannot remove the whole document")
         return value
-    if owned is not None:
-        doc = _own(doc, owned)
-    parent, last = _get(doc, parts[:-1], owned), parts[-1]
+    if cow:
+        doc = _own(doc)
+    parent, last = _get(doc, parts[:-1], cow), parts[-1]
     if isinstance(parent, dict):
         if name != "add" and last not in parent:
             raise PatchError(f"no member {last!r} to {name}")
@@ -166,9 +177,9 @@ def _index(token: str, bound: int) -> int:
     return index
 
 
-def _get(doc: Any, parts: list[str], owned: dict[int, Any] | None = None) -> Any:
-    """The node at `parts`; with `owned`, every array and object on the way (`doc` must be one
-    already) is replaced by a copy of its own, so that the node returned may be written."""
+def _get(doc: Any, parts: list[str], cow: bool = False) -> Any:
+    """The node at `parts`; copy-on-write, every array and object on the way (`doc` must be
+    owned already) is replaced by a copy of its own, so that the node returned may be written."""
     node = doc
     for part in parts:
         if isinstance(node, dict):
@@ -180,17 +191,21 @@ def _get(doc: Any, parts: list[str], owned: dict[int, Any] | None = None) -> Any
         else:
             raise PatchError(f"cannot descend into a {type(node).__name__} with {part!r}")
         child = node[key]
-        if owned is not None and isinstance(child, (dict, list)):
-            child = node[key] = _own(child, owned)
+        if cow and type(child) not in _OWNED and isinstance(child, (dict, list)):
+            child = node[key] = _own(child)
         node = child
     return node
 
 
-def _own(node: Any, owned: dict[int, Any]) -> Any:
-    """`node` if it is a copy made by this application (or not an array or object), else a
-    shallow copy of it, recorded as made here."""
-    if not isinstance(node, (dict, list)) or id(node) in owned:
+def _own(node: Any) -> Any:
+    """`node` if it is a copy made by `check` (or not an array or object), else such a copy."""
+    if type(node) in _OWNED:
         return node
-    mine = node.copy()
-    owned[id(mine)] = mine   # the value keeps the copy alive, so its id is not reused
-    return mine
+    if isinstance(node, dict):
+        return _OwnDict(node)
+    if isinstance(node, list):
+        return _OwnList(node)
+    return node
+
+
+_OWNED = (_OwnDict, _OwnList)

@@ -120,7 +120,7 @@ def create_app(settings: Settings | None = None) -> flask.Flask:
     def mutate_pods() -> flask.Response:
         started = time.perf_counter()
         status, body, result = _review(plans.get(), settings.max_body)
-        metrics.REQUESTS.labels(result).inc()
+        metrics.requests(result).inc()
         metrics.LATENCY.observe(time.perf_counter() - started)
         return app.response_class(body, status=status, mimetype="application/json")
 
@@ -168,7 +168,7 @@ def _review(plan: planlib.Plan | None, max_body: int) -> tuple[int, bytes, str]:
                     else failure.exception)
     if not decision.dry_run:
         for name in decision.applied:
-            metrics.INJECTIONS.labels(name).inc()
+            metrics.injections(name).inc()
         if decision.failure is not None:
             metrics.RULE_ERRORS.labels(decision.failure.injection).inc()
     return 200, admission.encode(decision.review), decision.result
