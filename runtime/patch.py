@@ -9,6 +9,7 @@ applies here applies on the server.
 from __future__ import annotations
 
 import copy
+import functools
 import re
 from typing import Any, Iterable
 
@@ -93,9 +94,10 @@ class _OwnList(list):
 def _run(doc: Any, patch: Iterable[dict[str, Any]], cow: bool) -> Any:
     """Apply the ops in turn, copy-on-write (`cow`), else into `doc` as the caller's own copy,
     copying each value as it is placed."""
+    parents: dict[str, Any] = {}
     for number, op in enumerate(patch):
         try:
-            doc = _apply_one(doc, op, cow)
+            doc = _apply_one(doc, op, cow, parents)
         except PatchError as err:
             raise PatchError(f"op {number} ({_describe(op)}): {err}") from None
     return doc
@@ -122,7 +124,9 @@ def _describe(op: Any) -> str:
     return repr(op)
 
 
-def _apply_one(doc: Any, op: Any, cow: bool) -> Any:
+def _apply_one(doc: Any, op: Any, cow: bool, parents: dict[str, Any]) -> Any:
+    """`doc` after `op`. `parents` holds, by pointer, the containers earlier ops of this patch
+    wrote into (ops often share one), each dropped once an op may have replaced or moved it."""
     if not isinstance(op, dict):
         raise PatchError("an operation must be an object")
     name, path = op.get("op"), op.get("path")
@@ -130,21 +134,24 @@ def _apply_one(doc: Any, op: Any, cow: bool) -> Any:
         raise PatchError("'path' must be a string")
     if name in ("add", "replace", "test") and "value" not in op:
         raise PatchError(f"'{name}' needs a 'value'")
-    parts = tokens(path)
     if name == "test":
-        if not equal(_get(doc, parts), op["value"]):
+        if not equal(_get(doc, _tokens(path)), op["value"]):
             raise PatchError("test failed: value differs")
         return doc
     if name not in ("add", "replace", "remove"):
         raise PatchError(f"unsupported op {name!r}")
     value = op.get("value") if cow else copy.deepcopy(op.get("value"))
-    if not parts:
+    if path == "":
         if name == "remove":
             raise PatchError("cannot remove the whole document")
+        parents.clear()
         return value
-    if cow:
-        doc = _own(doc)
-    parent, last = _get(doc, parts[:-1], cow), parts[-1]
+    where, last = _split(path)
+    parent = parents.get(where)
+    if parent is None:
+        if cow:
+            doc = _own(doc)
+        parent = parents[where] = _get(doc, _tokens(where), cow)
     if isinstance(parent, dict):
         if name != "add" and last not in parent:
             raise PatchError(f"no member {last!r} to {name}")
@@ -152,6 +159,7 @@ def _apply_one(doc: Any, op: Any, cow: bool) -> Any:
             del parent[last]
         else:
             parent[last] = value
+        _forget(parents, path)   # whatever was cached under the member is gone
     elif isinstance(parent, list):
         if name == "add" and last == "-":
             parent.append(value)
@@ -163,9 +171,33 @@ def _apply_one(doc: Any, op: Any, cow: bool) -> Any:
                 del parent[index]
             else:
                 parent[index] = value
+            _forget(parents, where)   # later elements may have moved
     else:
+        parents.pop(where)
         raise PatchError(f"parent of {path!r} is not an object or array")
     return doc
+
+
+def _forget(parents: dict[str, Any], path: str) -> None:
+    """Drop the cached containers at or under `path` (never the container of `path` itself)."""
+    if len(parents) > 1:
+        under = path + "/"
+        for cached in [p for p in parents if p.startswith(under) or p == path]:
+            del parents[cached]
+
+
+@functools.lru_cache(maxsize=4096)
+def _tokens(path: str) -> tuple[str, ...]:
+    """`tokens`, remembered: the same few paths come in every patch the mutator writes."""
+    return tuple(tokens(path))
+
+
+@functools.lru_cache(maxsize=4096)
+def _split(path: str) -> tuple[str, str]:
+    """The pointer of the parent of `path` (not the root) and the last token, unescaped."""
+    tokens(path)   # raises on a malformed pointer
+    where, _, last = path.rpartition("/")
+    return where, last.replace("~1", "/").replace("~0", "~")
 
 
 def _index(token: str, bound: int) -> int:
@@ -177,7 +209,7 @@ def _index(token: str, bound: int) -> int:
     return index
 
 
-def _get(doc: Any, parts: list[str], cow: bool = False) -> Any:
+def _get(doc: Any, parts: tuple[str, ...] | list[str], cow: bool = False) -> Any:
     """The node at `parts`; copy-on-write, every array and object on the way (`doc` must be
     owned already) is replaced by a copy of its own, so that the node returned may be written."""
     node = doc
