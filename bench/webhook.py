@@ -4,11 +4,12 @@
 
 Both servers run `gunicorn -c python:runtime.gunicorn_conf` on 127.0.0.1 with the same settings
 and the same TLS certificate; the baseline app only reads the body and returns a fixed allow
-answer. Both run side by side; each round gives each in turn a closed-loop run (keep-alive
-connections sending as fast as answers come back: the throughput) and an open-loop run at a
-fixed rate (requests scheduled at fixed times; latency counted from the scheduled time, so a
-stall is not hidden). Medians over rounds are reported, so that load from elsewhere on the
-machine during one run weighs less, and both servers see the same conditions. Bodies are
+answer. Both run side by side. Each round measures throughput in a closed loop (keep-alive
+connections sending as fast as answers come back), alternating between the two servers in
+one-second slices (baseline, webhook, webhook, baseline, ...) from the same client processes,
+so that load from elsewhere on the machine falls on both alike; then each in turn gets an open-loop
+run at a fixed rate (requests scheduled at fixed times; latency counted from the scheduled time,
+so a stall is not hidden). Medians over rounds are reported. Bodies are
 ~8 KB AdmissionReviews of batch Job pods with several containers, which the webhook patches
 (native sidecar, volume, mounts, env, annotations). Peak memory is the summed RSS of the gunicorn
 master and its workers, sampled from /proc. Targets: the webhook's throughput is at least 70%
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import multiprocessing.pool
 import os
 import re
 import socket
@@ -251,13 +253,18 @@ def _closed_loop(port: int, cafile: str, requests: list[bytes], connections: int
     return latencies, errors, time.perf_counter() - started
 
 
-def closed_loop(port: int, cafile: str, requests: list[bytes], processes: int,
-                connections: int, seconds: float) -> Run:
-    with multiprocessing.get_context("spawn").Pool(processes) as pool:
-        parts = pool.starmap(_closed_loop, [(port, cafile, requests[p::processes], connections, seconds)
-                                            for p in range(processes)])
+def closed_loop(pool: multiprocessing.pool.Pool, processes: int, port: int, cafile: str,
+                requests: list[bytes], connections: int, seconds: float) -> Run:
+    """`processes` client processes of `pool`, each with `connections` connections."""
+    parts = pool.starmap(_closed_loop, [(port, cafile, requests[p::processes], connections, seconds)
+                                        for p in range(processes)])
     return Run(max(elapsed for _, _, elapsed in parts),
                tuple(x for latencies, _, _ in parts for x in latencies), sum(e for _, e, _ in parts))
+
+
+def combined(runs: list[Run]) -> Run:
+    return Run(sum(r.seconds for r in runs), tuple(x for r in runs for x in r.latencies),
+               sum(r.errors for r in runs))
 
 
 def open_loop(port: int, cafile: str, requests: list[bytes], rate: float, seconds: float,
@@ -404,14 +411,27 @@ class Round:
     cpu_per_request: float   # server CPU seconds per request in the closed-loop run
 
 
-def one_round(server: Server, cafile: str, args: argparse.Namespace) -> Round:
-    closed_loop(server.port, cafile, server.requests, args.clients, args.connections, 0.5)  # warm up
-    cpu = cpu_seconds(server.process.pid)
-    closed = closed_loop(server.port, cafile, server.requests, args.clients, args.connections,
-                         args.duration)
-    cpu = cpu_seconds(server.process.pid) - cpu
-    fixed = open_loop(server.port, cafile, server.requests, args.rate, args.duration, args.connections)
-    return Round(closed, fixed, cpu / max(1, len(closed.latencies)))
+SLICE = 1.0   # seconds of closed loop per server before switching to the other
+
+
+def one_round(pool: multiprocessing.pool.Pool, servers: list[Server], cafile: str,
+              args: argparse.Namespace) -> list[Round]:
+    """A round for each server: closed-loop slices alternating A B B A ..., then fixed rate."""
+    slices: dict[str, list[Run]] = {server.name: [] for server in servers}
+    cpu = {server.name: 0.0 for server in servers}
+    for n in range(max(1, round(args.duration / SLICE))):
+        for server in servers if n % 2 == 0 else servers[::-1]:
+            before = cpu_seconds(server.process.pid)
+            slices[server.name].append(closed_loop(pool, args.clients, server.port, cafile,
+                                                   server.requests, args.connections, SLICE))
+            cpu[server.name] += cpu_seconds(server.process.pid) - before
+    rounds = []
+    for server in servers:
+        closed = combined(slices[server.name])
+        fixed = open_loop(server.port, cafile, server.requests, args.rate, args.duration,
+                          args.connections)
+        rounds.append(Round(closed, fixed, cpu[server.name] / max(1, len(closed.latencies))))
+    return rounds
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -451,16 +471,20 @@ def main(argv: list[str] | None = None) -> int:
         size = len(admission_request(0, 0).split(b"\r\n\r\n", 1)[1])
         print(f"{args.workers} workers x {args.threads} threads, TLS on 127.0.0.1, AdmissionReview "
               f"bodies {size / 1024:.1f} KiB; {args.rounds} rounds, each: closed loop {args.clients} x "
-              f"{args.connections} connections for {args.duration:.0f} s, then {args.rate:.0f}/s for "
-              f"{args.duration:.0f} s, baseline then jobrules", flush=True)
+              f"{args.connections} connections for {args.duration:.0f} s per server in {SLICE:.0f} s "
+              f"slices taking turns, then {args.rate:.0f}/s for {args.duration:.0f} s each", flush=True)
         servers = []
         try:
             servers = [start("baseline", "webhook:baseline", env, cafile, workdir),
                        start("jobrules", None, env, cafile, workdir)]
             rounds: dict[str, list[Round]] = {server.name: [] for server in servers}
-            for _ in range(args.rounds):
-                for server in servers:
-                    rounds[server.name].append(one_round(server, cafile, args))
+            with multiprocessing.get_context("spawn").Pool(args.clients) as pool:
+                for server in servers:   # warm up: connections, caches, the workers' first requests
+                    closed_loop(pool, args.clients, server.port, cafile, server.requests,
+                                args.connections, 0.5)
+                for _ in range(args.rounds):
+                    for server, result in zip(servers, one_round(pool, servers, cafile, args)):
+                        rounds[server.name].append(result)
         finally:
             for server in servers:
                 server.stop()

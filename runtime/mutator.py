@@ -10,7 +10,6 @@ written down in docs/injection.md.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import re
 import shlex
@@ -86,7 +85,7 @@ def mutate(plan: Plan, pod: dict, owner: dict | None = None,
     """
     if not isinstance(pod, dict):
         return Mutation((), (), None)
-    index = _index(_PlanKey(plan))
+    index = _index(plan)
     meta = _dict(pod.get("metadata"))
     ref = _owner_reference(meta)
     owner = owner if isinstance(owner, dict) else None
@@ -122,24 +121,22 @@ class _Index:
     sidecars: frozenset[str]  # every sidecar name in the plan: never a target of other ops
 
 
-class _PlanKey:
-    """Hashes a Plan by identity (its dict-valued fields make it unhashable by value)."""
-
-    __slots__ = ("plan",)
-
-    def __init__(self, plan: Plan) -> None:
-        self.plan = plan
-
-    def __hash__(self) -> int:
-        return id(self.plan)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _PlanKey) and other.plan is self.plan
+_INDEXES: dict[int, tuple[Plan, _Index]] = {}   # by id(plan); the Plan is kept, so ids stay unique
 
 
-@functools.lru_cache(maxsize=16)
-def _index(key: _PlanKey) -> _Index:
-    plan = key.plan
+def _index(plan: Plan) -> _Index:
+    """The index of `plan`, built on first use (plans are few: one per reload)."""
+    entry = _INDEXES.get(id(plan))
+    if entry is not None and entry[0] is plan:
+        return entry[1]
+    if len(_INDEXES) >= 16:
+        _INDEXES.clear()
+    index = _build_index(plan)
+    _INDEXES[id(plan)] = (plan, index)
+    return index
+
+
+def _build_index(plan: Plan) -> _Index:
     kinds: dict[tuple[str, str], Kind] = {}
     for kind in plan.kinds:
         kinds.setdefault((kind.api_version, kind.kind), kind)
@@ -413,7 +410,7 @@ class _Draft:
         self.volumes: list[tuple[dict, str]] = []
         self.volume_names = _Names("name", pod.spec.get("volumes"))
         self.edits: dict[tuple[str, int], _Edit] = {}
-        self.sidecars: dict[str, list[tuple[dict, str]]] = {field: [] for field in _LISTS}
+        self.sidecars: dict[str, list[tuple[dict, str]]] = {"containers": [], "initContainers": []}
         self.container_names = _Names("name", pod.spec.get("containers"),
                                       pod.spec.get("initContainers"))
         self.recorded = _recorded(pod.annotations)
@@ -601,7 +598,9 @@ class _Draft:
             self._emit_map(("metadata", field), {k: v for k, (v, _) in self.meta[field].items()},
                            created)
         self._emit_list(("spec", "volumes"), [v for v, _ in self.volumes], created)
-        for key in sorted(self.edits, key=lambda k: (_LISTS.index(k[0]), k[1])):
+        keys = sorted(self.edits, key=lambda k: (_LISTS.index(k[0]), k[1])) \
+            if len(self.edits) > 1 else self.edits
+        for key in keys:
             if self.edits[key].owners:
                 self._emit_edit(self.edits[key])
         for field in _LISTS:
@@ -678,11 +677,16 @@ class _Names:
 
     def __init__(self, key: str, *lists: Any) -> None:
         self.key = key
-        self.lists = [items for items in lists if isinstance(items, list)]
+        self.lists = lists
         self.added: set[str] = set()
 
     def __contains__(self, name: str) -> bool:
-        return name in self.added or any(_listed(items, self.key, name) for items in self.lists)
+        if name in self.added:
+            return True
+        for items in self.lists:
+            if isinstance(items, list) and _listed(items, self.key, name):
+                return True
+        return False
 
     def add(self, name: str) -> None:
         self.added.add(name)
@@ -703,6 +707,8 @@ def _strings(value: Any) -> bool:
 def _recorded(annotations: dict) -> dict[str, str]:
     """Injection name -> record entry ("name@plan-digest") from the record annotation."""
     raw = annotations.get(RECORD_ANNOTATION)
+    if raw is None:
+        return {}
     try:
         entries = orjson.loads(raw) if isinstance(raw, str) else []
     except orjson.JSONDecodeError:
