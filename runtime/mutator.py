@@ -195,7 +195,7 @@ class _Pod:
         self._options: jmespath.Options | None = None
         self._task: Any = _UNSET
         self._primary: Any = _UNSET
-        self._selected: dict[Containers, list[tuple[str, int, dict, str]]] = {}
+        self._selected: dict[int, list[tuple[str, int, dict, str]]] = {}   # by id(Containers)
         self._containers: dict[str, list[tuple[int, dict, str]]] = {}
 
     def search(self, expr: Expr, injection: Injection, data: Any = None) -> Any:
@@ -257,9 +257,9 @@ class _Pod:
 
     def select(self, which: Containers) -> list[tuple[str, int, dict, str]]:
         """The pod's own containers an op targets; sidecars declared in the plan never are."""
-        selected = self._selected.get(which)
+        selected = self._selected.get(id(which))   # the plan's own objects: ids are stable
         if selected is None:
-            selected = self._selected[which] = self._select(which)
+            selected = self._selected[id(which)] = self._select(which)
         return selected
 
     def _select(self, which: Containers) -> list[tuple[str, int, dict, str]]:
@@ -497,7 +497,7 @@ class _Draft:
         env = [{"name": name, "value": _render(value, self.pod, injection, op.span,
                                                container=op.name)} for name, value in op.env]
         if injection.completion_containers is not None \
-                and all(e["name"] != COMPLETION_ENV for e in env):
+                and COMPLETION_ENV not in [e["name"] for e in env]:
             env.append({"name": COMPLETION_ENV, "value": ",".join(injection.completion_containers)})
         if env:
             container["env"] = env
@@ -583,8 +583,8 @@ class _Draft:
                     del self.meta[field][key]  # already so: no op, no credit
                 else:
                     owners.add(owner)
-        owners.update(owner for _, owner in self.volumes)
-        owners.update(owner for field in _LISTS for _, owner in self.sidecars[field])
+        owners.update([owner for _, owner in self.volumes])
+        owners.update([owner for field in _LISTS for _, owner in self.sidecars[field]])
         for edit in self.edits.values():
             owners.update(edit.owners)
         applied = tuple(i.name for i in matched if i.name in owners)
@@ -638,7 +638,7 @@ class _Draft:
         if self._parent(path, created) is None:
             self.ops.append(jp.add(where, items))
             return
-        self.ops.extend(jp.add(f"{where}/-", item) for item in items)
+        self.ops.extend([jp.add(f"{where}/-", item) for item in items])
 
     def _emit_edit(self, edit: _Edit) -> None:
         base = f"/spec/{edit.field}/{edit.index}"
@@ -649,7 +649,7 @@ class _Draft:
             if edit.container.get(key) is None:
                 self.ops.append(jp.add(f"{base}/{key}", items))
             else:
-                self.ops.extend(jp.add(f"{base}/{key}/-", item) for item in items)
+                self.ops.extend([jp.add(f"{base}/{key}/-", item) for item in items])
         if edit.wrapped:
             self.ops.append(jp.replace(f"{base}/command", edit.command))
             if "args" in edit.container:

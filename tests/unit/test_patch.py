@@ -143,7 +143,7 @@ def doc_and_ops(draw):
     doc = draw(st.dictionaries(st.text(max_size=3), json_values, max_size=4))
     existing = list(_paths(doc))
     ops = []
-    for _ in range(draw(st.integers(1, 4))):
+    for _ in range(draw(st.integers(1, 6))):
         base = draw(st.sampled_from(existing))
         tail = draw(st.sampled_from([(), ("-",), ("new/~",), (0,), (1,)]))
         path = patch.pointer(*(base + tail))
@@ -192,3 +192,33 @@ def test_check_copies_an_added_value_before_a_later_op_writes_into_it():
     with pytest.raises(patch.PatchError, match=r"^op 3 \(test "):
         patch.check({}, [patch.add("/v", value), patch.add("/w", value), patch.add("/v/x", 1),
                          patch.test("/w", {"k": [1], "x": 1})])
+
+
+# Ops that write into a container an earlier op reached, after something above or beside it
+# moved or was replaced: the containers remembered within one patch must be forgotten then.
+@pytest.mark.parametrize("doc, ops", [
+    ({"a": [{"k": 0}, {"k": 1}]}, [patch.add("/a/0/x", 1), patch.add("/a/0", {"k": 9}),
+                                   patch.add("/a/0/y", 2), patch.add("/a/1/z", 3)]),
+    ({"a": [{"k": 0}, {"k": 1}]}, [patch.add("/a/1/x", 1), patch.remove("/a/0"),
+                                   patch.add("/a/0/y", 2)]),
+    ({"m": {"x": 0}}, [patch.add("/m/x", 1), patch.replace("/m", {"y": 2}), patch.add("/m/z", 3)]),
+    ({"m": {"n": {}}}, [patch.add("/m/n/x", 1), patch.add("/m/n", {"w": 0}),
+                        patch.add("/m/n/y", 2)]),
+    ({"m": {"n": {}}}, [patch.add("/m/n/x", 1), patch.remove("/m"), patch.add("/m", {"n": []}),
+                        patch.add("/m/n/-", 2)]),
+    ({"l": [[0], [1]]}, [patch.add("/l/1/-", 5), patch.replace("/l/1", [7]), patch.add("/l/1/-", 8)]),
+    ({"l": [1]}, [patch.add("/l/-", 2), patch.remove("/l/0"), patch.add("/l/-", 3)]),
+    ({"r": {}}, [patch.add("/r/x", 1), patch.replace("", {"r": {"q": 0}}), patch.add("/r/y", 2)]),
+    ({"m": {"n": {}}}, [patch.add("/m/n/x", 1), patch.remove("/m"), patch.add("/m/n/y", 2)]),
+])
+def test_containers_written_before_are_forgotten_when_they_move(doc, ops):
+    try:
+        expected = jsonpatch.apply_patch(doc, ops)
+    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException):
+        with pytest.raises(patch.PatchError):
+            patch.apply(doc, ops)
+        with pytest.raises(patch.PatchError):
+            patch.check(doc, ops)
+    else:
+        assert patch.apply(doc, ops) == expected
+        patch.check(doc, ops)
