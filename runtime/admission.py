@@ -4,8 +4,8 @@
 is a BadReview, which the web shell turns into HTTP 400). `answer` is total: whatever the pod or
 the plan's rules do, it returns a review for the API server, so a well-formed request never gets
 a 500. Rule failures follow the plan's failure policy (docs/webhook.md), and a patch is only sent
-after it has been applied here to the received pod, with runtime.patch (`check`: copy-on-write, the
-pod itself is not modified).
+after it has been applied here to the received pod, with runtime.patch (`check`). That pod is
+given up to the check, which writes into it: `answer` consumes `request["object"]`.
 """
 
 from __future__ import annotations
@@ -118,7 +118,8 @@ def decode(body: bytes) -> Request:
 
 
 def answer(plan: planlib.Plan, request: Request) -> Decision:
-    """The review to send back for a decoded request; never raises."""
+    """The review to send back for a decoded request; never raises. The pod in it is consumed:
+    the patch is checked by applying it there."""
     uid = request["uid"]
     dry_run = request.get("dryRun") is True
     if not _is_pod_create(request):
@@ -137,7 +138,7 @@ def answer(plan: planlib.Plan, request: Request) -> Decision:
     if not mutation.patch:
         return Decision(_review({"uid": uid, "allowed": True}), "unchanged", (), dry_run, None)
     try:
-        patchlib.check(pod, mutation.patch)
+        patchlib.check(pod, mutation.patch, consume=True)   # the pod is not used after this
         encoded = base64.b64encode(orjson.dumps(mutation.patch)).decode("ascii")
     except Exception as err:  # PatchError, or values that are not JSON
         names = ", ".join(mutation.applied)

@@ -64,13 +64,17 @@ def test(path: str, value: Any) -> dict[str, Any]:
     return {"op": "test", "path": path, "value": value}
 
 
+# How an application treats the document and the values the patch places (see `check`).
+_COPY, _COPY_ON_WRITE, _CONSUME = 0, 1, 2
+
+
 def apply(doc: Any, patch: Iterable[dict[str, Any]]) -> Any:
     """The document after `patch`, sharing no node with `doc` or the patch (both are left
     untouched). Raises PatchError."""
-    return _run(copy.deepcopy(doc), patch, False)
+    return _run(copy.deepcopy(doc), patch, _COPY)
 
 
-def check(doc: Any, patch: Iterable[dict[str, Any]]) -> None:
+def check(doc: Any, patch: Iterable[dict[str, Any]], consume: bool = False) -> None:
     """Raise the PatchError `apply(doc, patch)` would raise, if any, without copying `doc`.
 
     The patch is applied copy-on-write: only the arrays and objects along the paths it writes
@@ -79,8 +83,12 @@ def check(doc: Any, patch: Iterable[dict[str, Any]]) -> None:
     patch are left untouched and the cost does not grow with the size of the document. Exact
     for documents decoded from JSON, where no node is reachable by two paths (`apply`'s deep
     copy would keep such sharing).
+
+    With `consume`, the caller gives `doc` up: it is written in place, and only the values the
+    patch places are copied (one level, when placed, and below that when written into), so the
+    patch is still left untouched. Its values must share no node with `doc`.
     """
-    _run(doc, patch, True)
+    _run(doc, patch, _CONSUME if consume else _COPY_ON_WRITE)
 
 
 class _OwnDict(dict):
@@ -91,13 +99,13 @@ class _OwnList(list):
     """A copy made by `check`: written in place from then on."""
 
 
-def _run(doc: Any, patch: Iterable[dict[str, Any]], cow: bool) -> Any:
-    """Apply the ops in turn, copy-on-write (`cow`), else into `doc` as the caller's own copy,
-    copying each value as it is placed."""
+def _run(doc: Any, patch: Iterable[dict[str, Any]], mode: int) -> Any:
+    """Apply the ops in turn: into `doc` as the caller's own copy, copying each value as it is
+    placed (_COPY); copy-on-write (_COPY_ON_WRITE); or into `doc` given up (_CONSUME)."""
     parents: dict[str, Any] = {}
     for number, op in enumerate(patch):
         try:
-            doc = _apply_one(doc, op, cow, parents)
+            doc = _apply_one(doc, op, mode, parents)
         except PatchError as err:
             raise PatchError(f"op {number} ({_describe(op)}): {err}") from None
     return doc
@@ -124,7 +132,7 @@ def _describe(op: Any) -> str:
     return repr(op)
 
 
-def _apply_one(doc: Any, op: Any, cow: bool, parents: dict[str, Any]) -> Any:
+def _apply_one(doc: Any, op: Any, mode: int, parents: dict[str, Any]) -> Any:
     """`doc` after `op`. `parents` holds, by pointer, the containers earlier ops of this patch
     wrote into (ops often share one), each dropped once an op may have replaced or moved it."""
     if not isinstance(op, dict):
@@ -140,7 +148,11 @@ def _apply_one(doc: Any, op: Any, cow: bool, parents: dict[str, Any]) -> Any:
         return doc
     if name not in ("add", "replace", "remove"):
         raise PatchError(f"unsupported op {name!r}")
-    value = op.get("value") if cow else copy.deepcopy(op.get("value"))
+    value = op.get("value")
+    if mode == _COPY:
+        value = copy.deepcopy(value)
+    elif mode == _CONSUME:
+        value = _own(value)   # written into later: its own top level; deeper, copy-on-write
     if path == "":
         if name == "remove":
             raise PatchError("cannot remove the whole document")
@@ -149,9 +161,9 @@ def _apply_one(doc: Any, op: Any, cow: bool, parents: dict[str, Any]) -> Any:
     where, last = _split(path)
     parent = parents.get(where)
     if parent is None:
-        if cow:
+        if mode == _COPY_ON_WRITE:
             doc = _own(doc)
-        parent = parents[where] = _get(doc, _tokens(where), cow)
+        parent = parents[where] = _get(doc, _tokens(where), mode)
     if isinstance(parent, dict):
         if name != "add" and last not in parent:
             raise PatchError(f"no member {last!r} to {name}")
@@ -209,9 +221,10 @@ def _index(token: str, bound: int) -> int:
     return index
 
 
-def _get(doc: Any, parts: tuple[str, ...] | list[str], cow: bool = False) -> Any:
-    """The node at `parts`; copy-on-write, every array and object on the way (`doc` must be
-    owned already) is replaced by a copy of its own, so that the node returned may be written."""
+def _get(doc: Any, parts: tuple[str, ...] | list[str], mode: int = _COPY) -> Any:
+    """The node at `parts`, which may then be written. Copy-on-write, every array and object on
+    the way (`doc` must be owned already) is replaced by a copy of its own; consuming, only those
+    below a copy (which was placed from the patch) are."""
     node = doc
     for part in parts:
         if isinstance(node, dict):
@@ -223,7 +236,8 @@ def _get(doc: Any, parts: tuple[str, ...] | list[str], cow: bool = False) -> Any
         else:
             raise PatchError(f"cannot descend into a {type(node).__name__} with {part!r}")
         child = node[key]
-        if cow and type(child) not in _OWNED and isinstance(child, (dict, list)):
+        if mode and type(child) not in _OWNED and isinstance(child, (dict, list)) \
+                and (mode == _COPY_ON_WRITE or type(node) in _OWNED):
             child = node[key] = _own(child)
         node = child
     return node

@@ -151,9 +151,22 @@ def run(plan_: plan.Plan, pod_: dict, owner=None, namespace=None) -> tuple[mutat
     assert isinstance(mutation.patch, tuple) and isinstance(mutation.applied, tuple)
     result = jsonpatch.apply_patch(pod_, list(mutation.patch))
     assert patch.apply(pod_, mutation.patch) == result
+    # the webhook checks the patch on the received pod, which it gives up: no value may be a
+    # node of that pod
+    assert not _nodes([op.get("value") for op in mutation.patch]) & _nodes(pod_)
+    patch.check(copy.deepcopy(pod_), mutation.patch, consume=True)
     again = mutator.mutate(plan_, result, owner, namespace)
     assert again.patch == () and again.applied == (), f"not idempotent: {again.patch}"
     return mutation, result
+
+
+def _nodes(value: object) -> set[int]:
+    """The ids of every object and array in `value`."""
+    if isinstance(value, dict):
+        return {id(value)}.union(*(_nodes(v) for v in value.values()))
+    if isinstance(value, list):
+        return {id(value)}.union(*(_nodes(v) for v in value))
+    return set()
 
 
 def record(*names: str) -> str:

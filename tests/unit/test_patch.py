@@ -183,15 +183,40 @@ def test_check_raises_what_apply_raises_and_modifies_nothing(case):
     assert ops == ops_before
 
 
-def test_check_copies_an_added_value_before_a_later_op_writes_into_it():
-    value = {"k": [1]}
+@settings(max_examples=300)
+@given(doc_and_ops())
+def test_consuming_check_raises_what_apply_raises_and_leaves_the_patch(case):
+    doc, ops = case
+    ops_before = copy.deepcopy(ops)
+    try:
+        patch.apply(doc, ops)
+    except patch.PatchError as err:
+        with pytest.raises(patch.PatchError) as info:
+            patch.check(copy.deepcopy(doc), ops, consume=True)
+        assert str(info.value) == str(err)
+    else:
+        patch.check(copy.deepcopy(doc), ops, consume=True)
+    assert ops == ops_before
+
+
+@pytest.mark.parametrize("consume", [False, True])
+def test_check_copies_an_added_value_before_a_later_op_writes_into_it(consume):
+    value = {"k": [1], "deep": {"list": [{"x": 0}]}}
     ops = [patch.add("/v", value), patch.add("/v/k/-", 2), patch.test("/v/k", [1, 2]),
-           patch.remove("/v/k/0"), patch.test("/v", {"k": [2]})]
-    patch.check({}, ops)
-    assert value == {"k": [1]}
+           patch.remove("/v/k/0"), patch.add("/v/deep/list/0/y", 1),
+           patch.test("/v", {"k": [2], "deep": {"list": [{"x": 0, "y": 1}]}})]
+    patch.check({}, ops, consume=consume)
+    assert value == {"k": [1], "deep": {"list": [{"x": 0}]}}
     with pytest.raises(patch.PatchError, match=r"^op 3 \(test "):
         patch.check({}, [patch.add("/v", value), patch.add("/w", value), patch.add("/v/x", 1),
-                         patch.test("/w", {"k": [1], "x": 1})])
+                         patch.test("/w", {"k": [1], "x": 1})], consume=consume)
+    assert value == {"k": [1], "deep": {"list": [{"x": 0}]}}
+
+
+def test_consuming_check_writes_into_the_document():
+    doc = {"a": {"b": [1]}}
+    patch.check(doc, [patch.add("/a/b/-", 2), patch.add("/a/c", 3)], consume=True)
+    assert doc == {"a": {"b": [1, 2], "c": 3}}
 
 
 # Ops that write into a container an earlier op reached, after something above or beside it
