@@ -191,7 +191,8 @@ def _apply_one(doc: Any, op: Any, mode: int, parents: dict[str, Any]) -> Any:
 
 
 def _forget(parents: dict[str, Any], path: str) -> None:
-    """Drop the cached containers at or under `path` (never the container of `path` itself)."""
+    """Drop the cached containers at `path` or under it. (A lone entry is the op's own parent,
+    which keeps its identity whatever the op did to it.)"""
     if len(parents) > 1:
         under = path + "/"
         for cached in [p for p in parents if p.startswith(under) or p == path]:
