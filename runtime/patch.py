@@ -208,9 +208,7 @@ def _tokens(path: str) -> tuple[str, ...]:
 @functools.lru_cache(maxsize=4096)
 def _split(path: str) -> tuple[str, str]:
     """The pointer of the parent of `path` (not the root) and the last token, unescaped."""
-    tokens(path)   # raises on a malformed pointer
-    where, _, last = path.rpartition("/")
-    return where, last.replace("~1", "/").replace("~0", "~")
+    return path.rpartition("/")[0], _tokens(path)[-1]
 
 
 def _index(token: str, bound: int) -> int:
