@@ -387,7 +387,7 @@ class _Edit:
     """Changes to one container of the received pod, addressed by its index there."""
 
     __slots__ = ("field", "index", "name", "container", "env", "env_names", "mounts",
-                 "mount_paths", "command", "args", "wrapped", "owners")
+                 "mount_paths", "command", "args", "wrapped", "changed")
 
     def __init__(self, field: str, index: int, name: str, container: dict) -> None:
         self.field, self.index, self.name, self.container = field, index, name, container
@@ -398,7 +398,7 @@ class _Edit:
         self.command: Any = container.get("command")
         self.args: Any = container.get("args")
         self.wrapped = False
-        self.owners: set[str] = set()
+        self.changed = False
 
 
 class _Draft:
@@ -407,44 +407,37 @@ class _Draft:
     def __init__(self, pod: _Pod) -> None:
         self.pod = pod
         self.meta: dict[str, dict[str, tuple[str, str]]] = {"annotations": {}, "labels": {}}
-        self.volumes: list[tuple[dict, str]] = []
+        self.volumes: list[dict] = []
         self.volume_names = _Names("name", pod.spec.get("volumes"))
         self.edits: dict[tuple[str, int], _Edit] = {}
-        self.sidecars: dict[str, list[tuple[dict, str]]] = {"containers": [], "initContainers": []}
+        self.sidecars: dict[str, list[dict]] = {"containers": [], "initContainers": []}
         self.container_names = _Names("name", pod.spec.get("containers"),
                                       pod.spec.get("initContainers"))
         self.recorded = _recorded(pod.annotations)
+        self.credit: set[str] = set()   # injections that changed the pod (metadata: see finish)
         self.ops: list[dict] = []
         self.writable: set[tuple[str, ...]] = set()   # paths _writable has passed
+        self.created: set[str] = set()   # top-level objects (/metadata, /spec) an op adds
 
     # -- ops ------------------------------------------------------------------------------------
 
     def inject(self, injection: Injection) -> None:
         for op in injection.ops:
-            match op:
-                case Annotate(span, key, value):
-                    self._meta("annotations", key, _render(value, self.pod, injection, span),
-                               injection, span)
-                case Label(span, key, value):
-                    text = _render(value, self.pod, injection, span)
-                    if not _LABEL_VALUE.fullmatch(text):
-                        raise MutationError(injection.name, span,
-                                            f"label {key!r}: {text!r} is not a valid label value")
-                    self._meta("labels", key, text, injection, span)
-                case Env():
-                    self._env(op, injection)
-                case Volume(span, name, source):
-                    self._volume(name, source, injection, span)
-                case Mount():
-                    self._mount(op, injection)
-                case Sidecar():
-                    self._sidecar(op, injection)
-                case Wrap():
-                    if injection.name not in self.recorded:
-                        self._wrap(op, injection)
+            _STEPS[type(op)](self, op, injection)
         if injection.completion_containers is not None:
             self._meta("annotations", COMPLETION_ANNOTATION,
                        ",".join(injection.completion_containers), injection, injection.span)
+
+    def _annotate(self, op: Annotate, injection: Injection) -> None:
+        self._meta("annotations", op.key, _render(op.value, self.pod, injection, op.span),
+                   injection, op.span)
+
+    def _label(self, op: Label, injection: Injection) -> None:
+        text = _render(op.value, self.pod, injection, op.span)
+        if not _LABEL_VALUE.fullmatch(text):
+            raise MutationError(injection.name, op.span,
+                                f"label {op.key!r}: {text!r} is not a valid label value")
+        self._meta("labels", op.key, text, injection, op.span)
 
     def _meta(self, field: str, key: str, value: str, injection: Injection, span: Span) -> None:
         self._writable(("metadata", field), dict, injection, span)
@@ -459,16 +452,18 @@ class _Draft:
             edit.env.append({"name": op.name, "value": _render(op.value, self.pod, injection,
                                                                 op.span, container=name)})
             edit.env_names.add(op.name)
-            edit.owners.add(injection.name)
+            edit.changed = True
+            self.credit.add(injection.name)
 
-    def _volume(self, name: str, source: Any, injection: Injection, span: Span) -> None:
-        if name in self.volume_names:
+    def _volume(self, op: Volume, injection: Injection) -> None:
+        if op.name in self.volume_names:
             return  # a volume of that name already exists: the pod's wins
-        self._writable(("spec", "volumes"), list, injection, span)
-        volume = {"name": name}
-        volume.update({k: dict(v) if isinstance(v, dict) else v for k, v in source.items()})
-        self.volumes.append((volume, injection.name))
-        self.volume_names.add(name)
+        self._writable(("spec", "volumes"), list, injection, op.span)
+        volume = {"name": op.name}
+        volume.update({k: dict(v) if isinstance(v, dict) else v for k, v in op.source.items()})
+        self.volumes.append(volume)
+        self.volume_names.add(op.name)
+        self.credit.add(injection.name)
 
     def _mount(self, op: Mount, injection: Injection) -> None:
         self._known_volume(op.volume, injection, op.span)
@@ -479,7 +474,8 @@ class _Draft:
             self._container_list(edit, "volumeMounts", injection, op.span)
             edit.mounts.append(_mount(op.volume, op.path, op.read_only))
             edit.mount_paths.add(op.path)
-            edit.owners.add(injection.name)
+            edit.changed = True
+            self.credit.add(injection.name)
 
     def _sidecar(self, op: Sidecar, injection: Injection) -> None:
         if op.name in self.container_names:
@@ -507,10 +503,13 @@ class _Draft:
             container["volumeMounts"] = [_mount(m.volume, m.path, m.read_only) for m in op.mounts]
         if op.native:
             container["restartPolicy"] = "Always"
-        self.sidecars[field].append((container, injection.name))
+        self.sidecars[field].append(container)
         self.container_names.add(op.name)
+        self.credit.add(injection.name)
 
     def _wrap(self, op: Wrap, injection: Injection) -> None:
+        if injection.name in self.recorded:
+            return   # wrapped when first admitted: wrapping again would nest the wrapper
         if (op.argv is None) == (op.shell is None):
             raise MutationError(injection.name, op.span, "wrap needs exactly one of argv or shell")
         for field, i, container, name in self.pod.select(op.containers):
@@ -533,7 +532,8 @@ class _Draft:
                                                          container=name, argv=shlex.join(original))]
             edit.args = None
             edit.wrapped = True
-            edit.owners.add(injection.name)
+            edit.changed = True
+            self.credit.add(injection.name)
 
     # -- checks and helpers ---------------------------------------------------------------------
 
@@ -576,66 +576,59 @@ class _Draft:
 
     def finish(self, matched: list[Injection], digest: str) -> tuple[str, ...]:
         """Emit the ops into self.ops; return the injections that contributed one, in plan order."""
-        owners: set[str] = set()
+        credit = self.credit
+        meta: dict[str, dict[str, str]] = {}
         for field, current in (("annotations", self.pod.annotations), ("labels", self.pod.labels)):
-            for key, (value, owner) in list(self.meta[field].items()):
-                if current.get(key) == value:
-                    del self.meta[field][key]  # already so: no op, no credit
-                else:
-                    owners.add(owner)
-        owners.update([owner for _, owner in self.volumes])
-        owners.update([owner for field in _LISTS for _, owner in self.sidecars[field]])
-        for edit in self.edits.values():
-            owners.update(edit.owners)
-        applied = tuple(i.name for i in matched if i.name in owners)
-        new = [i for i in matched if i.name in owners and i.name not in self.recorded]
+            meta[field] = items = {}
+            for key, (value, owner) in self.meta[field].items():
+                if current.get(key) != value:   # else already so: no op, no credit
+                    items[key] = value
+                    credit.add(owner)
+        applied = tuple([i.name for i in matched if i.name in credit])
+        new = [i for i in matched if i.name in credit and i.name not in self.recorded]
         if new:
             self._writable(("metadata", "annotations"), dict, new[0], new[0].span)
-            entries = list(self.recorded.values()) + [f"{i.name}@{digest}" for i in new]
-            self.meta["annotations"][RECORD_ANNOTATION] = (orjson.dumps(entries).decode(), "")
-        created: set[str] = set()
-        for field in ("annotations", "labels"):
-            self._emit_map(("metadata", field), {k: v for k, (v, _) in self.meta[field].items()},
-                           created)
-        self._emit_list(("spec", "volumes"), [v for v, _ in self.volumes], created)
+            entries = [*self.recorded.values(), *[f"{i.name}@{digest}" for i in new]]
+            meta["annotations"][RECORD_ANNOTATION] = orjson.dumps(entries).decode()
+        self._emit_map("metadata", "annotations", meta["annotations"])
+        self._emit_map("metadata", "labels", meta["labels"])
+        self._emit_list("spec", "volumes", self.volumes)
         keys = sorted(self.edits, key=lambda k: (_LISTS.index(k[0]), k[1])) \
             if len(self.edits) > 1 else self.edits
         for key in keys:
-            if self.edits[key].owners:
+            if self.edits[key].changed:
                 self._emit_edit(self.edits[key])
         for field in _LISTS:
-            self._emit_list(("spec", field), [c for c, _ in self.sidecars[field]], created)
+            self._emit_list("spec", field, self.sidecars[field])
         return applied
 
-    def _parent(self, path: tuple[str, ...], created: set[str]) -> Any:
-        """The node at `path` in the received pod, adding empty objects for missing parents."""
-        node: Any = self.pod.pod
-        for depth in range(len(path) - 1):
-            node = node.get(path[depth]) if isinstance(node, dict) else None
-            if node is None:
-                prefix = "/" + "/".join(path[:depth + 1])
-                if prefix not in created:
-                    self.ops.append(jp.add(prefix, {}))
-                    created.add(prefix)
-        return node.get(path[-1]) if isinstance(node, dict) else None
+    def _current(self, top: str, field: str) -> Any:
+        """pod[top][field] as received, first adding an empty object at /top if there is none.
+        (_writable has checked that each level is absent, null or of the right type.)"""
+        parent = self.pod.pod.get(top)
+        if parent is None:
+            if top not in self.created:
+                self.ops.append(jp.add(f"/{top}", {}))
+                self.created.add(top)
+            return None
+        return parent.get(field)
 
-    def _emit_map(self, path: tuple[str, ...], items: dict[str, str], created: set[str]) -> None:
+    def _emit_map(self, top: str, field: str, items: dict[str, str]) -> None:
         if not items:
             return
-        current = self._parent(path, created)
-        where = "/" + "/".join(path)
+        current = self._current(top, field)
+        where = f"/{top}/{field}"
         if current is None:
             self.ops.append(jp.add(where, items))
             return
-        for key, value in items.items():
-            op = jp.replace if key in current else jp.add
-            self.ops.append(op(f"{where}/{jp.escape(key)}", value))
+        self.ops.extend([(jp.replace if key in current else jp.add)(f"{where}/{jp.escape(key)}", value)
+                         for key, value in items.items()])
 
-    def _emit_list(self, path: tuple[str, ...], items: list, created: set[str]) -> None:
+    def _emit_list(self, top: str, field: str, items: list) -> None:
         if not items:
             return
-        where = "/" + "/".join(path)
-        if self._parent(path, created) is None:
+        where = f"/{top}/{field}"
+        if self._current(top, field) is None:
             self.ops.append(jp.add(where, items))
             return
         self.ops.extend([jp.add(f"{where}/-", item) for item in items])
@@ -657,6 +650,11 @@ class _Draft:
 
 
 _JSON_TYPE = {dict: "an object", list: "an array"}
+
+# What each op of an injection does to the draft (the plan's op types are a closed set).
+_STEPS = {Annotate: _Draft._annotate, Label: _Draft._label, Env: _Draft._env,
+          Volume: _Draft._volume, Mount: _Draft._mount, Sidecar: _Draft._sidecar,
+          Wrap: _Draft._wrap}
 
 
 def _mount(volume: str, path: str, read_only: bool) -> dict:

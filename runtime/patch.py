@@ -13,7 +13,6 @@ import functools
 import re
 from typing import Any, Iterable
 
-_INDEX = re.compile(r"0|[1-9][0-9]*")
 _BAD_ESCAPE = re.compile(r"~(?![01])")
 
 
@@ -165,13 +164,15 @@ def _apply_one(doc: Any, op: Any, mode: int, parents: dict[str, Any]) -> Any:
             doc = _own(doc)
         parent = parents[where] = _get(doc, _tokens(where), mode)
     if isinstance(parent, dict):
-        if name != "add" and last not in parent:
+        present = last in parent
+        if name != "add" and not present:
             raise PatchError(f"no member {last!r} to {name}")
         if name == "remove":
             del parent[last]
         else:
             parent[last] = value
-        _forget(parents, path)   # whatever was cached under the member is gone
+        if present:   # whatever was cached under the member is gone (a new one has nothing)
+            _forget(parents, path)
     elif isinstance(parent, list):
         if name == "add" and last == "-":
             parent.append(value)
@@ -212,7 +213,8 @@ def _split(path: str) -> tuple[str, str]:
 
 
 def _index(token: str, bound: int) -> int:
-    if not _INDEX.fullmatch(token):
+    # RFC 6901 array index: "0", or ASCII digits without a leading zero
+    if not (token.isdigit() and token.isascii() and (token[0] != "0" or token == "0")):
         raise PatchError(f"{token!r} is not an array index")
     index = int(token)
     if index >= bound:
@@ -226,17 +228,20 @@ def _get(doc: Any, parts: tuple[str, ...] | list[str], mode: int = _COPY) -> Any
     below a copy (which was placed from the patch) are."""
     node = doc
     for part in parts:
-        if isinstance(node, dict):
-            if part not in node:
-                raise PatchError(f"no member {part!r}")
+        kind = type(node)
+        if kind in _OBJECTS or isinstance(node, dict):
+            try:
+                child = node[part]
+            except KeyError:
+                raise PatchError(f"no member {part!r}") from None
             key: str | int = part
-        elif isinstance(node, list):
+        elif kind in _ARRAYS or isinstance(node, list):
             key = _index(part, len(node))
+            child = node[key]
         else:
-            raise PatchError(f"cannot descend into a {type(node).__name__} with {part!r}")
-        child = node[key]
-        if mode and type(child) not in _OWNED and isinstance(child, (dict, list)) \
-                and (mode == _COPY_ON_WRITE or type(node) in _OWNED):
+            raise PatchError(f"cannot descend into a {kind.__name__} with {part!r}")
+        if mode and (mode == _COPY_ON_WRITE or kind in _OWNED) and type(child) not in _OWNED \
+                and isinstance(child, (dict, list)):
             child = node[key] = _own(child)
         node = child
     return node
@@ -254,3 +259,5 @@ def _own(node: Any) -> Any:
 
 
 _OWNED = (_OwnDict, _OwnList)
+_OBJECTS = (dict, _OwnDict)
+_ARRAYS = (list, _OwnList)
