@@ -11,6 +11,7 @@ given up to the check, which writes into it: `answer` consumes `request["object"
 from __future__ import annotations
 
 import base64
+import functools
 from dataclasses import dataclass
 from typing import Any, Literal, TypedDict
 
@@ -19,6 +20,7 @@ import orjson
 from runtime import mutator
 from runtime import patch as patchlib
 from runtime import plan as planlib
+from runtime.span import Span
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
@@ -150,8 +152,8 @@ def answer(plan: planlib.Plan, request: Request) -> Decision:
         "allowed": True,
         "patchType": "JSONPatch",
         "patch": encoded,
-        "warnings": [_warning(f"injected {injection.name} ({injection.span})")
-                     for injection in plan.injections if injection.name in mutation.applied],
+        "warnings": [_injected(injection.name, injection.span) for injection in plan.injections
+                     if injection.name in mutation.applied],
         "auditAnnotations": _audit({"injected": ",".join(mutation.applied), "plan": plan.digest[:12]}),
     }
     return Decision(_review(response), "patched", mutation.applied, dry_run, None)
@@ -183,6 +185,12 @@ def _review(response: Response) -> AdmissionReview:
 def _is_pod_create(request: dict[str, Any]) -> bool:
     return (request.get("operation") == "CREATE" and request.get("kind") == POD
             and not request.get("subResource"))
+
+
+@functools.lru_cache(maxsize=1024)
+def _injected(name: str, span: Span) -> str:
+    """The warning for an injection that applied: the same few texts, request after request."""
+    return _warning(f"injected {name} ({span})")
 
 
 def _warning(text: str) -> str:

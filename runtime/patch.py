@@ -139,19 +139,24 @@ def _apply_one(doc: Any, op: Any, mode: int, parents: dict[str, Any]) -> Any:
     name, path = op.get("op"), op.get("path")
     if not isinstance(path, str):
         raise PatchError("'path' must be a string")
-    if name in ("add", "replace", "test") and "value" not in op:
-        raise PatchError(f"'{name}' needs a 'value'")
-    if name == "test":
+    if name == "add" or name == "replace":
+        if "value" not in op:
+            raise PatchError(f"'{name}' needs a 'value'")
+        value = op["value"]
+        if mode == _CONSUME:
+            value = _own(value)   # written into later: its own top level; deeper, copy-on-write
+        elif mode == _COPY:
+            value = copy.deepcopy(value)
+    elif name == "test":
+        if "value" not in op:
+            raise PatchError(f"'{name}' needs a 'value'")
         if not equal(_get(doc, _tokens(path)), op["value"]):
             raise PatchError("test failed: value differs")
         return doc
-    if name not in ("add", "replace", "remove"):
+    elif name == "remove":
+        value = None
+    else:
         raise PatchError(f"unsupported op {name!r}")
-    value = op.get("value")
-    if mode == _COPY:
-        value = copy.deepcopy(value)
-    elif mode == _CONSUME:
-        value = _own(value)   # written into later: its own top level; deeper, copy-on-write
     if path == "":
         if name == "remove":
             raise PatchError("cannot remove the whole document")
