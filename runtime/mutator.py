@@ -106,8 +106,8 @@ def mutate(plan: Plan, pod: dict, owner: dict | None = None,
     draft = _Draft(view)
     for injection in matched:
         draft.inject(injection)
-    applied = draft.finish(matched, plan.digest[:12])
-    return Mutation(tuple(draft.ops), applied, kind_name)
+    ops, applied = draft.finish(matched, plan.digest[:12])
+    return Mutation(tuple(ops), applied, kind_name)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -387,37 +387,40 @@ class _Edit:
     """Changes to one container of the received pod, addressed by its index there."""
 
     __slots__ = ("field", "index", "name", "container", "env", "env_names", "mounts",
-                 "mount_paths", "command", "args", "wrapped", "changed")
+                 "mount_paths", "command", "args", "wrapped")
 
     def __init__(self, field: str, index: int, name: str, container: dict) -> None:
         self.field, self.index, self.name, self.container = field, index, name, container
         self.env: list[dict] = []
-        self.env_names = _Names("name", container.get("env"))
+        self.env_names: set[Any] | None = None      # made when first asked (see _taken)
         self.mounts: list[dict] = []
-        self.mount_paths = _Names("mountPath", container.get("volumeMounts"))
+        self.mount_paths: set[Any] | None = None
         self.command: Any = container.get("command")
         self.args: Any = container.get("args")
         self.wrapped = False
-        self.changed = False
 
 
 class _Draft:
-    """Gathers the changes of every matched injection, then emits them as patch ops."""
+    """Gathers the changes of every matched injection, then emits them as patch ops.
+
+    Per request, so it does the least it can: sets of taken names are made only when asked,
+    and constant templates are used as they are."""
+
+    __slots__ = ("pod", "annotations", "labels", "volumes", "volume_names", "edits", "sidecars",
+                 "container_names", "recorded", "credit", "writable")
 
     def __init__(self, pod: _Pod) -> None:
         self.pod = pod
-        self.meta: dict[str, dict[str, tuple[str, str]]] = {"annotations": {}, "labels": {}}
+        self.annotations: dict[str, tuple[str, str]] = {}   # key -> (value, injection)
+        self.labels: dict[str, tuple[str, str]] = {}
         self.volumes: list[dict] = []
-        self.volume_names = _Names("name", pod.spec.get("volumes"))
+        self.volume_names: set[Any] | None = None
         self.edits: dict[tuple[str, int], _Edit] = {}
-        self.sidecars: dict[str, list[dict]] = {"containers": [], "initContainers": []}
-        self.container_names = _Names("name", pod.spec.get("containers"),
-                                      pod.spec.get("initContainers"))
+        self.sidecars: list[tuple[str, dict]] = []   # (containers or initContainers, container)
+        self.container_names: set[Any] | None = None
         self.recorded = _recorded(pod.annotations)
         self.credit: set[str] = set()   # injections that changed the pod (metadata: see finish)
-        self.ops: list[dict] = []
         self.writable: set[tuple[str, ...]] = set()   # paths _writable has passed
-        self.created: set[str] = set()   # top-level objects (/metadata, /spec) an op adds
 
     # -- ops ------------------------------------------------------------------------------------
 
@@ -425,86 +428,98 @@ class _Draft:
         for op in injection.ops:
             _STEPS[type(op)](self, op, injection)
         if injection.completion_containers is not None:
-            self._meta("annotations", COMPLETION_ANNOTATION,
-                       ",".join(injection.completion_containers), injection, injection.span)
+            self._writable(("metadata", "annotations"), dict, injection, injection.span)
+            self.annotations[COMPLETION_ANNOTATION] = (",".join(injection.completion_containers),
+                                                       injection.name)
 
     def _annotate(self, op: Annotate, injection: Injection) -> None:
-        self._meta("annotations", op.key, _render(op.value, self.pod, injection, op.span),
-                   injection, op.span)
+        text = _render(op.value, self.pod, injection, op.span)
+        self._writable(("metadata", "annotations"), dict, injection, op.span)
+        self.annotations[op.key] = (text, injection.name)
 
     def _label(self, op: Label, injection: Injection) -> None:
         text = _render(op.value, self.pod, injection, op.span)
         if not _LABEL_VALUE.fullmatch(text):
             raise MutationError(injection.name, op.span,
                                 f"label {op.key!r}: {text!r} is not a valid label value")
-        self._meta("labels", op.key, text, injection, op.span)
-
-    def _meta(self, field: str, key: str, value: str, injection: Injection, span: Span) -> None:
-        self._writable(("metadata", field), dict, injection, span)
-        self.meta[field][key] = (value, injection.name)
+        self._writable(("metadata", "labels"), dict, injection, op.span)
+        self.labels[op.key] = (text, injection.name)
 
     def _env(self, op: Env, injection: Injection) -> None:
         for field, i, container, name in self.pod.select(op.containers):
-            edit = self._edit(field, i, container, name)
-            if op.name in edit.env_names:
+            edit = self.edits.get((field, i)) or self._edit(field, i, container, name)
+            taken = edit.env_names
+            if taken is None:
+                taken = edit.env_names = _taken(container.get("env"), "name")
+            if op.name in taken:
                 continue  # the pod's own variable wins (docs/injection.md)
-            self._container_list(edit, "env", injection, op.span)
-            edit.env.append({"name": op.name, "value": _render(op.value, self.pod, injection,
-                                                                op.span, container=name)})
-            edit.env_names.add(op.name)
-            edit.changed = True
+            if not edit.env:
+                _container_list(edit, "env", injection, op.span)
+            edit.env.append({"name": op.name,
+                             "value": _render(op.value, self.pod, injection, op.span, name)})
+            taken.add(op.name)
             self.credit.add(injection.name)
 
     def _volume(self, op: Volume, injection: Injection) -> None:
-        if op.name in self.volume_names:
+        taken = self._volume_names()
+        if op.name in taken:
             return  # a volume of that name already exists: the pod's wins
         self._writable(("spec", "volumes"), list, injection, op.span)
         volume = {"name": op.name}
         volume.update({k: dict(v) if isinstance(v, dict) else v for k, v in op.source.items()})
         self.volumes.append(volume)
-        self.volume_names.add(op.name)
+        taken.add(op.name)
         self.credit.add(injection.name)
 
     def _mount(self, op: Mount, injection: Injection) -> None:
         self._known_volume(op.volume, injection, op.span)
         for field, i, container, name in self.pod.select(op.containers):
-            edit = self._edit(field, i, container, name)
-            if op.path in edit.mount_paths:
+            edit = self.edits.get((field, i)) or self._edit(field, i, container, name)
+            taken = edit.mount_paths
+            if taken is None:
+                taken = edit.mount_paths = _taken(container.get("volumeMounts"), "mountPath")
+            if op.path in taken:
                 continue  # something is mounted there already
-            self._container_list(edit, "volumeMounts", injection, op.span)
+            if not edit.mounts:
+                _container_list(edit, "volumeMounts", injection, op.span)
             edit.mounts.append(_mount(op.volume, op.path, op.read_only))
-            edit.mount_paths.add(op.path)
-            edit.changed = True
+            taken.add(op.path)
             self.credit.add(injection.name)
 
     def _sidecar(self, op: Sidecar, injection: Injection) -> None:
-        if op.name in self.container_names:
+        taken = self.container_names
+        if taken is None:
+            spec = self.pod.spec
+            taken = self.container_names = _taken(spec.get("containers"), "name")
+            taken.update(_taken(spec.get("initContainers"), "name"))
+        if op.name in taken:
             return  # already there (injected before, or the pod brings its own)
         field = "initContainers" if op.native else "containers"
         self._writable(("spec", field), list, injection, op.span)
-        image = _render(op.image, self.pod, injection, op.span, container=op.name)
+        pod, span, name = self.pod, op.span, op.name
+        image = _render(op.image, pod, injection, span, name)
         if not image:
-            raise MutationError(injection.name, op.span, f"sidecar {op.name!r}: image is empty")
-        container: dict[str, Any] = {"name": op.name, "image": image}
-        for key, argv in (("command", op.command), ("args", op.args)):
-            if argv is not None:
-                container[key] = [_render(t, self.pod, injection, op.span, container=op.name)
-                                  for t in argv]
-        env = [{"name": name, "value": _render(value, self.pod, injection, op.span,
-                                               container=op.name)} for name, value in op.env]
+            raise MutationError(injection.name, span, f"sidecar {name!r}: image is empty")
+        container: dict[str, Any] = {"name": name, "image": image}
+        if op.command is not None:
+            container["command"] = [_render(t, pod, injection, span, name) for t in op.command]
+        if op.args is not None:
+            container["args"] = [_render(t, pod, injection, span, name) for t in op.args]
+        env = [{"name": key, "value": _render(value, pod, injection, span, name)}
+               for key, value in op.env]
         if injection.completion_containers is not None \
-                and COMPLETION_ENV not in [e["name"] for e in env]:
+                and all(key != COMPLETION_ENV for key, _ in op.env):
             env.append({"name": COMPLETION_ENV, "value": ",".join(injection.completion_containers)})
         if env:
             container["env"] = env
-        for m in op.mounts:
-            self._known_volume(m.volume, injection, op.span)
         if op.mounts:
+            for m in op.mounts:
+                self._known_volume(m.volume, injection, span)
             container["volumeMounts"] = [_mount(m.volume, m.path, m.read_only) for m in op.mounts]
         if op.native:
             container["restartPolicy"] = "Always"
-        self.sidecars[field].append(container)
-        self.container_names.add(op.name)
+        self.sidecars.append((field, container))
+        taken.add(name)
         self.credit.add(injection.name)
 
     def _wrap(self, op: Wrap, injection: Injection) -> None:
@@ -513,7 +528,7 @@ class _Draft:
         if (op.argv is None) == (op.shell is None):
             raise MutationError(injection.name, op.span, "wrap needs exactly one of argv or shell")
         for field, i, container, name in self.pod.select(op.containers):
-            edit = self._edit(field, i, container, name)
+            edit = self.edits.get((field, i)) or self._edit(field, i, container, name)
             if not edit.command:
                 raise MutationError(
                     injection.name, op.span,
@@ -524,24 +539,26 @@ class _Draft:
                                     f"container {name!r}: command and args must be string lists")
             original = list(edit.command) + list(edit.args or [])
             if op.argv is not None:
-                edit.command = [_render(t, self.pod, injection, op.span, container=name)
+                edit.command = [_render(t, self.pod, injection, op.span, name)
                                 for t in op.argv] + original
             else:
                 assert op.shell is not None
                 edit.command = ["/bin/sh", "-c", _render(op.shell, self.pod, injection, op.span,
-                                                         container=name, argv=shlex.join(original))]
+                                                         name, shlex.join(original))]
             edit.args = None
             edit.wrapped = True
-            edit.changed = True
             self.credit.add(injection.name)
 
     # -- checks and helpers ---------------------------------------------------------------------
 
     def _edit(self, field: str, index: int, container: dict, name: str) -> _Edit:
-        edit = self.edits.get((field, index))
-        if edit is None:
-            edit = self.edits[(field, index)] = _Edit(field, index, name, container)
+        edit = self.edits[(field, index)] = _Edit(field, index, name, container)
         return edit
+
+    def _volume_names(self) -> set[Any]:
+        if self.volume_names is None:
+            self.volume_names = _taken(self.pod.spec.get("volumes"), "name")
+        return self.volume_names
 
     def _writable(self, path: tuple[str, ...], leaf: type, injection: Injection, span: Span) -> None:
         """Raise unless each level of `path` in the pod is absent/null or of the right type."""
@@ -559,94 +576,110 @@ class _Draft:
                                     f"{type(node).__name__}, not {_JSON_TYPE[want]}")
         self.writable.add(path)
 
-    def _container_list(self, edit: _Edit, key: str, injection: Injection, span: Span) -> None:
-        value = edit.container.get(key)
-        if value is not None and not isinstance(value, list):
-            raise MutationError(injection.name, span,
-                                f"container {edit.name!r}: {key} is a {type(value).__name__}, "
-                                f"not an array")
-
     def _known_volume(self, volume: str, injection: Injection, span: Span) -> None:
-        if volume not in self.volume_names:
+        if volume not in self._volume_names():
             raise MutationError(injection.name, span,
                                 f"mount of volume {volume!r}, which neither the pod nor an "
                                 f"earlier `volume` op declares")
 
     # -- emitting -------------------------------------------------------------------------------
 
-    def finish(self, matched: list[Injection], digest: str) -> tuple[str, ...]:
-        """Emit the ops into self.ops; return the injections that contributed one, in plan order."""
+    def finish(self, matched: list[Injection], digest: str) -> tuple[list[dict], tuple[str, ...]]:
+        """The patch ops, and the injections that contributed one, in plan order."""
         credit = self.credit
-        meta: dict[str, dict[str, str]] = {}
-        for field, current in (("annotations", self.pod.annotations), ("labels", self.pod.labels)):
-            meta[field] = items = {}
-            for key, (value, owner) in self.meta[field].items():
-                if current.get(key) != value:   # else already so: no op, no credit
-                    items[key] = value
-                    credit.add(owner)
+        annotations = _changed(self.annotations, self.pod.annotations, credit)
+        labels = _changed(self.labels, self.pod.labels, credit)
         applied = tuple([i.name for i in matched if i.name in credit])
         new = [i for i in matched if i.name in credit and i.name not in self.recorded]
         if new:
             self._writable(("metadata", "annotations"), dict, new[0], new[0].span)
             entries = [*self.recorded.values(), *[f"{i.name}@{digest}" for i in new]]
-            meta["annotations"][RECORD_ANNOTATION] = orjson.dumps(entries).decode()
-        self._emit_map("metadata", "annotations", meta["annotations"])
-        self._emit_map("metadata", "labels", meta["labels"])
-        self._emit_list("spec", "volumes", self.volumes)
-        keys = sorted(self.edits, key=lambda k: (_LISTS.index(k[0]), k[1])) \
-            if len(self.edits) > 1 else self.edits
+            annotations[RECORD_ANNOTATION] = orjson.dumps(entries).decode()
+        ops: list[dict] = []
+        pod = self.pod.pod
+        if annotations or labels:
+            meta = pod.get("metadata")   # an object, or absent or null (see _writable)
+            if meta is None:
+                ops.append(jp.add("/metadata", {}))
+                meta = {}
+            _emit_map(ops, "/metadata/annotations", annotations, meta.get("annotations"))
+            _emit_map(ops, "/metadata/labels", labels, meta.get("labels"))
+        spec = pod.get("spec")   # an object, or absent or null (see _writable)
+        if spec is None and (self.volumes or self.sidecars):
+            ops.append(jp.add("/spec", {}))
+            spec = {}
+        if self.volumes:
+            _emit_list(ops, "/spec/volumes", self.volumes, spec.get("volumes"))
+        edits = self.edits
+        keys = sorted(edits, key=_edit_order) if len(edits) > 1 else edits
         for key in keys:
-            if self.edits[key].changed:
-                self._emit_edit(self.edits[key])
-        for field in _LISTS:
-            self._emit_list("spec", field, self.sidecars[field])
-        return applied
+            edit = edits[key]
+            if edit.env or edit.mounts or edit.wrapped:
+                _emit_edit(ops, edit)
+        if self.sidecars:
+            for field in _LISTS:
+                _emit_list(ops, f"/spec/{field}", [c for f, c in self.sidecars if f == field],
+                           spec.get(field))
+        return ops, applied
 
-    def _current(self, top: str, field: str) -> Any:
-        """pod[top][field] as received, first adding an empty object at /top if there is none.
-        (_writable has checked that each level is absent, null or of the right type.)"""
-        parent = self.pod.pod.get(top)
-        if parent is None:
-            if top not in self.created:
-                self.ops.append(jp.add(f"/{top}", {}))
-                self.created.add(top)
-            return None
-        return parent.get(field)
 
-    def _emit_map(self, top: str, field: str, items: dict[str, str]) -> None:
-        if not items:
-            return
-        current = self._current(top, field)
-        where = f"/{top}/{field}"
-        if current is None:
-            self.ops.append(jp.add(where, items))
-            return
-        self.ops.extend([(jp.replace if key in current else jp.add)(f"{where}/{jp.escape(key)}", value)
-                         for key, value in items.items()])
+def _changed(wanted: dict[str, tuple[str, str]], current: dict, credit: set[str]) -> dict[str, str]:
+    """The wanted metadata entries the pod does not have yet; credit goes to whoever set them.
+    (An entry the pod already has gives no op and no credit.)"""
+    items = {}
+    for key, (value, owner) in wanted.items():
+        if current.get(key) != value:
+            items[key] = value
+            credit.add(owner)
+    return items
 
-    def _emit_list(self, top: str, field: str, items: list) -> None:
-        if not items:
-            return
-        where = f"/{top}/{field}"
-        if self._current(top, field) is None:
-            self.ops.append(jp.add(where, items))
-            return
-        self.ops.extend([jp.add(f"{where}/-", item) for item in items])
 
-    def _emit_edit(self, edit: _Edit) -> None:
-        base = f"/spec/{edit.field}/{edit.index}"
-        self.ops.append(jp.test(f"{base}/name", edit.name))
-        for key, items in (("env", edit.env), ("volumeMounts", edit.mounts)):
-            if not items:
-                continue
-            if edit.container.get(key) is None:
-                self.ops.append(jp.add(f"{base}/{key}", items))
-            else:
-                self.ops.extend([jp.add(f"{base}/{key}/-", item) for item in items])
-        if edit.wrapped:
-            self.ops.append(jp.replace(f"{base}/command", edit.command))
-            if "args" in edit.container:
-                self.ops.append(jp.remove(f"{base}/args"))
+def _edit_order(key: tuple[str, int]) -> tuple[int, int]:
+    return _LISTS.index(key[0]), key[1]
+
+
+def _emit_map(ops: list[dict], where: str, items: dict[str, str], current: Any) -> None:
+    """Ops setting `items` in the object at `where` (`current`: that object, None if absent)."""
+    if not items:
+        return
+    if current is None:
+        ops.append(jp.add(where, items))
+        return
+    for key, value in items.items():
+        ops.append((jp.replace if key in current else jp.add)(f"{where}/{jp.escape(key)}", value))
+
+
+def _emit_list(ops: list[dict], where: str, items: list, current: Any) -> None:
+    """Ops appending `items` to the array at `where` (`current`: that array, None if absent)."""
+    if not items:
+        return
+    if current is None:
+        ops.append(jp.add(where, items))
+        return
+    for item in items:
+        ops.append(jp.add(f"{where}/-", item))
+
+
+def _emit_edit(ops: list[dict], edit: _Edit) -> None:
+    base = f"/spec/{edit.field}/{edit.index}"
+    ops.append(jp.test(f"{base}/name", edit.name))
+    container = edit.container
+    if edit.env:
+        _emit_list(ops, f"{base}/env", edit.env, container.get("env"))
+    if edit.mounts:
+        _emit_list(ops, f"{base}/volumeMounts", edit.mounts, container.get("volumeMounts"))
+    if edit.wrapped:
+        ops.append(jp.replace(f"{base}/command", edit.command))
+        if "args" in container:
+            ops.append(jp.remove(f"{base}/args"))
+
+
+def _container_list(edit: _Edit, key: str, injection: Injection, span: Span) -> None:
+    value = edit.container.get(key)
+    if value is not None and not isinstance(value, list):
+        raise MutationError(injection.name, span,
+                            f"container {edit.name!r}: {key} is a {type(value).__name__}, "
+                            f"not an array")
 
 
 _JSON_TYPE = {dict: "an object", list: "an array"}
@@ -664,38 +697,15 @@ def _mount(volume: str, path: str, read_only: bool) -> dict:
     return mount
 
 
-class _Names:
-    """The names taken in lists of the pod (the `key` of their objects) or added by the draft.
-
-    The pod's lists are scanned when asked about a name rather than turned into a set: a
-    container's env can be long, and is asked about once or twice.
-    """
-
-    __slots__ = ("key", "lists", "added")
-
-    def __init__(self, key: str, *lists: Any) -> None:
-        self.key = key
-        self.lists = lists
-        self.added: set[str] = set()
-
-    def __contains__(self, name: str) -> bool:
-        if name in self.added:
-            return True
-        for items in self.lists:
-            if isinstance(items, list) and _listed(items, self.key, name):
-                return True
-        return False
-
-    def add(self, name: str) -> None:
-        self.added.add(name)
-
-
-def _listed(items: list, key: str, value: str) -> bool:
-    """Whether an object of `items` has `value` (a string) at `key`."""
+def _taken(items: Any, key: str) -> set[Any]:
+    """The values at `key` of the objects in `items` (a list of the pod), as a set the draft
+    adds to. Made in C when every item is an object with a hashable value there."""
+    if not isinstance(items, list):
+        return set()
     try:
-        return value in map(dict.get, items, itertools.repeat(key))   # the loop runs in C
-    except TypeError:   # an item that is not an object: look at the objects only
-        return any(isinstance(i, dict) and i.get(key) == value for i in items)
+        return set(map(dict.get, items, itertools.repeat(key)))
+    except TypeError:   # an item that is not an object, or a value that is not hashable
+        return {v for i in items if isinstance(i, dict) and isinstance(v := i.get(key), str)}
 
 
 def _strings(value: Any) -> bool:
