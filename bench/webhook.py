@@ -4,12 +4,12 @@
 
 Both servers run `gunicorn -c python:runtime.gunicorn_conf` on 127.0.0.1 with the same settings
 and the same TLS certificate; the baseline app only reads the body and returns a fixed allow
-answer. Both run side by side. Each round measures throughput in a closed loop (keep-alive
-connections sending as fast as answers come back), alternating between the two servers in
-one-second slices (baseline, webhook, webhook, baseline, ...) from the same client processes,
-so that load from elsewhere on the machine falls on both alike; then each in turn gets an open-loop
-run at a fixed rate (requests scheduled at fixed times; latency counted from the scheduled time,
-so a stall is not hidden). Medians over rounds are reported. Bodies are
+answer. Each round starts both afresh and runs them side by side: throughput in a closed loop
+(keep-alive connections sending as fast as answers come back), alternating between the two
+servers in one-second slices (baseline, webhook, webhook, baseline, ...) from the same client
+processes, so that load from elsewhere on the machine falls on both alike; then each in turn gets
+an open-loop run at a fixed rate (requests scheduled at fixed times; latency counted from the
+scheduled time, so a stall is not hidden). Medians over rounds are reported. Bodies are
 ~8 KB AdmissionReviews of batch Job pods with several containers, which the webhook patches
 (native sidecar, volume, mounts, env, annotations). Peak memory is the summed RSS of the gunicorn
 master and its workers, sampled from /proc. Targets: the webhook's throughput is at least 70%
@@ -437,7 +437,7 @@ def one_round(pool: multiprocessing.pool.Pool, servers: list[Server], cafile: st
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3,
-                        help="rounds, each running both servers in turn (medians are reported)")
+                        help="rounds, each starting both servers afresh (medians are reported)")
     parser.add_argument("--duration", type=float, default=5.0, help="seconds per run (1 to 60)")
     parser.add_argument("--rate", type=float, default=300.0, help="fixed-rate run, requests/s")
     parser.add_argument("--connections", type=int, default=4, help="keep-alive connections per client process")
@@ -473,23 +473,28 @@ def main(argv: list[str] | None = None) -> int:
               f"bodies {size / 1024:.1f} KiB; {args.rounds} rounds, each: closed loop {args.clients} x "
               f"{args.connections} connections for {args.duration:.0f} s per server in {SLICE:.0f} s "
               f"slices taking turns, then {args.rate:.0f}/s for {args.duration:.0f} s each", flush=True)
-        servers = []
-        try:
-            servers = [start("baseline", "webhook:baseline", env, cafile, workdir),
-                       start("jobrules", None, env, cafile, workdir)]
-            rounds: dict[str, list[Round]] = {server.name: [] for server in servers}
-            with multiprocessing.get_context("spawn").Pool(args.clients) as pool:
-                for server in servers:   # warm up: connections, caches, the workers' first requests
-                    closed_loop(pool, args.clients, server.port, cafile, server.requests,
-                                args.connections, 0.5)
-                for _ in range(args.rounds):
+        rounds: dict[str, list[Round]] = {"baseline": [], "jobrules": []}
+        peaks = {"baseline": 0, "jobrules": 0}
+        with multiprocessing.get_context("spawn").Pool(args.clients) as pool:
+            for number in range(args.rounds):
+                # Fresh servers each round: how a process happens to be laid out in memory shows
+                # in its speed, and should not weigh on every round alike.
+                folder = workdir / f"round-{number}"
+                folder.mkdir()
+                servers: list[Server] = []
+                try:
+                    servers = [start("baseline", "webhook:baseline", env, cafile, folder),
+                               start("jobrules", None, env, cafile, folder)]
+                    for server in servers:   # warm up: connections, caches, first requests
+                        closed_loop(pool, args.clients, server.port, cafile, server.requests,
+                                    args.connections, 0.5)
                     for server, result in zip(servers, one_round(pool, servers, cafile, args)):
                         rounds[server.name].append(result)
-        finally:
-            for server in servers:
-                server.stop()
-    return report(rounds["baseline"], rounds["jobrules"], servers[0].memory.peak,
-                  servers[1].memory.peak, args)
+                finally:
+                    for server in servers:
+                        server.stop()
+                        peaks[server.name] = max(peaks[server.name], server.memory.peak)
+    return report(rounds["baseline"], rounds["jobrules"], peaks["baseline"], peaks["jobrules"], args)
 
 
 def report(base: list[Round], ours: list[Round], base_rss: int, our_rss: int,

@@ -8,6 +8,7 @@ workers. Workers build their TLS context once and rebuild it when the certificat
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import ssl
@@ -76,9 +77,12 @@ def _tls_loaded(previous: ssl.SSLContext | None, context: ssl.SSLContext) -> Non
 
 def post_worker_init(worker: Any) -> None:
     """Build the TLS context at boot, before any thread serves: certificate files that break
-    later then find one to keep, and connections never race to build the first."""
+    later then find one to keep, and connections never race to build the first. Then move
+    everything loaded so far (modules, app, plan) out of the garbage collector's sight: it lives
+    as long as the worker, and full collections no longer walk it."""
     if worker.cfg.is_ssl:
         gunicorn.sock.ssl_context(worker.cfg)
+    gc.freeze()
 
 
 def ssl_context(conf: Any, default_ssl_context_factory: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
