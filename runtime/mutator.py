@@ -263,10 +263,11 @@ class _Pod:
         return selected
 
     def _select(self, which: Containers) -> list[tuple[str, int, dict, str]]:
+        names: tuple[str, ...] | None   # a few names: a tuple is as quick to ask as a set
         if which.select == "named":
-            names, fields = set(which.names), _LISTS
+            names, fields = which.names, _LISTS
         elif which.select == "primary" and self.kind.primary_containers is not None:
-            names, fields = set(self.kind.primary_containers), ("containers",)
+            names, fields = self.kind.primary_containers, ("containers",)
         else:
             names, fields = None, ("containers",)
         return [(field, i, c, name) for field in fields for i, c, name in self.containers(field)
