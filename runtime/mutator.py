@@ -195,7 +195,7 @@ class _Pod:
         self._options: jmespath.Options | None = None
         self._task: Any = _UNSET
         self._primary: Any = _UNSET
-        self._selected: dict[int, list[tuple[str, int, dict, str]]] = {}   # by id(Containers)
+        self._selected: dict[tuple[str, tuple[str, ...]], list[tuple[str, int, dict, str]]] = {}
         self._containers: dict[str, list[tuple[int, dict, str]]] = {}
 
     def search(self, expr: Expr, injection: Injection, data: Any = None) -> Any:
@@ -257,9 +257,10 @@ class _Pod:
 
     def select(self, which: Containers) -> list[tuple[str, int, dict, str]]:
         """The pod's own containers an op targets; sidecars declared in the plan never are."""
-        selected = self._selected.get(id(which))   # the plan's own objects: ids are stable
+        key = (which.select, which.names)   # equal selections of different ops are one
+        selected = self._selected.get(key)
         if selected is None:
-            selected = self._selected[id(which)] = self._select(which)
+            selected = self._selected[key] = self._select(which)
         return selected
 
     def _select(self, which: Containers) -> list[tuple[str, int, dict, str]]:
@@ -393,9 +394,9 @@ class _Edit:
     def __init__(self, field: str, index: int, name: str, container: dict) -> None:
         self.field, self.index, self.name, self.container = field, index, name, container
         self.env: list[dict] = []
-        self.env_names: set[Any] | None = None      # made when first asked (see _taken)
+        self.env_names: set[str] = set()     # added here; the pod's own are scanned (_listed)
         self.mounts: list[dict] = []
-        self.mount_paths: set[Any] | None = None
+        self.mount_paths: set[str] = set()
         self.command: Any = container.get("command")
         self.args: Any = container.get("args")
         self.wrapped = False
@@ -450,9 +451,7 @@ class _Draft:
         for field, i, container, name in self.pod.select(op.containers):
             edit = self.edits.get((field, i)) or self._edit(field, i, container, name)
             taken = edit.env_names
-            if taken is None:
-                taken = edit.env_names = _taken(container.get("env"), "name")
-            if op.name in taken:
+            if op.name in taken or _listed(container.get("env"), "name", op.name):
                 continue  # the pod's own variable wins (docs/injection.md)
             if not edit.env:
                 _container_list(edit, "env", injection, op.span)
@@ -477,9 +476,7 @@ class _Draft:
         for field, i, container, name in self.pod.select(op.containers):
             edit = self.edits.get((field, i)) or self._edit(field, i, container, name)
             taken = edit.mount_paths
-            if taken is None:
-                taken = edit.mount_paths = _taken(container.get("volumeMounts"), "mountPath")
-            if op.path in taken:
+            if op.path in taken or _listed(container.get("volumeMounts"), "mountPath", op.path):
                 continue  # something is mounted there already
             if not edit.mounts:
                 _container_list(edit, "volumeMounts", injection, op.span)
@@ -696,6 +693,17 @@ def _mount(volume: str, path: str, read_only: bool) -> dict:
     if read_only:
         mount["readOnly"] = True
     return mount
+
+
+def _listed(items: Any, key: str, value: str) -> bool:
+    """Whether an object in `items` (a list of the pod) has `value` at `key`. Scanned rather
+    than collected into a set: a container's env can be long, and is asked about once or twice."""
+    if not isinstance(items, list):
+        return False
+    try:
+        return value in map(dict.get, items, itertools.repeat(key))   # the loop runs in C
+    except TypeError:   # an item that is not an object: look at the objects only
+        return any(isinstance(i, dict) and i.get(key) == value for i in items)
 
 
 def _taken(items: Any, key: str) -> set[Any]:
