@@ -1,6 +1,6 @@
 """Load test of the admission webhook against a bare Flask endpoint, both under the same gunicorn.
 
-    .venv/bin/python bench/webhook.py [--rounds 3] [--duration 5] [--rate 300] [--no-fail]
+    .venv/bin/python bench/webhook.py [--rounds 5] [--duration 5] [--rate 300] [--no-fail]
 
 Both servers run `gunicorn -c python:runtime.gunicorn_conf` on 127.0.0.1 with the same settings
 and the same TLS certificate; the baseline app only reads the body and returns a fixed allow
@@ -436,7 +436,7 @@ def one_round(pool: multiprocessing.pool.Pool, servers: list[Server], cafile: st
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=3,
+    parser.add_argument("--rounds", type=int, default=5,
                         help="rounds, each starting both servers afresh (medians are reported)")
     parser.add_argument("--duration", type=float, default=5.0, help="seconds per run (1 to 60)")
     parser.add_argument("--rate", type=float, default=300.0, help="fixed-rate run, requests/s")
