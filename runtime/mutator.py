@@ -405,8 +405,8 @@ class _Edit:
 class _Draft:
     """Gathers the changes of every matched injection, then emits them as patch ops.
 
-    Per request, so it does the least it can: sets of taken names are made only when asked,
-    and constant templates are used as they are."""
+    Per request, so it does the least it can: the pod's volume and container names are
+    collected once, when first asked about; a container's env and mounts are scanned in C."""
 
     __slots__ = ("pod", "annotations", "labels", "volumes", "volume_names", "edits", "sidecars",
                  "container_names", "recorded", "credit", "writable")
