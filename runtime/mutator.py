@@ -10,6 +10,7 @@ written down in docs/injection.md.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 import shlex
@@ -55,6 +56,7 @@ COMPLETION_ANNOTATION = "jobrules.dev/completion-containers"
 COMPLETION_ENV = "JOBRULES_COMPLETION_CONTAINERS"
 
 _LISTS = ("containers", "initContainers")
+_SPEC = {field: f"/spec/{field}" for field in _LISTS}   # their pointers
 _LABEL_VALUE = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 _UNSET: Any = object()
 
@@ -160,16 +162,21 @@ def _list(value: Any) -> list:
 
 def _owner_reference(meta: dict) -> dict | None:
     """The controlling owner reference, else the first one (docs/plan.md, Injection)."""
-    refs = [r for r in _list(meta.get("ownerReferences")) if isinstance(r, dict)]
-    for ref in refs:
-        if ref.get("controller") is True:
-            return ref
-    return refs[0] if refs else None
+    first = None
+    for ref in _list(meta.get("ownerReferences")):
+        if isinstance(ref, dict):
+            if ref.get("controller") is True:
+                return ref
+            if first is None:
+                first = ref
+    return first
 
 
 def _kind_of(index: _Index, source: dict | None) -> Kind | None:
     """The declared kind an owner reference (or owner object) names by apiVersion + kind."""
-    api_version, kind = _dict(source).get("apiVersion"), _dict(source).get("kind")
+    if not isinstance(source, dict):
+        return None
+    api_version, kind = source.get("apiVersion"), source.get("kind")
     if isinstance(api_version, str) and isinstance(kind, str):
         return index.kinds.get((api_version, kind))
     return None
@@ -179,8 +186,7 @@ class _Pod:
     """The received pod with the facts filters and templates need, computed at most once."""
 
     __slots__ = ("pod", "meta", "labels", "annotations", "spec", "kind", "owner", "namespace",
-                 "sidecars", "_data", "_found", "_options", "_task", "_primary", "_selected",
-                 "_containers")
+                 "sidecars", "_data", "_found", "_options", "_task", "_primary", "_selected")
 
     def __init__(self, pod: dict, meta: dict, kind: Kind, owner: dict | None,
                  namespace: str | None, sidecars: frozenset[str]) -> None:
@@ -196,7 +202,6 @@ class _Pod:
         self._task: Any = _UNSET
         self._primary: Any = _UNSET
         self._selected: dict[tuple[str, tuple[str, ...]], list[tuple[str, int, dict, str]]] = {}
-        self._containers: dict[str, list[tuple[int, dict, str]]] = {}
 
     def search(self, expr: Expr, injection: Injection, data: Any = None) -> Any:
         """Evaluate `expr` over `data` (default: {pod, owner, namespace}); failures cite it.
@@ -207,14 +212,13 @@ class _Pod:
         if data is None:
             found = self._found.get(expr.source, _UNSET)
             if found is _UNSET:
-                found = self._found[expr.source] = self._search(expr, injection, self._default_data())
+                data = self._data
+                if data is None:
+                    data = self._data = {"pod": self.pod, "owner": self.owner,
+                                         "namespace": self.namespace}
+                found = self._found[expr.source] = self._search(expr, injection, data)
             return found
         return self._search(expr, injection, data)
-
-    def _default_data(self) -> dict:
-        if self._data is None:
-            self._data = {"pod": self.pod, "owner": self.owner, "namespace": self.namespace}
-        return self._data
 
     def _search(self, expr: Expr, injection: Injection, data: Any) -> Any:
         if isinstance(expr.compiled, FieldPath):
@@ -246,17 +250,9 @@ class _Pod:
             self._primary = rule is None or _pod_filter(rule, self, injection)
         return self._primary
 
-    def containers(self, field: str) -> list[tuple[int, dict, str]]:
-        """(index, container, name) of the well-formed containers of spec.<field>."""
-        found = self._containers.get(field)
-        if found is None:
-            found = self._containers[field] = [
-                (i, c, c["name"]) for i, c in enumerate(_list(self.spec.get(field)))
-                if isinstance(c, dict) and isinstance(c.get("name"), str)]
-        return found
-
     def select(self, which: Containers) -> list[tuple[str, int, dict, str]]:
-        """The pod's own containers an op targets; sidecars declared in the plan never are."""
+        """The pod's own containers an op targets, as (field, index, container, name); sidecars
+        declared in the plan never are."""
         key = (which.select, which.names)   # equal selections of different ops are one
         selected = self._selected.get(key)
         if selected is None:
@@ -271,8 +267,18 @@ class _Pod:
             names, fields = self.kind.primary_containers, ("containers",)
         else:
             names, fields = None, ("containers",)
-        return [(field, i, c, name) for field in fields for i, c, name in self.containers(field)
-                if (names is None or name in names) and name not in self.sidecars]
+        found = []
+        for field in fields:
+            items = self.spec.get(field)
+            if not isinstance(items, list):
+                continue
+            for i, container in enumerate(items):
+                if isinstance(container, dict):
+                    name = container.get("name")
+                    if isinstance(name, str) and (names is None or name in names) \
+                            and name not in self.sidecars:
+                        found.append((field, i, container, name))
+        return found
 
 
 # ---------------------------------------------------------------------------------------------
@@ -345,8 +351,13 @@ def _truthy(value: Any) -> bool:
 def _render(template: Template, pod: _Pod, injection: Injection, span: Span,
             container: str | None = None, argv: str | None = None) -> str:
     """A template as text; `container` and `argv` are the placeholders an op's context gives."""
-    if len(template) == 1 and isinstance(template[0], str):
-        return template[0]
+    if len(template) == 1:
+        part = template[0]
+        if isinstance(part, str):
+            return part
+        if isinstance(part, Var):
+            return _var(part.name, pod, injection, span, container, argv)
+        return templates.text(pod.search(part, injection))
     out: list[str] = []
     for part in template:
         if isinstance(part, str):
@@ -422,7 +433,7 @@ class _Draft:
         self.container_names: set[Any] | None = None
         self.recorded = _recorded(pod.annotations)
         self.credit: set[str] = set()   # injections that changed the pod (metadata: see finish)
-        self.writable: set[tuple[str, ...]] = set()   # paths _writable has passed
+        self.writable: set[str] = set()   # fields _writable has passed
 
     # -- ops ------------------------------------------------------------------------------------
 
@@ -430,13 +441,13 @@ class _Draft:
         for op in injection.ops:
             _STEPS[type(op)](self, op, injection)
         if injection.completion_containers is not None:
-            self._writable(("metadata", "annotations"), dict, injection, injection.span)
+            self._writable("metadata", "annotations", dict, injection, injection.span)
             self.annotations[COMPLETION_ANNOTATION] = (",".join(injection.completion_containers),
                                                        injection.name)
 
     def _annotate(self, op: Annotate, injection: Injection) -> None:
         text = _render(op.value, self.pod, injection, op.span)
-        self._writable(("metadata", "annotations"), dict, injection, op.span)
+        self._writable("metadata", "annotations", dict, injection, op.span)
         self.annotations[op.key] = (text, injection.name)
 
     def _label(self, op: Label, injection: Injection) -> None:
@@ -444,7 +455,7 @@ class _Draft:
         if not _LABEL_VALUE.fullmatch(text):
             raise MutationError(injection.name, op.span,
                                 f"label {op.key!r}: {text!r} is not a valid label value")
-        self._writable(("metadata", "labels"), dict, injection, op.span)
+        self._writable("metadata", "labels", dict, injection, op.span)
         self.labels[op.key] = (text, injection.name)
 
     def _env(self, op: Env, injection: Injection) -> None:
@@ -464,7 +475,7 @@ class _Draft:
         taken = self._volume_names()
         if op.name in taken:
             return  # a volume of that name already exists: the pod's wins
-        self._writable(("spec", "volumes"), list, injection, op.span)
+        self._writable("spec", "volumes", list, injection, op.span)
         volume = {"name": op.name}
         volume.update({k: dict(v) if isinstance(v, dict) else v for k, v in op.source.items()})
         self.volumes.append(volume)
@@ -493,7 +504,7 @@ class _Draft:
         if op.name in taken:
             return  # already there (injected before, or the pod brings its own)
         field = "initContainers" if op.native else "containers"
-        self._writable(("spec", field), list, injection, op.span)
+        self._writable("spec", field, list, injection, op.span)
         pod, span, name = self.pod, op.span, op.name
         image = _render(op.image, pod, injection, span, name)
         if not image:
@@ -558,21 +569,21 @@ class _Draft:
             self.volume_names = _taken(self.pod.spec.get("volumes"), "name")
         return self.volume_names
 
-    def _writable(self, path: tuple[str, ...], leaf: type, injection: Injection, span: Span) -> None:
-        """Raise unless each level of `path` in the pod is absent/null or of the right type."""
-        if path in self.writable:
+    def _writable(self, top: str, field: str, leaf: type, injection: Injection, span: Span) -> None:
+        """Raise unless pod.<top> is absent, null or an object, and pod.<top>.<field> absent,
+        null or a `leaf`. (Field names are the same under one top level, so they key the cache.)"""
+        if field in self.writable:
             return
-        node: Any = self.pod.pod
-        for depth, key in enumerate(path):
-            node = node.get(key)
-            want = leaf if depth == len(path) - 1 else dict
-            if node is None:
-                break
-            if not isinstance(node, want):
-                raise MutationError(injection.name, span,
-                                    f"pod field {'.'.join(path[:depth + 1])} is a "
-                                    f"{type(node).__name__}, not {_JSON_TYPE[want]}")
-        self.writable.add(path)
+        parent = self.pod.pod.get(top)
+        if parent is not None:
+            if not isinstance(parent, dict):
+                raise MutationError(injection.name, span, f"pod field {top} is a "
+                                    f"{type(parent).__name__}, not {_JSON_TYPE[dict]}")
+            node = parent.get(field)
+            if node is not None and not isinstance(node, leaf):
+                raise MutationError(injection.name, span, f"pod field {top}.{field} is a "
+                                    f"{type(node).__name__}, not {_JSON_TYPE[leaf]}")
+        self.writable.add(field)
 
     def _known_volume(self, volume: str, injection: Injection, span: Span) -> None:
         if volume not in self._volume_names():
@@ -588,9 +599,10 @@ class _Draft:
         annotations = _changed(self.annotations, self.pod.annotations, credit)
         labels = _changed(self.labels, self.pod.labels, credit)
         applied = tuple([i.name for i in matched if i.name in credit])
-        new = [i for i in matched if i.name in credit and i.name not in self.recorded]
+        new = [i for i in matched if i.name in credit and i.name not in self.recorded] \
+            if applied else []
         if new:
-            self._writable(("metadata", "annotations"), dict, new[0], new[0].span)
+            self._writable("metadata", "annotations", dict, new[0], new[0].span)
             entries = [*self.recorded.values(), *[f"{i.name}@{digest}" for i in new]]
             annotations[RECORD_ANNOTATION] = orjson.dumps(entries).decode()
         ops: list[dict] = []
@@ -616,7 +628,7 @@ class _Draft:
                 _emit_edit(ops, edit)
         if self.sidecars:
             for field in _LISTS:
-                _emit_list(ops, f"/spec/{field}", [c for f, c in self.sidecars if f == field],
+                _emit_list(ops, _SPEC[field], [c for f, c in self.sidecars if f == field],
                            spec.get(field))
         return ops, applied
 
@@ -644,7 +656,7 @@ def _emit_map(ops: list[dict], where: str, items: dict[str, str], current: Any) 
         ops.append(jp.add(where, items))
         return
     for key, value in items.items():
-        ops.append((jp.replace if key in current else jp.add)(f"{where}/{jp.escape(key)}", value))
+        ops.append((jp.replace if key in current else jp.add)(_member(where, key), value))
 
 
 def _emit_list(ops: list[dict], where: str, items: list, current: Any) -> None:
@@ -654,22 +666,29 @@ def _emit_list(ops: list[dict], where: str, items: list, current: Any) -> None:
     if current is None:
         ops.append(jp.add(where, items))
         return
+    end = _member(where, "-")
     for item in items:
-        ops.append(jp.add(f"{where}/-", item))
+        ops.append(jp.add(end, item))
 
 
 def _emit_edit(ops: list[dict], edit: _Edit) -> None:
-    base = f"/spec/{edit.field}/{edit.index}"
-    ops.append(jp.test(f"{base}/name", edit.name))
+    base = _member(f"/spec/{edit.field}", str(edit.index))
+    ops.append(jp.test(_member(base, "name"), edit.name))
     container = edit.container
     if edit.env:
-        _emit_list(ops, f"{base}/env", edit.env, container.get("env"))
+        _emit_list(ops, _member(base, "env"), edit.env, container.get("env"))
     if edit.mounts:
-        _emit_list(ops, f"{base}/volumeMounts", edit.mounts, container.get("volumeMounts"))
+        _emit_list(ops, _member(base, "volumeMounts"), edit.mounts, container.get("volumeMounts"))
     if edit.wrapped:
-        ops.append(jp.replace(f"{base}/command", edit.command))
+        ops.append(jp.replace(_member(base, "command"), edit.command))
         if "args" in container:
-            ops.append(jp.remove(f"{base}/args"))
+            ops.append(jp.remove(_member(base, "args")))
+
+
+@functools.lru_cache(maxsize=4096)
+def _member(where: str, key: str) -> str:
+    """The pointer to `key` in the object or array at `where`: the same few, pod after pod."""
+    return f"{where}/{jp.escape(key)}"
 
 
 def _container_list(edit: _Edit, key: str, injection: Injection, span: Span) -> None:
