@@ -143,8 +143,14 @@ def _apply_one(doc: Any, op: Any, mode: int, parents: dict[str, Any]) -> Any:
         if "value" not in op:
             raise PatchError(f"'{name}' needs a 'value'")
         value = op["value"]
-        if mode == _CONSUME:
-            value = _own(value)   # written into later: its own top level; deeper, copy-on-write
+        if mode == _CONSUME:   # written into later: its own top level; deeper, copy-on-write
+            kind = type(value)
+            if kind is dict:
+                value = _OwnDict(value)
+            elif kind is list:
+                value = _OwnList(value)
+            elif kind not in _SCALARS:
+                value = _own(value)
         elif mode == _COPY:
             value = copy.deepcopy(value)
     elif name == "test":
@@ -265,4 +271,5 @@ def _own(node: Any) -> Any:
 
 _OWNED = (_OwnDict, _OwnList)
 _OBJECTS = (dict, _OwnDict)
+_SCALARS = (str, int, float, bool, type(None))   # placed as they are
 _ARRAYS = (list, _OwnList)
