@@ -240,6 +240,12 @@ def _get(doc: Any, parts: tuple[str, ...] | list[str], mode: int = _COPY) -> Any
     node = doc
     for part in parts:
         kind = type(node)
+        if kind is dict and mode != _COPY_ON_WRITE:   # the common step: nothing to copy
+            try:
+                node = node[part]
+            except KeyError:
+                raise PatchError(f"no member {part!r}") from None
+            continue
         if kind in _OBJECTS or isinstance(node, dict):
             try:
                 child = node[part]
