@@ -88,9 +88,7 @@ def mutate(plan: Plan, pod: dict, owner: dict | None = None,
     if not isinstance(pod, dict):
         return Mutation((), (), None)
     index = _index(plan)
-    meta = pod.get("metadata")
-    if not isinstance(meta, dict):
-        meta = {}
+    meta = _dict(pod.get("metadata"))
     ref = _owner_reference(meta)
     owner = owner if isinstance(owner, dict) else None
     kind = _kind_of(index, ref if ref is not None else owner)
@@ -193,10 +191,9 @@ class _Pod:
     def __init__(self, pod: dict, meta: dict, kind: Kind, owner: dict | None,
                  namespace: str | None, sidecars: frozenset[str]) -> None:
         self.pod, self.meta, self.kind, self.owner = pod, meta, kind, owner
-        labels, annotations, spec = meta.get("labels"), meta.get("annotations"), pod.get("spec")
-        self.labels = labels if isinstance(labels, dict) else {}
-        self.annotations = annotations if isinstance(annotations, dict) else {}
-        self.spec = spec if isinstance(spec, dict) else {}
+        self.labels = _dict(meta.get("labels"))
+        self.annotations = _dict(meta.get("annotations"))
+        self.spec = _dict(pod.get("spec"))
         self.namespace = namespace
         self.sidecars = sidecars
         self._data: dict | None = None
@@ -601,12 +598,9 @@ class _Draft:
         credit = self.credit
         annotations = _changed(self.annotations, self.pod.annotations, credit)
         labels = _changed(self.labels, self.pod.labels, credit)
-        if len(matched) == 1:   # the usual case
-            applied = (matched[0].name,) if matched[0].name in credit else ()
-            new = matched if applied and applied[0] not in self.recorded else []
-        else:
-            applied = tuple([i.name for i in matched if i.name in credit])
-            new = [i for i in matched if i.name in credit and i.name not in self.recorded]
+        applied = tuple([i.name for i in matched if i.name in credit])
+        new = [i for i in matched if i.name in credit and i.name not in self.recorded] \
+            if applied else []
         if new:
             self._writable("metadata", "annotations", dict, new[0], new[0].span)
             entries = [*self.recorded.values(), *[f"{i.name}@{digest}" for i in new]]
