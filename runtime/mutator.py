@@ -460,7 +460,7 @@ class _Draft:
 
     def _env(self, op: Env, injection: Injection) -> None:
         for field, i, container, name in self.pod.select(op.containers):
-            edit = self.edits.get((field, i)) or self._edit(field, i, container, name)
+            edit = self._edit(field, i, container, name)
             taken = edit.env_names
             if op.name in taken or _listed(container.get("env"), "name", op.name):
                 continue  # the pod's own variable wins (docs/injection.md)
@@ -485,7 +485,7 @@ class _Draft:
     def _mount(self, op: Mount, injection: Injection) -> None:
         self._known_volume(op.volume, injection, op.span)
         for field, i, container, name in self.pod.select(op.containers):
-            edit = self.edits.get((field, i)) or self._edit(field, i, container, name)
+            edit = self._edit(field, i, container, name)
             taken = edit.mount_paths
             if op.path in taken or _listed(container.get("volumeMounts"), "mountPath", op.path):
                 continue  # something is mounted there already
@@ -496,11 +496,7 @@ class _Draft:
             self.credit.add(injection.name)
 
     def _sidecar(self, op: Sidecar, injection: Injection) -> None:
-        taken = self.container_names
-        if taken is None:
-            spec = self.pod.spec
-            taken = self.container_names = _taken(spec.get("containers"), "name")
-            taken.update(_taken(spec.get("initContainers"), "name"))
+        taken = self._container_names()
         if op.name in taken:
             return  # already there (injected before, or the pod brings its own)
         field = "initContainers" if op.native else "containers"
@@ -537,7 +533,7 @@ class _Draft:
         if (op.argv is None) == (op.shell is None):
             raise MutationError(injection.name, op.span, "wrap needs exactly one of argv or shell")
         for field, i, container, name in self.pod.select(op.containers):
-            edit = self.edits.get((field, i)) or self._edit(field, i, container, name)
+            edit = self._edit(field, i, container, name)
             if not edit.command:
                 raise MutationError(
                     injection.name, op.span,
@@ -561,8 +557,17 @@ class _Draft:
     # -- checks and helpers ---------------------------------------------------------------------
 
     def _edit(self, field: str, index: int, container: dict, name: str) -> _Edit:
-        edit = self.edits[(field, index)] = _Edit(field, index, name, container)
+        edit = self.edits.get((field, index))
+        if edit is None:
+            edit = self.edits[(field, index)] = _Edit(field, index, name, container)
         return edit
+
+    def _container_names(self) -> set[Any]:
+        if self.container_names is None:
+            spec = self.pod.spec
+            self.container_names = _taken(spec.get("containers"), "name")
+            self.container_names.update(_taken(spec.get("initContainers"), "name"))
+        return self.container_names
 
     def _volume_names(self) -> set[Any]:
         if self.volume_names is None:
@@ -571,7 +576,7 @@ class _Draft:
 
     def _writable(self, top: str, field: str, leaf: type, injection: Injection, span: Span) -> None:
         """Raise unless pod.<top> is absent, null or an object, and pod.<top>.<field> absent,
-        null or a `leaf`. (Field names are the same under one top level, so they key the cache.)"""
+        null or a `leaf`. (No field name is used under both top levels: it keys the cache.)"""
         if field in self.writable:
             return
         parent = self.pod.pod.get(top)
@@ -599,8 +604,7 @@ class _Draft:
         annotations = _changed(self.annotations, self.pod.annotations, credit)
         labels = _changed(self.labels, self.pod.labels, credit)
         applied = tuple([i.name for i in matched if i.name in credit])
-        new = [i for i in matched if i.name in credit and i.name not in self.recorded] \
-            if applied else []
+        new = [i for i in matched if i.name in credit and i.name not in self.recorded]
         if new:
             self._writable("metadata", "annotations", dict, new[0], new[0].span)
             entries = [*self.recorded.values(), *[f"{i.name}@{digest}" for i in new]]
@@ -672,7 +676,7 @@ def _emit_list(ops: list[dict], where: str, items: list, current: Any) -> None:
 
 
 def _emit_edit(ops: list[dict], edit: _Edit) -> None:
-    base = _member(f"/spec/{edit.field}", str(edit.index))
+    base = _member(_SPEC[edit.field], str(edit.index))
     ops.append(jp.test(_member(base, "name"), edit.name))
     container = edit.container
     if edit.env:

@@ -139,23 +139,15 @@ def _apply_one(doc: Any, op: Any, mode: int, parents: dict[str, Any]) -> Any:
     name, path = op.get("op"), op.get("path")
     if not isinstance(path, str):
         raise PatchError("'path' must be a string")
+    if name in ("add", "replace", "test") and "value" not in op:
+        raise PatchError(f"'{name}' needs a 'value'")
     if name == "add" or name == "replace":
-        if "value" not in op:
-            raise PatchError(f"'{name}' needs a 'value'")
         value = op["value"]
-        if mode == _CONSUME:   # written into later: its own top level; deeper, copy-on-write
-            kind = type(value)
-            if kind is dict:
-                value = _OwnDict(value)
-            elif kind is list:
-                value = _OwnList(value)
-            elif kind not in _SCALARS:
-                value = _own(value)
+        if mode == _CONSUME:
+            value = _own(value)   # written into later: its own top level; deeper, copy-on-write
         elif mode == _COPY:
             value = copy.deepcopy(value)
     elif name == "test":
-        if "value" not in op:
-            raise PatchError(f"'{name}' needs a 'value'")
         if not equal(_get(doc, _tokens(path)), op["value"]):
             raise PatchError("test failed: value differs")
         return doc
@@ -238,29 +230,26 @@ def _get(doc: Any, parts: tuple[str, ...] | list[str], mode: int = _COPY) -> Any
     the way (`doc` must be owned already) is replaced by a copy of its own; consuming, only those
     below a copy (which was placed from the patch) are."""
     node = doc
-    for part in parts:
-        kind = type(node)
-        if kind is dict and mode != _COPY_ON_WRITE:   # the common step: nothing to copy
-            try:
+    try:
+        for part in parts:
+            kind = type(node)
+            if kind is dict and mode != _COPY_ON_WRITE:   # the common step: nothing to copy
                 node = node[part]
-            except KeyError:
-                raise PatchError(f"no member {part!r}") from None
-            continue
-        if kind in _OBJECTS or isinstance(node, dict):
-            try:
+                continue
+            if kind in _OBJECTS or isinstance(node, dict):
+                key: str | int = part
                 child = node[part]
-            except KeyError:
-                raise PatchError(f"no member {part!r}") from None
-            key: str | int = part
-        elif kind in _ARRAYS or isinstance(node, list):
-            key = _index(part, len(node))
-            child = node[key]
-        else:
-            raise PatchError(f"cannot descend into a {kind.__name__} with {part!r}")
-        if mode and (mode == _COPY_ON_WRITE or kind in _OWNED) and type(child) not in _OWNED \
-                and isinstance(child, (dict, list)):
-            child = node[key] = _own(child)
-        node = child
+            elif kind in _ARRAYS or isinstance(node, list):
+                key = _index(part, len(node))
+                child = node[key]
+            else:
+                raise PatchError(f"cannot descend into a {kind.__name__} with {part!r}")
+            if mode and (mode == _COPY_ON_WRITE or kind in _OWNED) and type(child) not in _OWNED \
+                    and isinstance(child, (dict, list)):
+                child = node[key] = _own(child)
+            node = child
+    except KeyError:   # only an object's missing member raises it
+        raise PatchError(f"no member {part!r}") from None
     return node
 
 
@@ -277,5 +266,4 @@ def _own(node: Any) -> Any:
 
 _OWNED = (_OwnDict, _OwnList)
 _OBJECTS = (dict, _OwnDict)
-_SCALARS = (str, int, float, bool, type(None))   # placed as they are
 _ARRAYS = (list, _OwnList)
