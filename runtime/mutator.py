@@ -10,13 +10,15 @@ written down in docs/injection.md.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import re
 import shlex
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Callable, TypedDict, Union
 
 import jmespath
 import jmespath.exceptions
@@ -78,6 +80,64 @@ class MutationError(Exception):
         self.message = message
 
 
+# ---------------------------------------------------------------------------------------------
+# What this module reads of a pod: these fields, and whatever the plan's expressions read
+
+
+class _Named(TypedDict, total=False):
+    name: str
+
+
+class _Mounted(TypedDict, total=False):
+    mountPath: str
+
+
+class _Container(TypedDict, total=False):
+    name: str
+    command: list[str] | None
+    args: list[str] | None
+    env: list[_Named] | None
+    volumeMounts: list[_Mounted] | None
+
+
+class _OwnerReference(TypedDict, total=False):
+    apiVersion: str
+    kind: str
+    name: str
+    uid: str
+    controller: bool | None
+
+
+class _Metadata(TypedDict, total=False):
+    name: str
+    generateName: str
+    namespace: str
+    labels: dict[str, str] | None
+    annotations: dict[str, str] | None
+    ownerReferences: list[_OwnerReference] | None
+
+
+class _Spec(TypedDict, total=False):
+    containers: list[_Container] | None
+    initContainers: list[_Container] | None
+    volumes: list[_Named] | None
+
+
+class PodView(TypedDict, total=False):
+    """The fields of a pod `mutate` reads, typed as a well-formed pod has them, for a decoder
+    that skips the rest. A decoder falls back to the whole pod when one does not fit, so that
+    `mutate` answers the same either way, for a plan whose expressions do not read the pod
+    (`reads_pod`). Keep it in step with what this module reads."""
+
+    metadata: _Metadata | None
+    spec: _Spec | None
+
+
+def reads_pod(plan: Plan) -> bool:
+    """Whether an expression `mutate` may evaluate for `plan` can read the pod beyond PodView."""
+    return _index(plan).reads_pod
+
+
 def mutate(plan: Plan, pod: dict, owner: dict | None = None,
            namespace: str | None = None) -> Mutation:
     """The patch that applies every matching injection of `plan` to `pod`.
@@ -101,13 +161,14 @@ def mutate(plan: Plan, pod: dict, owner: dict | None = None,
         namespace = meta["namespace"]
     view = _Pod(pod, meta, kind, owner, namespace, index.sidecars)
     kind_name = kind.name
-    candidates = index.candidates[kind_name]
-    matched = [i for i in candidates if i.match is None or _matches(i.match, view, i)]
+    matched = [p for p in index.programs[kind_name]
+               if p.match is None or _matches(p.match, view, p.injection)]
     if not matched:
         return Mutation((), (), kind_name)
     draft = _Draft(view)
-    for injection in matched:
-        draft.inject(injection)
+    for program in matched:
+        for step in program.steps:
+            step(draft)
     ops, applied = draft.finish(matched, plan.digest[:12])
     return Mutation(tuple(ops), applied, kind_name)
 
@@ -119,8 +180,9 @@ def mutate(plan: Plan, pod: dict, owner: dict | None = None,
 @dataclass(frozen=True, slots=True)
 class _Index:
     kinds: dict[tuple[str, str], Kind]  # (apiVersion, kind) -> first declared kind
-    candidates: dict[str, tuple[Injection, ...]]  # kind name -> injections for its pods
+    programs: dict[str, tuple[_Program, ...]]  # kind name -> injections for its pods, prepared
     sidecars: frozenset[str]  # every sidecar name in the plan: never a target of other ops
+    reads_pod: bool  # see reads_pod
 
 
 _INDEXES: dict[int, tuple[Plan, _Index]] = {}   # by id(plan); the Plan is kept, so ids stay unique
@@ -142,10 +204,34 @@ def _build_index(plan: Plan) -> _Index:
     kinds: dict[tuple[str, str], Kind] = {}
     for kind in plan.kinds:
         kinds.setdefault((kind.api_version, kind.kind), kind)
-    candidates = {k.name: tuple(i for i in plan.injections if k.name in i.kinds)
-                  for k in plan.kinds}
+    programs = {i.name: _program(i) for i in plan.injections}
+    by_kind = {k.name: tuple(programs[i.name] for i in plan.injections if k.name in i.kinds)
+               for k in plan.kinds}
     sidecars = frozenset(op.name for i in plan.injections for op in i.ops if isinstance(op, Sidecar))
-    return _Index(kinds, candidates, sidecars)
+    return _Index(kinds, by_kind, sidecars, _reads_pod(plan))
+
+
+def _reads_pod(plan: Plan) -> bool:
+    """Expressions over the pod itself (a kind's task expression or `primary pods` filter)
+    read it; over {pod, owner, namespace}, all do but field paths not starting at `pod`."""
+    used = {name for injection in plan.injections for name in injection.kinds}
+    if any(k.task_expr is not None or next(_exprs(k.primary_pods), None) is not None
+           for k in plan.kinds if k.name in used):
+        return True
+    return any(not isinstance(e.compiled, FieldPath) or e.compiled.keys[0] == "pod"
+               for i in plan.injections for e in _exprs((i.match, i.ops)))
+
+
+def _exprs(node: Any) -> Iterator[Expr]:
+    """Every expression in a plan node, however nested."""
+    if isinstance(node, Expr):
+        yield node
+    elif isinstance(node, tuple):
+        for item in node:
+            yield from _exprs(item)
+    elif dataclasses.is_dataclass(node) and not isinstance(node, type):
+        for field in dataclasses.fields(node):
+            yield from _exprs(getattr(node, field.name))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -250,20 +336,20 @@ class _Pod:
             self._primary = rule is None or _pod_filter(rule, self, injection)
         return self._primary
 
-    def select(self, which: Containers) -> list[tuple[str, int, dict, str]]:
-        """The pod's own containers an op targets, as (field, index, container, name); sidecars
-        declared in the plan never are."""
-        key = (which.select, which.names)   # equal selections of different ops are one
-        selected = self._selected.get(key)
+    def select(self, which: tuple[str, tuple[str, ...]]) -> list[tuple[str, int, dict, str]]:
+        """The pod's own containers an op targets (`which`: the op's Containers, as
+        (select, names)), as (field, index, container, name); sidecars declared in the plan
+        never are. Equal selections of different ops are made once."""
+        selected = self._selected.get(which)
         if selected is None:
-            selected = self._selected[key] = self._select(which)
+            selected = self._selected[which] = self._select(*which)
         return selected
 
-    def _select(self, which: Containers) -> list[tuple[str, int, dict, str]]:
+    def _select(self, select: str, named: tuple[str, ...]) -> list[tuple[str, int, dict, str]]:
         names: tuple[str, ...] | None   # a few names: a tuple is as quick to ask as a set
-        if which.select == "named":
-            names, fields = which.names, _LISTS
-        elif which.select == "primary" and self.kind.primary_containers is not None:
+        if select == "named":
+            names, fields = named, _LISTS
+        elif select == "primary" and self.kind.primary_containers is not None:
             names, fields = self.kind.primary_containers, ("containers",)
         else:
             names, fields = None, ("containers",)
@@ -275,7 +361,8 @@ class _Pod:
             for i, container in enumerate(items):
                 if isinstance(container, dict):
                     name = container.get("name")
-                    if isinstance(name, str) and (names is None or name in names) \
+                    # a name among `names` is a string; ask the few names first
+                    if (name in names if names is not None else isinstance(name, str)) \
                             and name not in self.sidecars:
                         found.append((field, i, container, name))
         return found
@@ -393,6 +480,245 @@ def _var(name: str, pod: _Pod, injection: Injection, span: Span, container: str 
 
 
 # ---------------------------------------------------------------------------------------------
+# Programs: each injection compiled once per plan into steps over a draft
+
+Text = Union[str, Template]   # a template as prepared: a str when it has only literal text
+Step = Callable[["_Draft"], None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Program:
+    """An injection prepared for admission: its ops as steps with every constant (texts,
+    pointers' keys, volume and mount objects) made once per plan instead of once per pod."""
+
+    injection: Injection
+    name: str
+    match: Any | None
+    steps: tuple[Step, ...]
+
+
+def _program(injection: Injection) -> _Program:
+    steps = [_MAKERS[type(op)](op, injection) for op in injection.ops]
+    if injection.completion_containers is not None:
+        steps.append(_completion(injection))
+    return _Program(injection, injection.name, injection.match, tuple(steps))
+
+
+def _fold(template: Template) -> Text:
+    """A template of literal parts only as its text; any other template as it is."""
+    if all(isinstance(part, str) for part in template):
+        return "".join(template)   # type: ignore[arg-type]
+    return template
+
+
+def _text(text: Text, pod: _Pod, injection: Injection, span: Span,
+          container: str | None = None, argv: str | None = None) -> str:
+    return text if type(text) is str else _render(text, pod, injection, span, container, argv)
+
+
+@dataclass(frozen=True, slots=True)
+class _Strings:
+    """A list of templates prepared: the literal ones in place, the rest rendered per pod."""
+
+    fixed: tuple[str | None, ...]   # None where a template is rendered
+    rendered: tuple[tuple[int, Template], ...]
+
+    @classmethod
+    def of(cls, templates: tuple[Template, ...]) -> _Strings:
+        texts = [_fold(t) for t in templates]
+        return cls(tuple(t if type(t) is str else None for t in texts),
+                   tuple((i, t) for i, t in enumerate(texts) if type(t) is not str))
+
+    def render(self, pod: _Pod, injection: Injection, span: Span, container: str | None = None,
+               argv: str | None = None) -> list[str]:
+        out = list(self.fixed)
+        for i, template in self.rendered:
+            out[i] = _render(template, pod, injection, span, container, argv)
+        return out   # type: ignore[return-value]
+
+
+def _selection(which: Containers) -> tuple[str, tuple[str, ...]]:
+    return which.select, which.names
+
+
+def _annotate(op: Annotate, injection: Injection) -> Step:
+    key, value, span, name = op.key, _fold(op.value), op.span, injection.name
+
+    def annotate(draft: _Draft) -> None:
+        text = value if type(value) is str else _render(value, draft.pod, injection, span)
+        if draft.odd:
+            draft.require("annotations", injection, span)
+        draft.annotations[key] = (text, name)
+    return annotate
+
+
+def _label(op: Label, injection: Injection) -> Step:
+    key, value, span, name = op.key, _fold(op.value), op.span, injection.name
+    valid = type(value) is str and _LABEL_VALUE.fullmatch(value) is not None
+
+    def label(draft: _Draft) -> None:
+        text = value if type(value) is str else _render(value, draft.pod, injection, span)
+        if not valid and not _LABEL_VALUE.fullmatch(text):
+            raise MutationError(name, span, f"label {key!r}: {text!r} is not a valid label value")
+        if draft.odd:
+            draft.require("labels", injection, span)
+        draft.labels[key] = (text, name)
+    return label
+
+
+def _completion(injection: Injection) -> Step:
+    """`wait for containers`: the annotation the completion wiring reads (the sidecars' env
+    variable is added by their own step)."""
+    assert injection.completion_containers is not None
+    value = (",".join(injection.completion_containers), injection.name)
+
+    def completion(draft: _Draft) -> None:
+        if draft.odd:
+            draft.require("annotations", injection, injection.span)
+        draft.annotations[COMPLETION_ANNOTATION] = value
+    return completion
+
+
+def _env(op: Env, injection: Injection) -> Step:
+    var, value, span, name = op.name, _fold(op.value), op.span, injection.name
+    which = _selection(op.containers)
+
+    def env(draft: _Draft) -> None:
+        pod = draft.pod
+        for field, i, container, cname in pod.select(which):
+            edit = draft.edit(field, i, container, cname)
+            if var in edit.env_names or _listed(container.get("env"), "name", var):
+                continue  # the pod's own variable wins (docs/injection.md)
+            if not edit.env:
+                _container_list(edit, "env", injection, span)
+            edit.env.append({"name": var, "value": value if type(value) is str
+                             else _render(value, pod, injection, span, cname)})
+            edit.env_names.add(var)
+            draft.credit.add(name)
+    return env
+
+
+def _volume(op: Volume, injection: Injection) -> Step:
+    volume, span, name = op.name, op.span, injection.name
+    source = dict(op.source)
+
+    def add_volume(draft: _Draft) -> None:
+        taken = draft.volume_names()
+        if volume in taken:
+            return  # a volume of that name already exists: the pod's wins
+        if draft.odd:
+            draft.require("volumes", injection, span)
+        item = {"name": volume}
+        item.update({k: dict(v) if isinstance(v, dict) else v for k, v in source.items()})
+        draft.volumes.append(item)
+        taken.add(volume)
+        draft.credit.add(name)
+    return add_volume
+
+
+def _mount_step(op: Mount, injection: Injection) -> Step:
+    volume, path, span, name = op.volume, op.path, op.span, injection.name
+    which, made = _selection(op.containers), _mount(op.volume, op.path, op.read_only)
+
+    def mount(draft: _Draft) -> None:
+        draft.known_volume(volume, injection, span)
+        for field, i, container, cname in draft.pod.select(which):
+            edit = draft.edit(field, i, container, cname)
+            if path in edit.mount_paths or _listed(container.get("volumeMounts"), "mountPath", path):
+                continue  # something is mounted there already
+            if not edit.mounts:
+                _container_list(edit, "volumeMounts", injection, span)
+            edit.mounts.append(dict(made))
+            edit.mount_paths.add(path)
+            draft.credit.add(name)
+    return mount
+
+
+def _sidecar(op: Sidecar, injection: Injection) -> Step:
+    cname, span, name = op.name, op.span, injection.name
+    field = "initContainers" if op.native else "containers"
+    image = _fold(op.image)
+    command = None if op.command is None else _Strings.of(op.command)
+    args = None if op.args is None else _Strings.of(op.args)
+    pairs = list(op.env)
+    if injection.completion_containers is not None and all(key != COMPLETION_ENV for key, _ in pairs):
+        pairs.append((COMPLETION_ENV, (",".join(injection.completion_containers),)))
+    env = _Strings.of(tuple(value for _, value in pairs))
+    names = tuple(key for key, _ in pairs)
+    volumes = tuple(m.volume for m in op.mounts)
+    mounts = tuple(_mount(m.volume, m.path, m.read_only) for m in op.mounts)
+
+    def sidecar(draft: _Draft) -> None:
+        taken = draft.container_names()
+        if cname in taken:
+            return  # already there (injected before, or the pod brings its own)
+        if draft.odd:
+            draft.require(field, injection, span)
+        pod = draft.pod
+        text = _text(image, pod, injection, span, cname)
+        if not text:
+            raise MutationError(name, span, f"sidecar {cname!r}: image is empty")
+        container: dict[str, Any] = {"name": cname, "image": text}
+        if command is not None:
+            container["command"] = command.render(pod, injection, span, cname)
+        if args is not None:
+            container["args"] = args.render(pod, injection, span, cname)
+        if names:
+            container["env"] = [{"name": key, "value": value} for key, value
+                                in zip(names, env.render(pod, injection, span, cname))]
+        if mounts:
+            for volume in volumes:
+                draft.known_volume(volume, injection, span)
+            container["volumeMounts"] = [dict(m) for m in mounts]
+        if op.native:
+            container["restartPolicy"] = "Always"
+        draft.sidecars[field].append(container)
+        taken.add(cname)
+        draft.credit.add(name)
+    return sidecar
+
+
+def _wrap(op: Wrap, injection: Injection) -> Step:
+    span, name, which = op.span, injection.name, _selection(op.containers)
+    argv = None if op.argv is None else _Strings.of(op.argv)
+    shell = None if op.shell is None else _fold(op.shell)
+
+    def wrap(draft: _Draft) -> None:
+        if name in draft.recorded:
+            return   # wrapped when first admitted: wrapping again would nest the wrapper
+        if (argv is None) == (shell is None):
+            raise MutationError(name, span, "wrap needs exactly one of argv or shell")
+        pod = draft.pod
+        for field, i, container, cname in pod.select(which):
+            edit = draft.edit(field, i, container, cname)
+            if not edit.command:
+                raise MutationError(
+                    name, span,
+                    f"container {cname!r} has no command: its entrypoint is in the image, which "
+                    f"the webhook does not read; spell the command out in the pod template")
+            if not _strings(edit.command) or not (edit.args is None or _strings(edit.args)):
+                raise MutationError(name, span,
+                                    f"container {cname!r}: command and args must be string lists")
+            original = list(edit.command) + list(edit.args or [])
+            if argv is not None:
+                edit.command = argv.render(pod, injection, span, cname) + original
+            else:
+                assert shell is not None
+                edit.command = ["/bin/sh", "-c", _text(shell, pod, injection, span, cname,
+                                                       shlex.join(original))]
+            edit.args = None
+            edit.wrapped = True
+            draft.credit.add(name)
+    return wrap
+
+
+# How each op of an injection is prepared (the plan's op types are a closed set).
+_MAKERS: dict[type, Callable[[Any, Injection], Step]] = {
+    Annotate: _annotate, Label: _label, Env: _env, Volume: _volume, Mount: _mount_step,
+    Sidecar: _sidecar, Wrap: _wrap}
+
+
+# ---------------------------------------------------------------------------------------------
 # Drafting: what the matched injections want, checked field by field against the received pod
 
 
@@ -416,211 +742,88 @@ class _Edit:
 class _Draft:
     """Gathers the changes of every matched injection, then emits them as patch ops.
 
-    Per request, so it does the least it can: the pod's volume and container names are
-    collected once, when first asked about; a container's env and mounts are scanned in C."""
+    Per request, so it does the least it can: the pod's shape is checked once, and its volume
+    and container names are collected once, when first asked about; a container's env and
+    mounts are scanned in C."""
 
-    __slots__ = ("pod", "annotations", "labels", "volumes", "volume_names", "edits", "sidecars",
-                 "container_names", "recorded", "credit", "writable")
+    __slots__ = ("pod", "annotations", "labels", "volumes", "_volume_names", "edits", "sidecars",
+                 "_container_names", "recorded", "credit", "odd")
 
     def __init__(self, pod: _Pod) -> None:
         self.pod = pod
         self.annotations: dict[str, tuple[str, str]] = {}   # key -> (value, injection)
         self.labels: dict[str, tuple[str, str]] = {}
         self.volumes: list[dict] = []
-        self.volume_names: set[Any] | None = None
+        self._volume_names: set[Any] | None = None
         self.edits: dict[tuple[str, int], _Edit] = {}
-        self.sidecars: list[tuple[str, dict]] = []   # (containers or initContainers, container)
-        self.container_names: set[Any] | None = None
+        self.sidecars: dict[str, list[dict]] = {"containers": [], "initContainers": []}
+        self._container_names: set[Any] | None = None
         self.recorded = _recorded(pod.annotations)
         self.credit: set[str] = set()   # injections that changed the pod (metadata: see finish)
-        self.writable: set[str] = set()   # fields _writable has passed
+        self.odd = _odd(pod.pod)   # fields no op can write into, with why; mostly empty
 
-    # -- ops ------------------------------------------------------------------------------------
-
-    def inject(self, injection: Injection) -> None:
-        for op in injection.ops:
-            _STEPS[type(op)](self, op, injection)
-        if injection.completion_containers is not None:
-            self._writable("metadata", "annotations", dict, injection, injection.span)
-            self.annotations[COMPLETION_ANNOTATION] = (",".join(injection.completion_containers),
-                                                       injection.name)
-
-    def _annotate(self, op: Annotate, injection: Injection) -> None:
-        text = _render(op.value, self.pod, injection, op.span)
-        self._writable("metadata", "annotations", dict, injection, op.span)
-        self.annotations[op.key] = (text, injection.name)
-
-    def _label(self, op: Label, injection: Injection) -> None:
-        text = _render(op.value, self.pod, injection, op.span)
-        if not _LABEL_VALUE.fullmatch(text):
-            raise MutationError(injection.name, op.span,
-                                f"label {op.key!r}: {text!r} is not a valid label value")
-        self._writable("metadata", "labels", dict, injection, op.span)
-        self.labels[op.key] = (text, injection.name)
-
-    def _env(self, op: Env, injection: Injection) -> None:
-        for field, i, container, name in self.pod.select(op.containers):
-            edit = self._edit(field, i, container, name)
-            taken = edit.env_names
-            if op.name in taken or _listed(container.get("env"), "name", op.name):
-                continue  # the pod's own variable wins (docs/injection.md)
-            if not edit.env:
-                _container_list(edit, "env", injection, op.span)
-            edit.env.append({"name": op.name,
-                             "value": _render(op.value, self.pod, injection, op.span, name)})
-            taken.add(op.name)
-            self.credit.add(injection.name)
-
-    def _volume(self, op: Volume, injection: Injection) -> None:
-        taken = self._volume_names()
-        if op.name in taken:
-            return  # a volume of that name already exists: the pod's wins
-        self._writable("spec", "volumes", list, injection, op.span)
-        volume = {"name": op.name}
-        volume.update({k: dict(v) if isinstance(v, dict) else v for k, v in op.source.items()})
-        self.volumes.append(volume)
-        taken.add(op.name)
-        self.credit.add(injection.name)
-
-    def _mount(self, op: Mount, injection: Injection) -> None:
-        self._known_volume(op.volume, injection, op.span)
-        for field, i, container, name in self.pod.select(op.containers):
-            edit = self._edit(field, i, container, name)
-            taken = edit.mount_paths
-            if op.path in taken or _listed(container.get("volumeMounts"), "mountPath", op.path):
-                continue  # something is mounted there already
-            if not edit.mounts:
-                _container_list(edit, "volumeMounts", injection, op.span)
-            edit.mounts.append(_mount(op.volume, op.path, op.read_only))
-            taken.add(op.path)
-            self.credit.add(injection.name)
-
-    def _sidecar(self, op: Sidecar, injection: Injection) -> None:
-        taken = self._container_names()
-        if op.name in taken:
-            return  # already there (injected before, or the pod brings its own)
-        field = "initContainers" if op.native else "containers"
-        self._writable("spec", field, list, injection, op.span)
-        pod, span, name = self.pod, op.span, op.name
-        image = _render(op.image, pod, injection, span, name)
-        if not image:
-            raise MutationError(injection.name, span, f"sidecar {name!r}: image is empty")
-        container: dict[str, Any] = {"name": name, "image": image}
-        if op.command is not None:
-            container["command"] = [_render(t, pod, injection, span, name) for t in op.command]
-        if op.args is not None:
-            container["args"] = [_render(t, pod, injection, span, name) for t in op.args]
-        env = [{"name": key, "value": _render(value, pod, injection, span, name)}
-               for key, value in op.env]
-        if injection.completion_containers is not None \
-                and all(key != COMPLETION_ENV for key, _ in op.env):
-            env.append({"name": COMPLETION_ENV, "value": ",".join(injection.completion_containers)})
-        if env:
-            container["env"] = env
-        if op.mounts:
-            for m in op.mounts:
-                self._known_volume(m.volume, injection, span)
-            container["volumeMounts"] = [_mount(m.volume, m.path, m.read_only) for m in op.mounts]
-        if op.native:
-            container["restartPolicy"] = "Always"
-        self.sidecars.append((field, container))
-        taken.add(name)
-        self.credit.add(injection.name)
-
-    def _wrap(self, op: Wrap, injection: Injection) -> None:
-        if injection.name in self.recorded:
-            return   # wrapped when first admitted: wrapping again would nest the wrapper
-        if (op.argv is None) == (op.shell is None):
-            raise MutationError(injection.name, op.span, "wrap needs exactly one of argv or shell")
-        for field, i, container, name in self.pod.select(op.containers):
-            edit = self._edit(field, i, container, name)
-            if not edit.command:
-                raise MutationError(
-                    injection.name, op.span,
-                    f"container {name!r} has no command: its entrypoint is in the image, which "
-                    f"the webhook does not read; spell the command out in the pod template")
-            if not _strings(edit.command) or not (edit.args is None or _strings(edit.args)):
-                raise MutationError(injection.name, op.span,
-                                    f"container {name!r}: command and args must be string lists")
-            original = list(edit.command) + list(edit.args or [])
-            if op.argv is not None:
-                edit.command = [_render(t, self.pod, injection, op.span, name)
-                                for t in op.argv] + original
-            else:
-                assert op.shell is not None
-                edit.command = ["/bin/sh", "-c", _render(op.shell, self.pod, injection, op.span,
-                                                         name, shlex.join(original))]
-            edit.args = None
-            edit.wrapped = True
-            self.credit.add(injection.name)
-
-    # -- checks and helpers ---------------------------------------------------------------------
-
-    def _edit(self, field: str, index: int, container: dict, name: str) -> _Edit:
+    def edit(self, field: str, index: int, container: dict, name: str) -> _Edit:
         edit = self.edits.get((field, index))
         if edit is None:
             edit = self.edits[(field, index)] = _Edit(field, index, name, container)
         return edit
 
-    def _container_names(self) -> set[Any]:
-        if self.container_names is None:
+    def container_names(self) -> set[Any]:
+        if self._container_names is None:
             spec = self.pod.spec
-            self.container_names = _taken(spec.get("containers"), "name")
-            self.container_names.update(_taken(spec.get("initContainers"), "name"))
-        return self.container_names
+            self._container_names = _taken(spec.get("containers"), "name")
+            self._container_names.update(_taken(spec.get("initContainers"), "name"))
+        return self._container_names
 
-    def _volume_names(self) -> set[Any]:
-        if self.volume_names is None:
-            self.volume_names = _taken(self.pod.spec.get("volumes"), "name")
-        return self.volume_names
+    def volume_names(self) -> set[Any]:
+        if self._volume_names is None:
+            self._volume_names = _taken(self.pod.spec.get("volumes"), "name")
+        return self._volume_names
 
-    def _writable(self, top: str, field: str, leaf: type, injection: Injection, span: Span) -> None:
-        """Raise unless pod.<top> is absent, null or an object, and pod.<top>.<field> absent,
-        null or a `leaf`. (No field name is used under both top levels: it keys the cache.)"""
-        if field in self.writable:
-            return
-        parent = self.pod.pod.get(top)
-        if parent is not None:
-            if not isinstance(parent, dict):
-                raise MutationError(injection.name, span, f"pod field {top} is a "
-                                    f"{type(parent).__name__}, not {_JSON_TYPE[dict]}")
-            node = parent.get(field)
-            if node is not None and not isinstance(node, leaf):
-                raise MutationError(injection.name, span, f"pod field {top}.{field} is a "
-                                    f"{type(node).__name__}, not {_JSON_TYPE[leaf]}")
-        self.writable.add(field)
+    def require(self, field: str, injection: Injection, span: Span) -> None:
+        """Raise if the pod's `field` (see _odd) cannot be written, citing the op at `span`."""
+        why = self.odd.get(field)
+        if why is not None:
+            raise MutationError(injection.name, span, why)
 
-    def _known_volume(self, volume: str, injection: Injection, span: Span) -> None:
-        if volume not in self._volume_names():
+    def known_volume(self, volume: str, injection: Injection, span: Span) -> None:
+        if volume not in self.volume_names():
             raise MutationError(injection.name, span,
                                 f"mount of volume {volume!r}, which neither the pod nor an "
                                 f"earlier `volume` op declares")
 
     # -- emitting -------------------------------------------------------------------------------
 
-    def finish(self, matched: list[Injection], digest: str) -> tuple[list[dict], tuple[str, ...]]:
+    def finish(self, matched: list[_Program], digest: str) -> tuple[list[dict], tuple[str, ...]]:
         """The patch ops, and the injections that contributed one, in plan order."""
         credit = self.credit
         annotations = _changed(self.annotations, self.pod.annotations, credit)
         labels = _changed(self.labels, self.pod.labels, credit)
-        applied = tuple([i.name for i in matched if i.name in credit])
-        new = [i for i in matched if i.name in credit and i.name not in self.recorded]
-        if new:
-            self._writable("metadata", "annotations", dict, new[0], new[0].span)
-            entries = [*self.recorded.values(), *[f"{i.name}@{digest}" for i in new]]
+        applied: list[str] = []
+        entries = list(self.recorded.values())   # the record annotation, if it grows
+        for program in matched:
+            name = program.name
+            if name in credit:
+                applied.append(name)
+                if name not in self.recorded:
+                    if self.odd:
+                        self.require("annotations", program.injection, program.injection.span)
+                    entries.append(f"{name}@{digest}")
+        if len(entries) > len(self.recorded):
             annotations[RECORD_ANNOTATION] = orjson.dumps(entries).decode()
         ops: list[dict] = []
         pod = self.pod.pod
         if annotations or labels:
-            meta = pod.get("metadata")   # an object, or absent or null (see _writable)
+            meta = pod.get("metadata")   # an object, or absent or null (see _odd)
             if meta is None:
-                ops.append(jp.add("/metadata", {}))
+                ops.append({"op": "add", "path": "/metadata", "value": {}})
                 meta = {}
             _emit_map(ops, "/metadata/annotations", annotations, meta.get("annotations"))
             _emit_map(ops, "/metadata/labels", labels, meta.get("labels"))
-        spec = pod.get("spec")   # an object, or absent or null (see _writable)
-        if spec is None and (self.volumes or self.sidecars):
-            ops.append(jp.add("/spec", {}))
+        sidecars = self.sidecars
+        spec = pod.get("spec")   # an object, or absent or null (see _odd)
+        if spec is None and (self.volumes or sidecars["containers"] or sidecars["initContainers"]):
+            ops.append({"op": "add", "path": "/spec", "value": {}})
             spec = {}
         if self.volumes:
             _emit_list(ops, "/spec/volumes", self.volumes, spec.get("volumes"))
@@ -630,11 +833,39 @@ class _Draft:
             edit = edits[key]
             if edit.env or edit.mounts or edit.wrapped:
                 _emit_edit(ops, edit)
-        if self.sidecars:
-            for field in _LISTS:
-                _emit_list(ops, _SPEC[field], [c for f, c in self.sidecars if f == field],
-                           spec.get(field))
-        return ops, applied
+        for field in _LISTS:
+            if sidecars[field]:
+                _emit_list(ops, _SPEC[field], sidecars[field], spec.get(field))
+        return ops, tuple(applied)
+
+
+# The fields an op writes into, under the pod's top-level objects, and the type each must have.
+_WRITES = (("metadata", ("annotations", "labels"), dict),
+           ("spec", ("volumes",) + _LISTS, list))
+
+
+def _odd(pod: dict) -> dict[str, str]:
+    """Field -> why it cannot be written, for each field of _WRITES that is neither absent,
+    null, nor of its type (nor under an absent or null parent). Empty for any sound pod."""
+    meta, spec = pod.get("metadata"), pod.get("spec")
+    if type(meta) is dict and type(spec) is dict and type(meta.get("annotations")) in _OBJECT \
+            and type(meta.get("labels")) in _OBJECT and type(spec.get("volumes")) in _ARRAY \
+            and type(spec.get("containers")) in _ARRAY \
+            and type(spec.get("initContainers")) in _ARRAY:
+        return _SOUND   # the pods the API server sends: decided without a loop
+    odd: dict[str, str] = {}
+    for top, fields, leaf in _WRITES:
+        parent = pod.get(top)
+        if type(parent) is dict:
+            for field in fields:
+                node = parent.get(field)
+                if node is not None and not isinstance(node, leaf):
+                    odd[field] = (f"pod field {top}.{field} is a {type(node).__name__}, "
+                                  f"not {_JSON_TYPE[leaf]}")
+        elif parent is not None and not isinstance(parent, dict):
+            why = f"pod field {top} is a {type(parent).__name__}, not {_JSON_TYPE[dict]}"
+            odd.update(dict.fromkeys(fields, why))
+    return odd
 
 
 def _changed(wanted: dict[str, tuple[str, str]], current: dict, credit: set[str]) -> dict[str, str]:
@@ -657,36 +888,35 @@ def _emit_map(ops: list[dict], where: str, items: dict[str, str], current: Any) 
     if not items:
         return
     if current is None:
-        ops.append(jp.add(where, items))
+        ops.append({"op": "add", "path": where, "value": items})
         return
     for key, value in items.items():
-        ops.append((jp.replace if key in current else jp.add)(_member(where, key), value))
+        ops.append({"op": "replace" if key in current else "add", "path": _member(where, key),
+                    "value": value})
 
 
 def _emit_list(ops: list[dict], where: str, items: list, current: Any) -> None:
     """Ops appending `items` to the array at `where` (`current`: that array, None if absent)."""
-    if not items:
-        return
     if current is None:
-        ops.append(jp.add(where, items))
+        ops.append({"op": "add", "path": where, "value": items})
         return
     end = _member(where, "-")
-    for item in items:
-        ops.append(jp.add(end, item))
+    for item in items:   # mostly one
+        ops.append({"op": "add", "path": end, "value": item})
 
 
 def _emit_edit(ops: list[dict], edit: _Edit) -> None:
     base = _member(_SPEC[edit.field], str(edit.index))
-    ops.append(jp.test(_member(base, "name"), edit.name))
+    ops.append({"op": "test", "path": _member(base, "name"), "value": edit.name})
     container = edit.container
     if edit.env:
         _emit_list(ops, _member(base, "env"), edit.env, container.get("env"))
     if edit.mounts:
         _emit_list(ops, _member(base, "volumeMounts"), edit.mounts, container.get("volumeMounts"))
     if edit.wrapped:
-        ops.append(jp.replace(_member(base, "command"), edit.command))
+        ops.append({"op": "replace", "path": _member(base, "command"), "value": edit.command})
         if "args" in container:
-            ops.append(jp.remove(_member(base, "args")))
+            ops.append({"op": "remove", "path": _member(base, "args")})
 
 
 @functools.lru_cache(maxsize=4096)
@@ -704,11 +934,8 @@ def _container_list(edit: _Edit, key: str, injection: Injection, span: Span) -> 
 
 
 _JSON_TYPE = {dict: "an object", list: "an array"}
-
-# What each op of an injection does to the draft (the plan's op types are a closed set).
-_STEPS = {Annotate: _Draft._annotate, Label: _Draft._label, Env: _Draft._env,
-          Volume: _Draft._volume, Mount: _Draft._mount, Sidecar: _Draft._sidecar,
-          Wrap: _Draft._wrap}
+_OBJECT, _ARRAY = frozenset({dict, type(None)}), frozenset({list, type(None)})
+_SOUND: dict[str, str] = {}   # never written
 
 
 def _mount(volume: str, path: str, read_only: bool) -> dict:

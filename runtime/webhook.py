@@ -153,7 +153,7 @@ def _review(plan: planlib.Plan | None, max_body: int) -> tuple[int, bytes, str]:
     if body is None:
         return 413, _error(f"body larger than {max_body} bytes"), "too-large"
     try:
-        request = admission.decode(body)
+        request = admission.decode(body, whole=mutator.reads_pod(plan))
     except admission.BadReview as err:
         return 400, _error(str(err)), "bad-request"
     decision = admission.answer(plan, request)

@@ -174,6 +174,48 @@ def test_decode_accepts_a_review_with_unknown_fields() -> None:
     assert admission.decode(json.dumps(body).encode())["uid"] == request()["uid"]
 
 
+def test_decode_can_skip_what_the_mutator_does_not_read() -> None:
+    req = request(pod("main"))
+    req["object"]["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "1"}}
+    whole = admission.decode(review(req))
+    view = admission.decode(review(req), whole=False)
+    assert whole["object"] == req["object"]
+    meta = copy.deepcopy(req["object"]["metadata"])
+    del meta["ownerReferences"][0]["blockOwnerDeletion"]
+    assert view["object"] == {"metadata": meta,
+                              "spec": {"containers": [{"name": "main",
+                                                       "command": ["sh", "-c", "true"]}]}}
+    assert {k: v for k, v in view.items() if k != "object"} == \
+        {k: whole[k] for k in ("uid", "kind", "namespace", "operation", "dryRun")}
+
+
+@pytest.mark.parametrize("change", [
+    lambda req: req["object"]["spec"]["containers"][0].update(env={"A": "1"}),   # not a list
+    lambda req: req["object"]["metadata"]["labels"].update(app=7),               # not a string
+    lambda req: req["object"]["metadata"].update(name="caf\u00e9"),              # not ASCII
+], ids=["env-object", "label-number", "unicode"])
+def test_decode_takes_the_whole_pod_when_the_view_does_not_fit(change: Any) -> None:
+    req = request(pod("main"))
+    req["object"]["spec"]["containers"][0]["image"] = "kept when whole"
+    change(req)
+    body = json.dumps({"apiVersion": admission.API_VERSION, "kind": admission.KIND,
+                       "request": req}, ensure_ascii=False).encode()
+    assert admission.decode(body, whole=False)["object"] == req["object"]
+
+
+@pytest.mark.parametrize("body, message", [
+    (b"", "not JSON"),
+    (b'{"apiVersion": NaN}', "not JSON"),
+    (_nested(100_000), "not JSON"),
+    (b"[]", "not a JSON object"),
+    (review(request(uid=42)), "request.uid"),
+    (review(request(obj="pod")), "request.object"),
+], ids=lambda v: v[:40].decode(errors="replace") if isinstance(v, bytes) else None)
+def test_decode_rejects_as_well_when_it_may_skip(body: bytes, message: str) -> None:
+    with pytest.raises(admission.BadReview, match=re.escape(message)):
+        admission.decode(body, whole=False)
+
+
 # ---------------------------------------------------------------------------------------------
 # Requests that are not a pod CREATE: allowed as they are
 

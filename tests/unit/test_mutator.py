@@ -952,3 +952,30 @@ def test_any_pod_patch_applies_and_reinvocation_is_a_no_op(pod_, which):
         run(PLANS[which], pod_, namespace="ns")
     except mutator.MutationError as err:
         assert err.injection in {i.name for i in PLANS[which].injections}
+
+
+# ---------------------------------------------------------------------------------------------
+# reads_pod: whether admission may skip the pod fields outside PodView
+
+
+@pytest.mark.parametrize("injection, reads", [
+    (inj(annotate()), False),
+    (inj(env(value=[expr("owner.metadata.name")])), False),
+    (inj(env(value=["ns-", expr("namespace")])), False),
+    (inj(env(value=[var("pod"), var("job"), var("container")])), False),
+    (inj(annotate(), kinds=["tfjob", "bytask"]), False),   # task label, label and task filters
+    (inj(annotate(), match=label("team")), False),
+    (inj(annotate(value=[expr("pod.metadata.name")])), True),
+    (inj(sidecar(args=[["--at"], [expr("@")]])), True),
+    (inj(wrap(shell=[expr("pod.spec.nodeName")])), True),
+    (inj(annotate(), match={"op": "jmespath", "expr": "owner.metadata.name == 'x'", "span": SPAN}),
+     True),   # not a field path: it could read anything
+    (inj(annotate(), kinds=["vcjob"]), True),    # a task expression reads the pod
+    (inj(annotate(), kinds=["byexpr"]), True),   # so does a `primary pods` expression
+], ids=str)
+def test_reads_pod(injection: dict, reads: bool) -> None:
+    assert mutator.reads_pod(build(injection)) is reads
+
+
+def test_kinds_without_injections_do_not_count() -> None:
+    assert mutator.reads_pod(build()) is False   # vcjob and byexpr read the pod, unused

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runtime import webhook
+from runtime import admission, mutator, webhook
 from runtime.settings import Settings
-from test_admission import owner, plan_data, pod, request, review
+from test_admission import PLAN, owner, plan_data, pod, request, review
 
 MUTATE = "/mutate-pods"
 FUZZ = settings(max_examples=300, deadline=None,
@@ -73,7 +73,7 @@ containers = st.lists(st.fixed_dictionaries(
     {"name": st.sampled_from(["main", "wait", "agent"]) | json_values},
     optional={"command": st.lists(st.text(max_size=5), max_size=2) | json_values,
               "args": json_values, "env": st.lists(json_values, max_size=2) | json_values,
-              "volumeMounts": json_values},
+              "volumeMounts": json_values, "image": json_values, "resources": json_values},
 ), max_size=3) | json_values
 
 owner_refs = st.lists(st.fixed_dictionaries({
@@ -92,7 +92,9 @@ pods = st.fixed_dictionaries({
 }, optional={
     "spec": st.fixed_dictionaries({}, optional={
         "containers": containers, "initContainers": containers, "volumes": json_values,
+        "nodeSelector": json_values,
     }) | json_values,
+    "status": json_values,
 })
 
 
@@ -142,3 +144,25 @@ def test_arbitrary_bodies(app: flask.testing.FlaskClient, body: bytes) -> None:
 @given(body=mutated_reviews() | random_pod_reviews())
 def test_reviews_with_wrong_types_anywhere(app: flask.testing.FlaskClient, body: bytes) -> None:
     check(app, body)
+
+
+@st.composite
+def unicode_reviews(draw: st.DrawFn) -> bytes:
+    """A review as UTF-8 rather than ASCII with escapes (the API server sends either)."""
+    return json.dumps(json.loads(draw(random_pod_reviews())), ensure_ascii=False).encode()
+
+
+def _outcome(body: bytes, whole: bool) -> Any:
+    try:
+        decision = admission.answer(PLAN, admission.decode(body, whole))
+    except admission.BadReview as err:
+        return str(err)
+    failure = decision.failure and (decision.failure.injection, decision.failure.message)
+    return decision.review, decision.result, decision.applied, decision.dry_run, failure
+
+
+@FUZZ
+@given(body=mutated_reviews() | random_pod_reviews() | truncated_reviews() | unicode_reviews())
+def test_the_pod_view_answers_as_the_whole_pod(body: bytes) -> None:
+    assert not mutator.reads_pod(PLAN)
+    assert _outcome(body, whole=False) == _outcome(body, whole=True)
