@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runtime import admission, mutator, webhook
+from runtime import plan as planlib
 from runtime.settings import Settings
 from test_admission import PLAN, owner, plan_data, pod, request, review
 
@@ -152,9 +153,28 @@ def unicode_reviews(draw: st.DrawFn) -> bytes:
     return json.dumps(json.loads(draw(random_pod_reviews())), ensure_ascii=False).encode()
 
 
-def _outcome(body: bytes, whole: bool) -> Any:
+def _with_storage() -> planlib.Plan:
+    """PLAN and an injection that reads volume names and mount paths too."""
+    data = plan_data()
+    at = data["injections"][0]["ops"][0]["span"]
+    data["injections"].append({
+        "name": "scratch", "span": at, "kinds": ["batchjob", "workflow"], "match": None,
+        "completionContainers": None, "ops": [
+            {"op": "volume", "span": at, "name": "scratch", "source": {"emptyDir": {}}},
+            {"op": "mount", "span": at, "volume": "scratch", "path": "/scratch",
+             "containers": {"select": "all", "names": []}},
+            {"op": "sidecar", "span": at, "name": "stager", "native": False, "image": ["s:1"],
+             "command": None, "args": [["--to"], ["/scratch"]], "env": [],
+             "mounts": [{"volume": "scratch", "path": "/scratch"}]}]})
+    return planlib.load(data, digest="e" * 64)
+
+
+PLANS = [PLAN, _with_storage()]
+
+
+def _outcome(plan: planlib.Plan, body: bytes, whole: bool) -> Any:
     try:
-        decision = admission.answer(PLAN, admission.decode(body, whole))
+        decision = admission.answer(plan, admission.decode(body, whole))
     except admission.BadReview as err:
         return str(err)
     failure = decision.failure and (decision.failure.injection, decision.failure.message)
@@ -164,5 +184,6 @@ def _outcome(body: bytes, whole: bool) -> Any:
 @FUZZ
 @given(body=mutated_reviews() | random_pod_reviews() | truncated_reviews() | unicode_reviews())
 def test_the_pod_view_answers_as_the_whole_pod(body: bytes) -> None:
-    assert not mutator.reads_pod(PLAN)
-    assert _outcome(body, whole=False) == _outcome(body, whole=True)
+    for plan in PLANS:
+        assert not mutator.reads_pod(plan)
+        assert _outcome(plan, body, whole=False) == _outcome(plan, body, whole=True)
