@@ -1,12 +1,13 @@
 """AdmissionReview v1 in, AdmissionReview v1 out: every decision of the pod webhook, with no I/O.
 
 `decode` accepts a body only if it is an AdmissionReview v1 request we can answer (anything else
-is a BadReview, which the web shell turns into HTTP 400); for a plan whose expressions do not read
-the pod, it skips the parts of the pod the mutator does not read. `answer` is total: whatever the pod or
-the plan's rules do, it returns a review for the API server, so a well-formed request never gets
-a 500. Rule failures follow the plan's failure policy (docs/webhook.md), and a patch is only sent
-after it has been applied here to the received pod, with runtime.patch (`check`). That pod is
-given up to the check, which writes into it: `answer` consumes `request["object"]`.
+is a BadReview, which the web shell turns into HTTP 400); for a plan whose expressions do not
+read the pod, it skips the parts of the pod the mutator does not read. `answer` is total:
+whatever the pod or the plan's rules do, it returns a review for the API server, so a
+well-formed request never gets a 500. Rule failures follow the plan's failure policy
+(docs/webhook.md), and a patch is only sent after it has been applied here to the received pod,
+with runtime.patch (`check`). That pod is given up to the check, which writes into it: `answer`
+consumes `request["object"]`.
 """
 
 from __future__ import annotations

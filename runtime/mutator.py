@@ -488,8 +488,8 @@ Step = Callable[["_Draft"], None]
 
 @dataclass(frozen=True, slots=True)
 class _Program:
-    """An injection prepared for admission: its ops as steps with every constant (texts,
-    pointers' keys, volume and mount objects) made once per plan instead of once per pod."""
+    """An injection prepared for admission: its ops as steps, with what does not depend on the
+    pod (literal texts, volume and mount objects) made once per plan instead of once per pod."""
 
     injection: Injection
     name: str
@@ -529,11 +529,10 @@ class _Strings:
         return cls(tuple(t if type(t) is str else None for t in texts),
                    tuple((i, t) for i, t in enumerate(texts) if type(t) is not str))
 
-    def render(self, pod: _Pod, injection: Injection, span: Span, container: str | None = None,
-               argv: str | None = None) -> list[str]:
+    def render(self, pod: _Pod, injection: Injection, span: Span, container: str) -> list[str]:
         out = list(self.fixed)
         for i, template in self.rendered:
-            out[i] = _render(template, pod, injection, span, container, argv)
+            out[i] = _render(template, pod, injection, span, container)
         return out   # type: ignore[return-value]
 
 
@@ -624,7 +623,8 @@ def _mount_step(op: Mount, injection: Injection) -> Step:
         draft.known_volume(volume, injection, span)
         for field, i, container, cname in draft.pod.select(which):
             edit = draft.edit(field, i, container, cname)
-            if path in edit.mount_paths or _listed(container.get("volumeMounts"), "mountPath", path):
+            if path in edit.mount_paths \
+                    or _listed(container.get("volumeMounts"), "mountPath", path):
                 continue  # something is mounted there already
             if not edit.mounts:
                 _container_list(edit, "volumeMounts", injection, span)
@@ -641,7 +641,8 @@ def _sidecar(op: Sidecar, injection: Injection) -> Step:
     command = None if op.command is None else _Strings.of(op.command)
     args = None if op.args is None else _Strings.of(op.args)
     pairs = list(op.env)
-    if injection.completion_containers is not None and all(key != COMPLETION_ENV for key, _ in pairs):
+    if injection.completion_containers is not None \
+            and all(key != COMPLETION_ENV for key, _ in pairs):
         pairs.append((COMPLETION_ENV, (",".join(injection.completion_containers),)))
     env = _Strings.of(tuple(value for _, value in pairs))
     names = tuple(key for key, _ in pairs)
@@ -856,13 +857,13 @@ def _odd(pod: dict) -> dict[str, str]:
     odd: dict[str, str] = {}
     for top, fields, leaf in _WRITES:
         parent = pod.get(top)
-        if type(parent) is dict:
+        if isinstance(parent, dict):
             for field in fields:
                 node = parent.get(field)
                 if node is not None and not isinstance(node, leaf):
                     odd[field] = (f"pod field {top}.{field} is a {type(node).__name__}, "
                                   f"not {_JSON_TYPE[leaf]}")
-        elif parent is not None and not isinstance(parent, dict):
+        elif parent is not None:
             why = f"pod field {top} is a {type(parent).__name__}, not {_JSON_TYPE[dict]}"
             odd.update(dict.fromkeys(fields, why))
     return odd
