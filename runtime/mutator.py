@@ -302,7 +302,9 @@ class _Pod:
                 if data is None:
                     data = self._data = {"pod": self.pod, "owner": self.owner,
                                          "namespace": self.namespace}
-                found = self._found[expr.source] = self._search(expr, injection, data)
+                compiled = expr.compiled
+                found = self._found[expr.source] = compiled.search(data) \
+                    if type(compiled) is FieldPath else self._search(expr, injection, data)
             return found
         return self._search(expr, injection, data)
 
@@ -444,7 +446,8 @@ def _render(template: Template, pod: _Pod, injection: Injection, span: Span,
             return part
         if isinstance(part, Var):
             return _var(part.name, pod, injection, span, container, argv)
-        return templates.text(pod.search(part, injection))
+        value = pod.search(part, injection)
+        return value if type(value) is str else templates.text(value)
     out: list[str] = []
     for part in template:
         if isinstance(part, str):

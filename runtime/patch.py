@@ -144,7 +144,8 @@ def _apply_one(doc: Any, op: Any, mode: int, parents: dict[str, Any]) -> Any:
     if name == "add" or name == "replace":
         value = op["value"]
         if mode == _CONSUME:
-            value = _own(value)   # written into later: its own top level; deeper, copy-on-write
+            if type(value) is not str:   # most values placed are strings: nothing to own
+                value = _own(value)   # written into later: its own top level; deeper, copy-on-write
         elif mode == _COPY:
             value = copy.deepcopy(value)
     elif name == "test":
@@ -230,10 +231,11 @@ def _get(doc: Any, parts: tuple[str, ...] | list[str], mode: int = _COPY) -> Any
     the way (`doc` must be owned already) is replaced by a copy of its own; consuming, only those
     below a copy (which was placed from the patch) are."""
     node = doc
+    plain = mode != _COPY_ON_WRITE   # steps into plain objects copy nothing: the common step
     try:
         for part in parts:
             kind = type(node)
-            if kind is dict and mode != _COPY_ON_WRITE:   # the common step: nothing to copy
+            if kind is dict and plain:
                 node = node[part]
                 continue
             if kind in _OBJECTS or isinstance(node, dict):
