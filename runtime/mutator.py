@@ -162,7 +162,7 @@ def mutate(plan: Plan, pod: dict, owner: dict | None = None,
     view = _Pod(pod, meta, kind, owner, namespace, index.sidecars)
     kind_name = kind.name
     matched = [p for p in index.programs[kind_name]
-               if p.match is None or _matches(p.match, view, p.injection)]
+               if p.injection.match is None or _matches(p.injection.match, view, p.injection)]
     if not matched:
         return Mutation((), (), kind_name)
     draft = _Draft(view)
@@ -302,9 +302,7 @@ class _Pod:
                 if data is None:
                     data = self._data = {"pod": self.pod, "owner": self.owner,
                                          "namespace": self.namespace}
-                compiled = expr.compiled
-                found = self._found[expr.source] = compiled.search(data) \
-                    if type(compiled) is FieldPath else self._search(expr, injection, data)
+                found = self._found[expr.source] = self._search(expr, injection, data)
             return found
         return self._search(expr, injection, data)
 
@@ -446,8 +444,7 @@ def _render(template: Template, pod: _Pod, injection: Injection, span: Span,
             return part
         if isinstance(part, Var):
             return _var(part.name, pod, injection, span, container, argv)
-        value = pod.search(part, injection)
-        return value if type(value) is str else templates.text(value)
+        return templates.text(pod.search(part, injection))
     out: list[str] = []
     for part in template:
         if isinstance(part, str):
@@ -495,8 +492,6 @@ class _Program:
     pod (literal texts, volume and mount objects) made once per plan instead of once per pod."""
 
     injection: Injection
-    name: str
-    match: Any | None
     steps: tuple[Step, ...]
 
 
@@ -504,7 +499,7 @@ def _program(injection: Injection) -> _Program:
     steps = [_MAKERS[type(op)](op, injection) for op in injection.ops]
     if injection.completion_containers is not None:
         steps.append(_completion(injection))
-    return _Program(injection, injection.name, injection.match, tuple(steps))
+    return _Program(injection, tuple(steps))
 
 
 def _fold(template: Template) -> Text:
@@ -547,9 +542,8 @@ def _annotate(op: Annotate, injection: Injection) -> Step:
     key, value, span, name = op.key, _fold(op.value), op.span, injection.name
 
     def annotate(draft: _Draft) -> None:
-        text = value if type(value) is str else _render(value, draft.pod, injection, span)
-        if draft.odd:
-            draft.require("annotations", injection, span)
+        text = _text(value, draft.pod, injection, span)
+        draft.require("annotations", injection, span)
         draft.annotations[key] = (text, name)
     return annotate
 
@@ -559,11 +553,10 @@ def _label(op: Label, injection: Injection) -> Step:
     valid = type(value) is str and _LABEL_VALUE.fullmatch(value) is not None
 
     def label(draft: _Draft) -> None:
-        text = value if type(value) is str else _render(value, draft.pod, injection, span)
+        text = _text(value, draft.pod, injection, span)
         if not valid and not _LABEL_VALUE.fullmatch(text):
             raise MutationError(name, span, f"label {key!r}: {text!r} is not a valid label value")
-        if draft.odd:
-            draft.require("labels", injection, span)
+        draft.require("labels", injection, span)
         draft.labels[key] = (text, name)
     return label
 
@@ -575,8 +568,7 @@ def _completion(injection: Injection) -> Step:
     value = (",".join(injection.completion_containers), injection.name)
 
     def completion(draft: _Draft) -> None:
-        if draft.odd:
-            draft.require("annotations", injection, injection.span)
+        draft.require("annotations", injection, injection.span)
         draft.annotations[COMPLETION_ANNOTATION] = value
     return completion
 
@@ -593,8 +585,7 @@ def _env(op: Env, injection: Injection) -> Step:
                 continue  # the pod's own variable wins (docs/injection.md)
             if not edit.env:
                 _container_list(edit, "env", injection, span)
-            edit.env.append({"name": var, "value": value if type(value) is str
-                             else _render(value, pod, injection, span, cname)})
+            edit.env.append({"name": var, "value": _text(value, pod, injection, span, cname)})
             edit.env_names.add(var)
             draft.credit.add(name)
     return env
@@ -608,8 +599,7 @@ def _volume(op: Volume, injection: Injection) -> Step:
         taken = draft.volume_names()
         if volume in taken:
             return  # a volume of that name already exists: the pod's wins
-        if draft.odd:
-            draft.require("volumes", injection, span)
+        draft.require("volumes", injection, span)
         item = {"name": volume}
         item.update({k: dict(v) if isinstance(v, dict) else v for k, v in source.items()})
         draft.volumes.append(item)
@@ -656,8 +646,7 @@ def _sidecar(op: Sidecar, injection: Injection) -> Step:
         taken = draft.container_names()
         if cname in taken:
             return  # already there (injected before, or the pod brings its own)
-        if draft.odd:
-            draft.require(field, injection, span)
+        draft.require(field, injection, span)
         pod = draft.pod
         text = _text(image, pod, injection, span, cname)
         if not text:
@@ -806,13 +795,12 @@ class _Draft:
         applied: list[str] = []
         entries = list(self.recorded.values())   # the record annotation, if it grows
         for program in matched:
-            name = program.name
-            if name in credit:
-                applied.append(name)
-                if name not in self.recorded:
-                    if self.odd:
-                        self.require("annotations", program.injection, program.injection.span)
-                    entries.append(f"{name}@{digest}")
+            injection = program.injection
+            if injection.name in credit:
+                applied.append(injection.name)
+                if injection.name not in self.recorded:
+                    self.require("annotations", injection, injection.span)
+                    entries.append(f"{injection.name}@{digest}")
         if len(entries) > len(self.recorded):
             annotations[RECORD_ANNOTATION] = orjson.dumps(entries).decode()
         ops: list[dict] = []

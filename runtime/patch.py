@@ -144,8 +144,7 @@ def _apply_one(doc: Any, op: Any, mode: int, parents: dict[str, Any]) -> Any:
     if name == "add" or name == "replace":
         value = op["value"]
         if mode == _CONSUME:
-            if type(value) is not str:   # most values placed are strings: nothing to own
-                value = _own(value)   # written into later: its own top level; deeper, copy-on-write
+            value = _own(value)   # written into later: its own top level; deeper, copy-on-write
         elif mode == _COPY:
             value = copy.deepcopy(value)
     elif name == "test":
@@ -238,10 +237,10 @@ def _get(doc: Any, parts: tuple[str, ...] | list[str], mode: int = _COPY) -> Any
             if kind is dict and plain:
                 node = node[part]
                 continue
-            if kind in _OBJECTS or isinstance(node, dict):
+            if isinstance(node, dict):
                 key: str | int = part
                 child = node[part]
-            elif kind in _ARRAYS or isinstance(node, list):
+            elif isinstance(node, list):
                 key = _index(part, len(node))
                 child = node[key]
             else:
@@ -267,5 +266,3 @@ def _own(node: Any) -> Any:
 
 
 _OWNED = (_OwnDict, _OwnList)
-_OBJECTS = (dict, _OwnDict)
-_ARRAYS = (list, _OwnList)
