@@ -3,7 +3,7 @@
 Generates a 5,000-line rules file (many kinds, policies, injections) and times, in one run,
 Lark's bare parse (the compiler's own parser instance, no transforms) against the whole
 pipeline (parse + lower + check + emit). Then times `rulec check rules/` as a whole process,
-and the same with `--crd` and the real CRDs in ../shared/crds (the CRD index cache warm).
+and the same with `--crd` and the real CRDs in devkit/crds (the CRD index cache warm).
 
 Targets: pipeline speed at least 25% of bare-parse speed; `rulec check rules/` under 0.5 s.
 Exits 1 when a target is missed, unless --no-fail.
@@ -22,10 +22,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from devkit import cluster  # noqa: E402
 from rulec import api, syntax  # noqa: E402
 from rulec.source import SourceFile  # noqa: E402
 
-CRDS = sorted(str(p) for p in (ROOT.parent / "shared" / "crds").glob("*.yaml"))
+CRDS = [str(p) for p in cluster.crd_files()]
 PIPELINE_SHARE = 0.25
 PROCESS_SECONDS = 0.5
 

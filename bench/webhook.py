@@ -40,6 +40,7 @@ from pathlib import Path
 import flask
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))   # devkit/ is tooling in the repository, not installed
 MUTATE = "/mutate-pods"
 THROUGHPUT_RATIO = 0.70
 P99_LIMIT_MS = 10.0
@@ -355,7 +356,7 @@ class Server:
 
 def start(name: str, app: str | None, env: dict[str, str], cafile: str, workdir: Path) -> Server:
     """gunicorn with the project's config on a free loopback port, checked and warmed up."""
-    from rulec import cluster
+    from devkit import cluster
 
     [port] = cluster.free_ports(1)
     metrics_dir = workdir / f"metrics-{name}"
@@ -449,7 +450,8 @@ def main(argv: list[str] | None = None) -> int:
     args.duration = min(max(args.duration, 1.0), 60.0)
     args.rounds = min(max(args.rounds, 1), 10)
 
-    from rulec import api, cluster, emit
+    from rulec import api, emit
+    from devkit import cluster
 
     with tempfile.TemporaryDirectory(prefix="jobrules-bench-") as tmp:
         workdir = Path(tmp)

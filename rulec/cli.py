@@ -23,7 +23,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("rulec.run", "evaluate a job and its pods: verdict, events, actions, new state"),
     "mutate": ("rulec.run", "apply the injections to a pod: JSON patch and patched pod"),
     "test": ("rulec.run", "run rule test suites"),
-    "cluster": ("rulec.cluster", "run a local Kubernetes control plane for tests and demos"),
 }
 
 FORMATS = ("concise", "full", "json", "github")

@@ -7,5 +7,9 @@ stamp=.venv/.jobrules-installed
 if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
     .venv/bin/python -m pip install -q --upgrade pip
     .venv/bin/python -m pip install -q -e '.[test]'
+    # devkit/ (the local control plane) is tooling, not part of the wheel: make it importable
+    # from this venv the way the editable install makes the product importable.
+    site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    echo "$PWD" > "$site/jobrules-devkit.pth"
     touch "$stamp"
 fi

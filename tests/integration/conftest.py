@@ -17,7 +17,7 @@ import pytest
 from kubernetes import config as kube_config
 from kubernetes.client import ApiClient
 
-from rulec import cluster
+from devkit import cluster
 
 
 @dataclass(frozen=True, slots=True)

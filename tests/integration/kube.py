@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from rulec import cluster
+from devkit import cluster
 
 T = TypeVar("T")
 Obj = dict[str, Any]

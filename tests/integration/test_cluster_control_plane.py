@@ -15,7 +15,7 @@ import kube
 import pytest
 from kubernetes import config as kube_config
 
-from rulec import cluster
+from devkit import cluster
 
 pytestmark = pytest.mark.integration
 
@@ -93,7 +93,7 @@ def test_init_failure_keeps_a_restarting_pod_pending(api, namespace):
 
 
 def run_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "rulec.cluster", *args], env=env,
+    return subprocess.run([sys.executable, "-m", "devkit.cluster", *args], env=env,
                           capture_output=True, text=True, timeout=180)
 
 
@@ -122,7 +122,7 @@ def test_cli_up_env_down_leaves_nothing(tmp_path):
 
 OWNER = """
 import sys, time
-from rulec import cluster
+from devkit import cluster
 with cluster.running(crds=False) as plane:
     print(plane.root, flush=True)
     time.sleep(600)

@@ -25,7 +25,7 @@ from typing import Any
 import kube
 import pytest
 
-from rulec import cluster
+from devkit import cluster
 
 MUTATE = "/mutate-pods"
 

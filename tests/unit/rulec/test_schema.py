@@ -1,4 +1,4 @@
-"""rulec.schema against the real CRDs in /work/shared/crds and the built-in batch/v1 Job."""
+"""rulec.schema against the real CRDs in devkit/crds and the built-in batch/v1 Job."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from devkit import cluster
 from rulec import schema
 
-CRDS = Path(__file__).resolve().parents[3] / "shared" / "crds"
+CRDS = cluster.crds_dir()
 VCJOB = ("batch.volcano.sh/v1alpha1", "Job")
 TFJOB = ("kubeflow.org/v1", "TFJob")
 WORKFLOW = ("argoproj.io/v1alpha1", "Workflow")

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from runtime import evaluator, pods, state
-from test_evaluator_builders import (
+from builders import (
     T0, action, job, load_kind, pod, pods_cond, policy, verdict,
 )
 

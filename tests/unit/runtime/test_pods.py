@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from runtime import functions, pods
-from test_evaluator_builders import (
+from builders import (
     T0, both, condition, either, evicted, exit_in, job, jp, load_kind, negate, pod, reason_in,
     running, terminated, verdict, waiting,
 )

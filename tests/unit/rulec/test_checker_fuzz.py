@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from rulec import cli, fmt
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SAMPLES = sorted((ROOT / "rules").glob("*.rules")) or sorted(
     (ROOT / "tests" / "golden" / "fmt").glob("*.rules"))
 TEXTS = [p.read_text() for p in SAMPLES]

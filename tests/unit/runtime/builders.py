@@ -217,14 +217,3 @@ def evicted(name: str, task: str | None = "worker", uid: str | None = None) -> d
     return pod(name, "Failed", task=task, uid=uid, reason="Evicted",
                containers=[terminated("main", 137, "Error")],
                conditions=[condition("DisruptionTarget", "TerminationByKubelet")])
-
-
-def test_template_builder_splits_literals_vars_and_expressions() -> None:
-    assert tmpl("pod {pod}: <<a.b>>!") == ["pod ", {"var": "pod"}, ": ",
-                                          {"expr": "a.b", "span": span(1, 1)}, "!"]
-
-
-def test_builders_load_as_a_plan() -> None:
-    k = load_kind([verdict("Running", pods_cond("any", "running")), verdict("Pending")],
-                  [policy("podFailed", action("restartPod", max=2))])
-    assert k.verdicts[0].phase == "Running" and k.policies[0].action.budget.max == 2

@@ -10,7 +10,7 @@ import yaml
 
 from rulec import cli
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 VOLCANO = ROOT / "examples" / "volcano-oomkilled"
 ARGO = ROOT / "examples" / "argo-wait-main"
 NOW = "2020-03-12T11:15:00Z"

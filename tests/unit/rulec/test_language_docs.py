@@ -9,7 +9,7 @@ import pytest
 from rulec import api
 from rulec.source import SourceFile
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DOC = (ROOT / "docs" / "language.md").read_text(encoding="utf-8")
 BLOCKS = [b for b in re.findall(r"^```\n(.*?)^```", DOC, re.S | re.M)
           if not b.startswith("rulec")]

@@ -1,15 +1,14 @@
 """A real, local Kubernetes control plane for tests and demos.
 
 Runs etcd, kube-apiserver and kube-controller-manager on 127.0.0.1 with throw-away credentials,
-then installs the shared CRDs. There is no kubelet and no scheduler: pods stay unscheduled and
+then installs the CRDs in ``devkit/crds``. There is no kubelet and no scheduler: pods stay unscheduled and
 tests report their lifecycle through the ``pods/status`` subresource, as Kubernetes' own Job
-integration tests do. The runtime never imports this module; it is tooling around the product.
+integration tests do. Neither the runtime nor the compiler imports this module: it is tooling around the product, run
+from the repository's root::
 
-Command line (``python -m rulec.cluster`` works too)::
-
-    rulec cluster up     # start detached; prints ``export KUBECONFIG=...`` on stdout
-    rulec cluster env    # print the export line of the running control plane
-    rulec cluster down   # stop it and remove every file it wrote
+    python -m devkit.cluster up     # start detached; prints ``export KUBECONFIG=...`` on stdout
+    python -m devkit.cluster env    # print the export line of the running control plane
+    python -m devkit.cluster down   # stop it and remove every file it wrote
 """
 
 from __future__ import annotations
@@ -46,7 +45,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 REPO = Path(__file__).resolve().parents[1]
 BUILD_SCRIPT = REPO / "tools" / "k8s" / "build.sh"
-DEFAULT_CRDS = REPO.parent / "shared" / "crds"
+CRDS = REPO / "devkit" / "crds"
 BINARY_NAMES = ("etcd", "kube-apiserver", "kube-controller-manager")
 # Controllers a batch-job test needs; the rest would only burn the two cores we have.
 CONTROLLERS = (
@@ -130,13 +129,18 @@ def _executable(path: Path) -> Path:
     return path
 
 
-def crds_dir() -> Path | None:
-    """The CRD folder: ``JOBRULES_CRDS`` (must exist) or ``../shared/crds`` next to the repo."""
+def crds_dir() -> Path:
+    """The CRD folder: ``JOBRULES_CRDS`` (must exist), else the repository's ``devkit/crds``."""
     if explicit := os.environ.get("JOBRULES_CRDS"):
         if not Path(explicit).is_dir():
             raise ClusterError(f"JOBRULES_CRDS={explicit} is not a directory")
         return Path(explicit)
-    return DEFAULT_CRDS if DEFAULT_CRDS.is_dir() else None
+    return CRDS
+
+
+def crd_files() -> list[Path]:
+    """The CRD manifests the project tests against, sorted: for the cluster, tests and benches."""
+    return sorted(crds_dir().glob("*.y*ml"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -648,7 +652,7 @@ def _up(args: argparse.Namespace) -> int:
     path.write_text(plane.to_json())
     print(f"Kubernetes {plane.version} ready at {plane.server} in {time.monotonic() - began:.1f}s\n"
           f"kubeconfig: {plane.kubeconfig}\nlogs: {plane.root}/*.log\n"
-          "stop with: rulec cluster down", file=sys.stderr)
+          "stop with: python -m devkit.cluster down", file=sys.stderr)
     print(_export_line(plane))
     return 0
 
@@ -666,31 +670,22 @@ def _down(args: argparse.Namespace) -> int:
 def _env(args: argparse.Namespace) -> int:
     plane = _recorded()
     if plane is None or not processes_using(plane.root):
-        print("no control plane is running; start one with: rulec cluster up",
+        print("no control plane is running; start one with: python -m devkit.cluster up",
               file=sys.stderr)
         return 1
     print(_export_line(plane))
     return 0
 
 
-def register(subparsers: Any) -> argparse.ArgumentParser:
-    """Add ``cluster up|down|env`` to ``rulec``'s subcommands."""
-    parser = subparsers.add_parser(
-        "cluster", help="run a local Kubernetes control plane for tests and demos",
-        description=_DESCRIPTION)
-    _add_actions(parser)
-    return parser
-
-
 _DESCRIPTION = ("Run a local Kubernetes control plane (etcd, kube-apiserver, "
-                "kube-controller-manager) with the shared CRDs. Exit codes: 0 done, 1 `env` found "
+                "kube-controller-manager) with the CRDs in devkit/crds. Exit codes: 0 done, 1 `env` found "
                 "nothing running, 2 the control plane could not be found, started or stopped.")
 
 
 def _add_actions(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     up = actions.add_parser("up", help="start a detached control plane and print its export line")
-    up.add_argument("--no-crds", action="store_true", help="skip installing the shared CRDs")
+    up.add_argument("--no-crds", action="store_true", help="skip installing the CRDs")
     up.set_defaults(func=_run, action_func=_up)
     actions.add_parser("down", help="stop it and remove its files").set_defaults(
         func=_run, action_func=_down)
@@ -702,13 +697,13 @@ def _run(args: argparse.Namespace) -> int:
     try:
         return args.action_func(args)
     except ClusterError as error:
-        print(f"rulec cluster: {error}", file=sys.stderr)
+        print(f"devkit.cluster: {error}", file=sys.stderr)
         return 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m rulec.cluster ACTION``: the same as ``rulec cluster ACTION``."""
-    parser = argparse.ArgumentParser(prog="rulec cluster", description=_DESCRIPTION)
+    """``python -m devkit.cluster ACTION``."""
+    parser = argparse.ArgumentParser(prog="python -m devkit.cluster", description=_DESCRIPTION)
     _add_actions(parser)
     args = parser.parse_args(argv)
     return args.func(args)

@@ -17,7 +17,7 @@ import pytest
 from rulec import api
 from runtime import mutator, plan
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 INJECTIONS = """\
 inject "katib-metrics" into pods of tfjob, pytorchjob

@@ -13,7 +13,7 @@ import pytest
 from rulec import api, diagnostics
 from rulec.source import Span
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 GOLDEN = ROOT / "tests" / "golden" / "diagnostics"
 INPUTS = sorted(GOLDEN.glob("*.rules"))
 UPDATE = os.environ.get("JOBRULES_UPDATE_GOLDENS") == "1"

@@ -8,7 +8,7 @@ import pytest
 
 from rulec import syntax
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 GRAMMAR = ROOT / "grammar" / "rules.lark"
 
 

@@ -12,7 +12,7 @@ from rulec import api, emit
 from rulec.source import SourceFile
 from runtime import plan as runtime_plan
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _plan(text: str) -> dict:

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime import evaluator, state
-from test_evaluator_builders import (
+from builders import (
     T0, action, condition, exit_in, job, load_kind, pod, pods_cond, policy, running, terminated,
     verdict, waiting,
 )

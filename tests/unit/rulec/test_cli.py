@@ -11,7 +11,7 @@ import pytest
 
 from rulec import api, cli
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 GOOD = "job j: batch/v1 Job {\n    failed when any pod failed\n    succeeded when all pods succeeded\n}\n"
 WARN = GOOD.replace("}\n", "    on pod evicted -> restart pod\n}\n")
 BAD = "job j: batch/v1 Job {\n    on pod faild -> ignore\n}\n"

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from runtime import admission, mutator, webhook
 from runtime import plan as planlib
 from runtime.settings import Settings
-from test_admission import PLAN, owner, plan_data, pod, request, review
+from reviews import PLAN, owner, plan_data, pod, request, review
 
 MUTATE = "/mutate-pods"
 FUZZ = settings(max_examples=300, deadline=None,

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from rulec import api, fmt
 from rulec.source import SourceFile
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 GOLDEN = ROOT / "tests" / "golden" / "fmt"
 UPDATE = os.environ.get("JOBRULES_UPDATE_GOLDENS") == "1"
 SAMPLES = sorted([*GOLDEN.glob("*.rules"), *(ROOT / "rules").glob("*.rules"),

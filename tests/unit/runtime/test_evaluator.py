@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from runtime import evaluator, state
-from test_evaluator_builders import (
-    T0, at, condition, count, evicted, exit_in, job, jp, load, load_kind, kind, negate, pod,
-    pods_cond, reason_in, running, terminated, verdict, waiting,
+from builders import (
+    T0, action, at, condition, count, evicted, exit_in, job, jp, load, load_kind, kind, negate,
+    pod, pods_cond, policy, reason_in, running, span, terminated, tmpl, verdict, waiting,
 )
 
 NOW = T0 + timedelta(minutes=5)
@@ -213,3 +213,14 @@ def test_condition_filters_see_disruption_reasons() -> None:
         verdict("Failed")]
     assert decide(rules, [preempted]).phase == "Restarting"
     assert decide(rules, [evicted("b")]).phase == "Failed"
+
+
+def test_template_builder_splits_literals_vars_and_expressions() -> None:
+    assert tmpl("pod {pod}: <<a.b>>!") == ["pod ", {"var": "pod"}, ": ",
+                                          {"expr": "a.b", "span": span(1, 1)}, "!"]
+
+
+def test_builders_load_as_a_plan() -> None:
+    k = load_kind([verdict("Running", pods_cond("any", "running")), verdict("Pending")],
+                  [policy("podFailed", action("restartPod", max=2))])
+    assert k.verdicts[0].phase == "Running" and k.policies[0].action.budget.max == 2

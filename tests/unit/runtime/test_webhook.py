@@ -14,7 +14,7 @@ from prometheus_client import REGISTRY
 
 from runtime import webhook
 from runtime.settings import Settings
-from test_admission import owner, plan_data, pod, request, review
+from reviews import owner, plan_data, pod, request, review
 
 MUTATE = "/mutate-pods"
 

@@ -14,7 +14,7 @@ import yaml
 from rulec import webhookcmd
 from runtime import plan as planlib
 from runtime import registration
-from test_admission import kind, plan_data
+from reviews import kind, plan_data
 
 CA = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 

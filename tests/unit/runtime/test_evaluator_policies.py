@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from runtime import evaluator, pods, state
-from test_evaluator_builders import (
+from builders import (
     T0, action, condition, evicted, exit_in, job, load_kind, pod, pods_cond, policy, reason_in,
     running, terminated, verdict, waiting,
 )

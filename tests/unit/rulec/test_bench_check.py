@@ -7,7 +7,7 @@ from pathlib import Path
 from rulec import api
 from rulec.source import SourceFile
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "check.py"
+BENCH = Path(__file__).resolve().parents[3] / "bench" / "check.py"
 
 
 def test_generated_rules_compile_cleanly() -> None:
