@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/webhook.py [--rounds 5] [--duration 5] [--rate 300] [--no-fail]
 
-Both servers run `gunicorn -c python:runtime.gunicorn_conf` on 127.0.0.1 with the same settings
+Both servers run `gunicorn -c python:runtime.webhook.gunicorn_conf` on 127.0.0.1 with the same settings
 and the same TLS certificate; the baseline app only reads the body and returns a fixed allow
 answer. Each round starts both afresh and runs them side by side: throughput in a closed loop
 (keep-alive connections sending as fast as answers come back), alternating between the two
@@ -362,7 +362,7 @@ def start(name: str, app: str | None, env: dict[str, str], cafile: str, workdir:
     metrics_dir = workdir / f"metrics-{name}"
     metrics_dir.mkdir()
     env = {**env, "JOBRULES_BIND": f"127.0.0.1:{port}", "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
-    argv = [sys.executable, "-m", "gunicorn", "-c", "python:runtime.gunicorn_conf"]
+    argv = [sys.executable, "-m", "gunicorn", "-c", "python:runtime.webhook.gunicorn_conf"]
     if app is not None:
         argv += ["--pythonpath", str(HERE), app]
     log = workdir / f"{name}.log"

@@ -1,4 +1,4 @@
-"""The real API server calls the jobrules webhook (gunicorn, TLS, runtime.gunicorn_conf) with the
+"""The real API server calls the jobrules webhook (gunicorn, TLS, runtime.webhook.gunicorn_conf) with the
 configuration runtime.registration renders, and stores what it answers."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The webhook as production runs it: gunicorn with runtime.gunicorn_conf, several workers, TLS.
+"""The webhook as production runs it: gunicorn with runtime.webhook.gunicorn_conf, several workers, TLS.
 
 No control plane needed (these tests are not marked `integration`); tests/integration/
 test_webhook_cluster.py reuses `serve` to put the API server in front of the same process.
@@ -87,7 +87,7 @@ def issue(ca: cluster.CertificateAuthority, workdir: Path) -> None:
 
 @contextlib.contextmanager
 def serve(plan: Path, workdir: Path, *, workers: int = 2, **env: str) -> Iterator[Served]:
-    """gunicorn -c python:runtime.gunicorn_conf on loopback with a throw-away CA; waits for /readyz."""
+    """gunicorn -c python:runtime.webhook.gunicorn_conf on loopback with a throw-away CA; waits for /readyz."""
     ca = cluster.CertificateAuthority.create("jobrules-webhook-ca")
     port, metrics_port = cluster.free_ports(2)
     (workdir / "metrics").mkdir(exist_ok=True)
@@ -105,7 +105,7 @@ def serve(plan: Path, workdir: Path, *, workers: int = 2, **env: str) -> Iterato
         **env,
     }
     with open(workdir / "gunicorn.log", "wb") as log:
-        process = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", "python:runtime.gunicorn_conf"],
+        process = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", "python:runtime.webhook.gunicorn_conf"],
                                    env=served_env, cwd=workdir, stdin=subprocess.DEVNULL, stdout=log,
                                    stderr=subprocess.STDOUT)
     served = Served(port, metrics_port, ca, workdir, process)

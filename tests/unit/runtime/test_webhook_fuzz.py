@@ -13,9 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runtime import admission, mutator, webhook
+from runtime import admission, mutator
 from runtime import plan as planlib
-from runtime.settings import Settings
+from runtime.webhook import app as webhook
+from runtime.webhook.settings import Settings
 from reviews import PLAN, owner, plan_data, pod, request, review
 
 MUTATE = "/mutate-pods"

@@ -1,10 +1,10 @@
-"""runtime.settings: the webhook's environment, read strictly."""
+"""runtime.webhook.settings: the webhook's environment, read strictly."""
 
 from __future__ import annotations
 
 import pytest
 
-from runtime.settings import Settings, SettingsError
+from runtime.webhook.settings import Settings, SettingsError
 
 
 def test_defaults() -> None:

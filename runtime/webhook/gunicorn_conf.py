@@ -1,6 +1,6 @@
-"""gunicorn configuration of the webhook: `gunicorn -c python:runtime.gunicorn_conf`.
+"""gunicorn configuration of the webhook: `gunicorn -c python:runtime.webhook.gunicorn_conf`.
 
-Values come from the `JOBRULES_*` environment (runtime.settings); gunicorn's own command-line
+Values come from the `JOBRULES_*` environment (runtime.webhook.settings); gunicorn's own command-line
 flags still win. The master prepares the Prometheus multiprocess folder before anything imports
 prometheus_client, serves the merged metrics on a plain-HTTP port once ready, and forgets dead
 workers. Workers build their TLS context once and rebuild it when the certificate files change.
@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import gunicorn.sock
 
-from runtime.settings import Settings
+from runtime.webhook.settings import Settings
 
 _settings = Settings.from_env(os.environ)
 _made_metrics_dir: Path | None = None
@@ -26,9 +26,10 @@ if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
     _made_metrics_dir = Path(tempfile.mkdtemp(prefix="jobrules-metrics-"))
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(_made_metrics_dir)
 
-from runtime import metrics, webhook  # noqa: E402  (needs PROMETHEUS_MULTIPROC_DIR set)
+from runtime import reloading  # noqa: E402
+from runtime.webhook import app, metrics  # noqa: E402  (needs PROMETHEUS_MULTIPROC_DIR set)
 
-wsgi_app = "runtime.webhook:create_app()"
+wsgi_app = "runtime.webhook.app:create_app()"
 proc_name = "jobrules-webhook"
 bind = [_settings.bind]
 worker_class = "gthread"
@@ -47,7 +48,7 @@ accesslog = None
 if os.path.isdir("/dev/shm"):
     worker_tmp_dir = "/dev/shm"   # heartbeat files on tmpfs: no stalls on a slow disk
 
-_tls: webhook.Reloading[ssl.SSLContext] | None = None
+_tls: reloading.Reloading[ssl.SSLContext] | None = None
 
 
 def on_starting(server: Any) -> None:
@@ -72,7 +73,7 @@ def on_exit(server: Any) -> None:
 
 
 def _tls_loaded(previous: ssl.SSLContext | None, context: ssl.SSLContext) -> None:
-    webhook.log.info("tls: certificate and key %s", "reloaded" if previous else "loaded")
+    app.log.info("tls: certificate and key %s", "reloaded" if previous else "loaded")
 
 
 def post_worker_init(worker: Any) -> None:
@@ -89,8 +90,8 @@ def ssl_context(conf: Any, default_ssl_context_factory: Callable[[], ssl.SSLCont
     """Called by gunicorn for every new connection: hand out the worker's cached context."""
     global _tls
     if _tls is None:
-        _tls = webhook.Reloading("tls", (conf.certfile, conf.keyfile), default_ssl_context_factory,
-                                 _settings.reload_interval, _tls_loaded)
+        _tls = app.holder("tls", (conf.certfile, conf.keyfile), default_ssl_context_factory,
+                          _settings.reload_interval, _tls_loaded)
     context = _tls.get()
     if context is None:
         raise ssl.SSLError("no usable TLS certificate and key (see the log)")

@@ -1,4 +1,4 @@
-"""runtime.metrics in multiprocess mode: worker processes count apart, the master adds them up."""
+"""runtime.webhook.metrics in multiprocess mode: worker processes count apart, the master adds them up."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, multiprocess
 
-from runtime import metrics
+from runtime.webhook import metrics
 
 WORKER = """
-from runtime import metrics
+from runtime.webhook import metrics
 metrics.REQUESTS.labels("patched").inc({count})
 metrics.INJECTIONS.labels("log-agent").inc({count})
 metrics.LATENCY.observe(0.003)

@@ -1,99 +1,48 @@
 """The Flask shell around runtime.admission: HTTP in, AdmissionReview out, health, and reloads.
 
-Served by gunicorn (`gunicorn -c python:runtime.gunicorn_conf`). Each worker keeps the plan in a
-`Reloading` holder that notices a changed plan file (a ConfigMap swaps a `..data` symlink) at
-most once per interval and keeps the old plan when the new one does not load. The same holder
-reloads the TLS certificate in gunicorn's `ssl_context` hook.
+Served by gunicorn (`gunicorn -c python:runtime.webhook.gunicorn_conf`). Each worker keeps the
+plan in a `runtime.reloading.Reloading` holder that notices a changed plan file (a ConfigMap swaps
+a `..data` symlink) at most once per interval and keeps the old plan when the new one does not
+load. The same holder reloads the TLS certificate in gunicorn's `ssl_context` hook.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import os
-import threading
 import time
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import TypeVar
 
 import flask
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
-from runtime import admission, metrics, mutator
+from runtime import admission, mutator, reloading
 from runtime import plan as planlib
 from runtime.registration import MUTATE_PATH
-from runtime.settings import Settings
+from runtime.webhook import metrics
+from runtime.webhook.settings import Settings
 
 log = logging.getLogger("jobrules.webhook")
 
 T = TypeVar("T")
-Signature = tuple[tuple[int, int, int, int] | None, ...]
 
 
-class Reloading(Generic[T]):
-    """A value built from files, rebuilt when they change on disk.
-
-    The files are stat'ed at most once per `interval` by whichever thread asks first (the others
-    keep using the current value meanwhile). A failed build keeps the previous value, logs,
-    counts a reload failure, and is not retried until the files change again.
-    """
-
-    def __init__(self, what: str, paths: tuple[str, ...], build: Callable[[], T],
-                 interval: float, on_load: Callable[[T | None, T], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.what = what
-        self._paths = paths
-        self._build = build
-        self._interval = interval
-        self._on_load = on_load
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._value: T | None = None
-        self._signature: Signature | None = None
-        self._checked = -math.inf
-
-    def get(self) -> T | None:
-        # Without a value yet, wait for the thread that is loading one rather than return None.
-        if self._due() and self._lock.acquire(blocking=self._value is None):
-            try:
-                if self._due():
-                    self._refresh()
-            finally:
-                self._lock.release()
-        return self._value
-
-    def _due(self) -> bool:
-        return self._clock() - self._checked >= self._interval
-
-    def _refresh(self) -> None:
-        self._checked = self._clock()
-        signature = _signature(self._paths)
-        if signature == self._signature:
-            return
-        self._signature = signature
-        try:
-            value = self._build()
-        except Exception as err:  # keep serving what we have, whatever broke
-            metrics.RELOAD_FAILURES.labels(self.what).inc()
-            kept = "keeping the previous one" if self._value is not None else "none loaded yet"
-            log.error("%s: cannot load %s (%s): %s", self.what, ", ".join(self._paths), kept, err)
-            return
-        previous, self._value = self._value, value
+def holder(what: str, paths: tuple[str, ...], build: Callable[[], T], interval: float,
+           on_load: Callable[[T | None, T], None] | None = None) -> reloading.Reloading[T]:
+    """A Reloading that logs failed builds and counts reloads in the webhook's metrics."""
+    def loaded(previous: T | None, value: T) -> None:
         if previous is not None:
-            metrics.RELOADS.labels(self.what).inc()
-        if self._on_load is not None:
-            self._on_load(previous, value)
+            metrics.RELOADS.labels(what).inc()
+        if on_load is not None:
+            on_load(previous, value)
 
+    def failed(err: Exception, kept: bool) -> None:
+        metrics.RELOAD_FAILURES.labels(what).inc()
+        log.error("%s: cannot load %s (%s): %s", what, ", ".join(paths),
+                  "keeping the previous one" if kept else "none loaded yet", err)
 
-def _signature(paths: tuple[str, ...]) -> Signature:
-    """What changes when a file is rewritten or swapped: device, inode, mtime, size."""
-    def one(path: str) -> tuple[int, int, int, int] | None:
-        try:
-            st = os.stat(path)  # follows symlinks, so a `..data` swap shows as a new inode
-        except OSError:
-            return None
-        return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
-    return tuple(one(path) for path in paths)
+    return reloading.Reloading(what, paths, build, interval, loaded, failed)
 
 
 def _plan_loaded(previous: planlib.Plan | None, plan: planlib.Plan) -> None:
@@ -112,8 +61,8 @@ def create_app(settings: Settings | None = None) -> flask.Flask:
     # One byte over: a chunked body is cut at the limit rather than refused, so reading one byte
     # more is how an oversize chunked body shows.
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body + 1
-    plans = Reloading("plan", (settings.plan_path,), lambda: planlib.load_file(settings.plan_path),
-                      settings.reload_interval, _plan_loaded)
+    plans = holder("plan", (settings.plan_path,), lambda: planlib.load_file(settings.plan_path),
+                   settings.reload_interval, _plan_loaded)
     plans.get()  # load now: ready sooner, and the first request does not pay for it
 
     @app.post(MUTATE_PATH)
