@@ -490,17 +490,18 @@ def main(argv: list[str] | None = None) -> int:
 
     pod = tf_pod()
     naive_mutator = NaiveMutator(plan_json, compiled.digest)
-    mutated = patch.apply(pod, mutator.mutate(compiled, pod).patch)
+    injector = mutator.prepare(compiled)
+    mutated = patch.apply(pod, mutator.mutate(injector, pod).patch)
     naive_mutated = patch.apply(pod, naive_mutator.mutate(pod))
     assert mutated["spec"] == naive_mutated["spec"], "the naive mutator disagrees"
     assert mutated["metadata"]["annotations"][mutator.RECORD_ANNOTATION] == \
         naive_mutated["metadata"]["annotations"][mutator.RECORD_ANNOTATION]
-    assert naive_mutator.mutate(naive_mutated) == [] and not mutator.mutate(compiled, mutated).patch
+    assert naive_mutator.mutate(naive_mutated) == [] and not mutator.mutate(injector, mutated).patch
 
     rows = [
         ("evaluate a 100-pod job", *rates(ours, theirs, args.seconds), "evaluations/s", None),
         (f"mutate a {len(json.dumps(pod)) / 1024:.1f} KB pod",
-         *rates(lambda: mutator.mutate(compiled, pod), lambda: naive_mutator.mutate(pod), args.seconds),
+         *rates(lambda: mutator.mutate(injector, pod), lambda: naive_mutator.mutate(pod), args.seconds),
          "pods/s", MUTATIONS_PER_SECOND),
     ]
     failed = False

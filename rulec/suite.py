@@ -222,7 +222,7 @@ def mutate_result(plan: planlib.Plan, pod: dict[str, Any], owner: dict[str, Any]
                   namespace: str | None, explain: bool = False) -> dict[str, Any]:
     """What `rulec mutate` prints: the patch, the patched pod, and the injections applied."""
     try:
-        mutation = mutator.mutate(plan, pod, owner, namespace)
+        mutation = mutator.mutate(mutator.prepare(plan), pod, owner, namespace)
     except mutator.MutationError as err:
         return {"error": str(err), "patch": [], "pod": pod, "applied": [], "kind": None}
     out: dict[str, Any] = {
@@ -256,7 +256,7 @@ def _not_injected(plan: planlib.Plan, injection: planlib.Injection, pod: dict[st
         return "already injected (recorded on the pod)"
     def applies(match: Any) -> bool:
         alone = dataclasses.replace(plan, injections=(dataclasses.replace(injection, match=match),))
-        return bool(mutator.mutate(alone, pod, owner, namespace).applied)
+        return bool(mutator.mutate(mutator.prepare(alone), pod, owner, namespace).applied)
 
     try:
         if not applies(None):

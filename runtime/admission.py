@@ -2,7 +2,8 @@
 
 `decode` accepts a body only if it is an AdmissionReview v1 request we can answer (anything else
 is a BadReview, which the web shell turns into HTTP 400); for a plan whose expressions do not
-read the pod, it skips the parts of the pod the mutator does not read. `answer` is total:
+read the pod, it skips the parts of the pod the mutator does not read. Both take the plan as
+`mutator.prepare` made it when it was loaded (`prepare` here), so no request compiles anything. `answer` is total:
 whatever the pod or the plan's rules do, it returns a review for the API server, so a
 well-formed request never gets a 500. Rule failures follow the plan's failure policy
 (docs/webhook.md), and a patch is only sent after it has been applied here to the received pod,
@@ -23,6 +24,7 @@ import orjson
 from runtime import mutator
 from runtime import patch as patchlib
 from runtime import plan as planlib
+from runtime.mutator import Injector
 from runtime.span import Span
 
 API_VERSION = "admission.k8s.io/v1"
@@ -110,6 +112,7 @@ class Failure:
     injection: str   # "" when no single injection is to blame
     message: str
     exception: BaseException
+    expected: bool   # a rule that cannot apply to this pod; else a bug, worth a traceback
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,16 +124,26 @@ class Decision:
     failure: Failure | None
 
 
-def decode(body: bytes, whole: bool = True) -> Request:
+def prepare(plan: planlib.Plan) -> Injector:
+    """The plan as `decode` and `answer` take it: made once per plan load."""
+    return mutator.prepare(plan)
+
+
+def load_file(path: str) -> Injector:
+    """A plan file, read and prepared (a PlanError when it cannot be used)."""
+    return prepare(planlib.load_file(path))
+
+
+def decode(body: bytes, injector: Injector | None = None) -> Request:
     """The request of an AdmissionReview v1 body, checked as far as answering needs.
 
-    Unless `whole`, the pod in it has only the fields of mutator.PodView, which is all
-    `answer` needs for a plan where `mutator.reads_pod` is false. The skipped parts are checked
-    as JSON, but for numbers out of range (which the API server never sends); a body that is not
-    ASCII, or whose other parts do not fit the view, is decoded whole, so it passes or fails as
-    it would.
+    For an injector whose plan does not read the pod (`Injector.reads_pod` false), the pod in it
+    has only the fields of mutator.PodView, which is all `answer` needs. The skipped parts are
+    checked as JSON, but for numbers out of range (which the API server never sends); a body that
+    is not ASCII, or whose other parts do not fit the view, is decoded whole, so it passes or
+    fails as it would. Without an injector the pod is decoded whole.
     """
-    if not whole and body.isascii():   # which is valid UTF-8: nothing skipped needs decoding
+    if injector is not None and not injector.reads_pod and body.isascii():   # which is valid UTF-8: nothing skipped needs decoding
         try:
             review = _VIEW.decode(body)
         except (msgspec.DecodeError, RecursionError):
@@ -162,9 +175,10 @@ def _request(review: Any) -> Request:
     return request  # type: ignore[return-value]
 
 
-def answer(plan: planlib.Plan, request: Request) -> Decision:
+def answer(injector: Injector, request: Request) -> Decision:
     """The review to send back for a decoded request; never raises. The pod in it is consumed:
     the patch is checked by applying it there."""
+    plan = injector.plan
     uid = request["uid"]
     dry_run = request.get("dryRun") is True
     if not _is_pod_create(request):
@@ -172,13 +186,14 @@ def answer(plan: planlib.Plan, request: Request) -> Decision:
     pod = request["object"]
     namespace = request.get("namespace")
     try:
-        mutation = mutator.mutate(plan, pod, None, namespace if isinstance(namespace, str) else None)
+        mutation = mutator.mutate(injector, pod, None,
+                                  namespace if isinstance(namespace, str) else None)
     except mutator.MutationError as err:
-        return _failed(plan, uid, dry_run, Failure(err.injection, str(err), err),
+        return _failed(plan, uid, dry_run, Failure(err.injection, str(err), err, True),
                        f"injection {err.injection} failed ({err.span})")
     except Exception as err:  # a bug, or a pod shape nobody planned for: still answer
         return _failed(plan, uid, dry_run,
-                       Failure("", f"internal error: {type(err).__name__}: {err}", err),
+                       Failure("", f"internal error: {type(err).__name__}: {err}", err, False),
                        "internal error")
     if not mutation.patch:
         return Decision(_review({"uid": uid, "allowed": True}), "unchanged", (), dry_run, None)
@@ -188,7 +203,8 @@ def answer(plan: planlib.Plan, request: Request) -> Decision:
     except Exception as err:  # PatchError, or values that are not JSON
         names = ", ".join(mutation.applied)
         return _failed(plan, uid, dry_run,
-                       Failure(names, f"patch of {names} does not apply to the pod: {err}", err),
+                       Failure(names, f"patch of {names} does not apply to the pod: {err}", err,
+                               False),
                        "patch does not apply to the pod")
     response: Response = {
         "uid": uid,

@@ -133,25 +133,19 @@ class PodView(TypedDict, total=False):
     spec: _Spec | None
 
 
-def reads_pod(plan: Plan) -> bool:
-    """Whether an expression `mutate` may evaluate for `plan` can read the pod beyond PodView."""
-    return _index(plan).reads_pod
-
-
-def mutate(plan: Plan, pod: dict, owner: dict | None = None,
+def mutate(injector: Injector, pod: dict, owner: dict | None = None,
            namespace: str | None = None) -> Mutation:
-    """The patch that applies every matching injection of `plan` to `pod`.
+    """The patch that applies every matching injection of the prepared plan to `pod`.
 
     `owner` is the owner job object when the caller has it (else a stub is built from the owner
     reference); `namespace` is the request's namespace, since pods at CREATE may lack it.
     """
     if not isinstance(pod, dict):
         return Mutation((), (), None)
-    index = _index(plan)
     meta = _dict(pod.get("metadata"))
     ref = _owner_reference(meta)
     owner = owner if isinstance(owner, dict) else None
-    kind = _kind_of(index, ref if ref is not None else owner)
+    kind = _kind_of(injector, ref if ref is not None else owner)
     if kind is None:
         return Mutation((), (), None)
     if owner is None and ref is not None:
@@ -159,9 +153,9 @@ def mutate(plan: Plan, pod: dict, owner: dict | None = None,
                  "metadata": {"name": ref.get("name"), "uid": ref.get("uid")}}
     if namespace is None and isinstance(meta.get("namespace"), str):
         namespace = meta["namespace"]
-    view = _Pod(pod, meta, kind, owner, namespace, index.sidecars)
+    view = _Pod(pod, meta, kind, owner, namespace, injector.sidecars)
     kind_name = kind.name
-    matched = [p for p in index.programs[kind_name]
+    matched = [p for p in injector.programs[kind_name]
                if p.injection.match is None or _matches(p.injection.match, view, p.injection)]
     if not matched:
         return Mutation((), (), kind_name)
@@ -169,38 +163,27 @@ def mutate(plan: Plan, pod: dict, owner: dict | None = None,
     for program in matched:
         for step in program.steps:
             step(draft)
-    ops, applied = draft.finish(matched, plan.digest[:12])
+    ops, applied = draft.finish(matched, injector.plan.digest[:12])
     return Mutation(tuple(ops), applied, kind_name)
 
 
 # ---------------------------------------------------------------------------------------------
-# Per-plan index, built once per Plan object
+# A plan prepared for admission, once per plan (re)load
 
 
 @dataclass(frozen=True, slots=True)
-class _Index:
+class Injector:
+    """A plan's injections compiled for admission; built by `prepare` when the plan (re)loads
+    and held beside it, so no request pays for it."""
+
+    plan: Plan
     kinds: dict[tuple[str, str], Kind]  # (apiVersion, kind) -> first declared kind
     programs: dict[str, tuple[_Program, ...]]  # kind name -> injections for its pods, prepared
     sidecars: frozenset[str]  # every sidecar name in the plan: never a target of other ops
-    reads_pod: bool  # see reads_pod
+    reads_pod: bool  # whether an expression `mutate` may evaluate reads the pod beyond PodView
 
 
-_INDEXES: dict[int, tuple[Plan, _Index]] = {}   # by id(plan); the Plan is kept, so ids stay unique
-
-
-def _index(plan: Plan) -> _Index:
-    """The index of `plan`, built on first use (plans are few: one per reload)."""
-    entry = _INDEXES.get(id(plan))
-    if entry is not None and entry[0] is plan:
-        return entry[1]
-    if len(_INDEXES) >= 16:
-        _INDEXES.clear()
-    index = _build_index(plan)
-    _INDEXES[id(plan)] = (plan, index)
-    return index
-
-
-def _build_index(plan: Plan) -> _Index:
+def prepare(plan: Plan) -> Injector:
     kinds: dict[tuple[str, str], Kind] = {}
     for kind in plan.kinds:
         kinds.setdefault((kind.api_version, kind.kind), kind)
@@ -208,7 +191,7 @@ def _build_index(plan: Plan) -> _Index:
     by_kind = {k.name: tuple(programs[i.name] for i in plan.injections if k.name in i.kinds)
                for k in plan.kinds}
     sidecars = frozenset(op.name for i in plan.injections for op in i.ops if isinstance(op, Sidecar))
-    return _Index(kinds, by_kind, sidecars, _reads_pod(plan))
+    return Injector(plan, kinds, by_kind, sidecars, _reads_pod(plan))
 
 
 def _reads_pod(plan: Plan) -> bool:
@@ -258,13 +241,13 @@ def _owner_reference(meta: dict) -> dict | None:
     return first
 
 
-def _kind_of(index: _Index, source: dict | None) -> Kind | None:
+def _kind_of(injector: Injector, source: dict | None) -> Kind | None:
     """The declared kind an owner reference (or owner object) names by apiVersion + kind."""
     if not isinstance(source, dict):
         return None
     api_version, kind = source.get("apiVersion"), source.get("kind")
     if isinstance(api_version, str) and isinstance(kind, str):
-        return index.kinds.get((api_version, kind))
+        return injector.kinds.get((api_version, kind))
     return None
 
 

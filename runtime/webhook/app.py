@@ -17,8 +17,7 @@ from typing import TypeVar
 import flask
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
-from runtime import admission, mutator, reloading
-from runtime import plan as planlib
+from runtime import admission, reloading
 from runtime.registration import MUTATE_PATH
 from runtime.webhook import metrics
 from runtime.webhook.settings import Settings
@@ -45,9 +44,10 @@ def holder(what: str, paths: tuple[str, ...], build: Callable[[], T], interval: 
     return reloading.Reloading(what, paths, build, interval, loaded, failed)
 
 
-def _plan_loaded(previous: planlib.Plan | None, plan: planlib.Plan) -> None:
+def _plan_loaded(previous: admission.Injector | None, injector: admission.Injector) -> None:
+    plan = injector.plan
     if previous is not None:
-        metrics.PLAN_INFO.labels(previous.digest, str(previous.version)).set(0)
+        metrics.PLAN_INFO.labels(previous.plan.digest, str(previous.plan.version)).set(0)
     metrics.PLAN_INFO.labels(plan.digest, str(plan.version)).set(1)
     log.info("plan loaded: digest %s, %d kinds, %d injections, failure policy %s",
              plan.digest[:12], len(plan.kinds), len(plan.injections), plan.webhook.failure_policy)
@@ -61,7 +61,7 @@ def create_app(settings: Settings | None = None) -> flask.Flask:
     # One byte over: a chunked body is cut at the limit rather than refused, so reading one byte
     # more is how an oversize chunked body shows.
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body + 1
-    plans = holder("plan", (settings.plan_path,), lambda: planlib.load_file(settings.plan_path),
+    plans = holder("plan", (settings.plan_path,), lambda: admission.load_file(settings.plan_path),
                    settings.reload_interval, _plan_loaded)
     plans.get()  # load now: ready sooner, and the first request does not pay for it
 
@@ -93,25 +93,24 @@ def create_app(settings: Settings | None = None) -> flask.Flask:
     return app
 
 
-def _review(plan: planlib.Plan | None, max_body: int) -> tuple[int, bytes, str]:
+def _review(injector: admission.Injector | None, max_body: int) -> tuple[int, bytes, str]:
     """(HTTP status, body, result label) for one admission request."""
-    if plan is None:
+    if injector is None:
         # Like an unreachable webhook: the API server applies its configured failurePolicy.
         return 503, _error("no plan loaded"), "no-plan"
     body = _body(flask.request, max_body)
     if body is None:
         return 413, _error(f"body larger than {max_body} bytes"), "too-large"
     try:
-        request = admission.decode(body, whole=mutator.reads_pod(plan))
+        request = admission.decode(body, injector)
     except admission.BadReview as err:
         return 400, _error(str(err)), "bad-request"
-    decision = admission.answer(plan, request)
+    decision = admission.answer(injector, request)
     if decision.failure is not None:
         failure = decision.failure
         log.warning("uid %s namespace %s: %s (%s)%s", request["uid"], request.get("namespace"),
                     failure.message, decision.result, " [dry run]" if decision.dry_run else "",
-                    exc_info=None if isinstance(failure.exception, mutator.MutationError)
-                    else failure.exception)
+                    exc_info=None if failure.expected else failure.exception)
     if not decision.dry_run:
         for name in decision.applied:
             metrics.injections(name).inc()

@@ -463,6 +463,6 @@ def test_filters_judged_disjoint_never_match_one_pod(w1: str, w2: str) -> None:
     plan = api.build_sources([SourceFile.from_text(
         "t.rules", _BOTH.format(w1=w1, w2=w2, k1="x", k2="y"))]).plan
     loaded = runtime_plan.loads(json.dumps(plan))
-    overlap = any(len(mutator.mutate(loaded, pod).applied) == 2 for pod in _PODS)
+    overlap = any(len(mutator.mutate(mutator.prepare(loaded), pod).applied) == 2 for pod in _PODS)
     conflict = "R501" in codes(_BOTH.format(w1=w1, w2=w2, k1="x", k2="x"))
     assert conflict or not overlap

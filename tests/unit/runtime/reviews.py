@@ -61,8 +61,8 @@ def plan_data(failure_policy: str = "Ignore") -> dict[str, Any]:
     }
 
 
-PLAN = planlib.load(plan_data(), digest="d" * 64)
-PLAN_CLOSED = planlib.load(plan_data("Fail"), digest="c" * 64)
+PLAN = admission.prepare(planlib.load(plan_data(), digest="d" * 64))
+PLAN_CLOSED = admission.prepare(planlib.load(plan_data("Fail"), digest="c" * 64))
 
 
 def owner(api_version: str = "batch/v1", kind_: str = "Job", name: str = "train") -> dict[str, Any]:

@@ -17,7 +17,7 @@ from runtime import plan as planlib
 from reviews import PLAN, PLAN_CLOSED, RULES, owner, plan_data, pod, request, review
 
 
-def decide(req: dict[str, Any], plan: planlib.Plan = PLAN) -> admission.Decision:
+def decide(req: dict[str, Any], plan: admission.Injector = PLAN) -> admission.Decision:
     decision = admission.answer(plan, admission.decode(review(req)))
     json.loads(admission.encode(decision.review))  # always encodable
     return decision
@@ -86,7 +86,7 @@ def test_decode_can_skip_what_the_mutator_does_not_read() -> None:
     req = request(pod("main"))
     req["object"]["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "1"}}
     whole = admission.decode(review(req))
-    view = admission.decode(review(req), whole=False)
+    view = admission.decode(review(req), PLAN)
     assert whole["object"] == req["object"]
     meta = copy.deepcopy(req["object"]["metadata"])
     del meta["ownerReferences"][0]["blockOwnerDeletion"]
@@ -108,7 +108,7 @@ def test_decode_takes_the_whole_pod_when_the_view_does_not_fit(change: Any) -> N
     change(req)
     body = json.dumps({"apiVersion": admission.API_VERSION, "kind": admission.KIND,
                        "request": req}, ensure_ascii=False).encode()
-    assert admission.decode(body, whole=False)["object"] == req["object"]
+    assert admission.decode(body, PLAN)["object"] == req["object"]
 
 
 @pytest.mark.parametrize("body, message", [
@@ -121,7 +121,7 @@ def test_decode_takes_the_whole_pod_when_the_view_does_not_fit(change: Any) -> N
 ], ids=lambda v: v[:40].decode(errors="replace") if isinstance(v, bytes) else None)
 def test_decode_rejects_as_well_when_it_may_skip(body: bytes, message: str) -> None:
     with pytest.raises(admission.BadReview, match=re.escape(message)):
-        admission.decode(body, whole=False)
+        admission.decode(body, PLAN)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -313,7 +313,7 @@ def test_messages_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_warnings_are_single_printable_lines() -> None:
     data = plan_data()
     data["injections"][0]["name"] = "trac\ning\x00"
-    decision = decide(request(), planlib.load(data, digest="e" * 64))
+    decision = decide(request(), admission.prepare(planlib.load(data, digest="e" * 64)))
     assert all(w.isprintable() for w in decision.review["response"]["warnings"])
 
 
@@ -323,7 +323,7 @@ AUDIT_KEY = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 @pytest.mark.parametrize("plan, obj", [
     (PLAN, pod()), (PLAN, _wrapped_pod()), (PLAN_CLOSED, pod()),
 ], ids=["patched", "failed-open", "closed-plan-patched"])
-def test_audit_annotation_keys_are_plain_names(plan: planlib.Plan, obj: dict[str, Any]) -> None:
+def test_audit_annotation_keys_are_plain_names(plan: admission.Injector, obj: dict[str, Any]) -> None:
     annotations = decide(request(obj), plan).review["response"]["auditAnnotations"]
     assert annotations and all(AUDIT_KEY.fullmatch(key) for key in annotations)
 

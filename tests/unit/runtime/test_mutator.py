@@ -98,9 +98,10 @@ def inj(*ops, name="inj", kinds=("job",), match=None, completion=None) -> dict:
             "completionContainers": completion}
 
 
-def build(*injections: dict, digest: str = DIGEST) -> plan.Plan:
-    return plan.load({"planVersion": 1, "files": [], "kinds": KINDS, "injections": list(injections)},
-                     digest=digest)
+def build(*injections: dict, digest: str = DIGEST) -> mutator.Injector:
+    return mutator.prepare(plan.load(
+        {"planVersion": 1, "files": [], "kinds": KINDS, "injections": list(injections)},
+        digest=digest))
 
 
 def ref(api_version: str, kind_: str, name: str = "owner-1", controller: bool | None = None) -> dict:
@@ -951,7 +952,7 @@ def test_any_pod_patch_applies_and_reinvocation_is_a_no_op(pod_, which):
     try:
         run(PLANS[which], pod_, namespace="ns")
     except mutator.MutationError as err:
-        assert err.injection in {i.name for i in PLANS[which].injections}
+        assert err.injection in {i.name for i in PLANS[which].plan.injections}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -974,8 +975,8 @@ def test_any_pod_patch_applies_and_reinvocation_is_a_no_op(pod_, which):
     (inj(annotate(), kinds=["byexpr"]), True),   # so does a `primary pods` expression
 ], ids=str)
 def test_reads_pod(injection: dict, reads: bool) -> None:
-    assert mutator.reads_pod(build(injection)) is reads
+    assert build(injection).reads_pod is reads
 
 
 def test_kinds_without_injections_do_not_count() -> None:
-    assert mutator.reads_pod(build()) is False   # vcjob and byexpr read the pod, unused
+    assert build().reads_pod is False   # vcjob and byexpr read the pod, unused

@@ -75,9 +75,9 @@ def training_pod(api_version: str, kind: str, container: str, role: str | None,
 
 
 def apply_and_reinvoke(plan_: plan.Plan, pod: dict) -> tuple[mutator.Mutation, dict]:
-    mutation = mutator.mutate(plan_, pod, None, "kubeflow")
+    mutation = mutator.mutate(mutator.prepare(plan_), pod, None, "kubeflow")
     result = jsonpatch.apply_patch(pod, list(mutation.patch))
-    assert mutator.mutate(plan_, result, None, "kubeflow").patch == ()
+    assert mutator.mutate(mutator.prepare(plan_), result, None, "kubeflow").patch == ()
     return mutation, result
 
 
@@ -113,14 +113,14 @@ def test_katib_collector_goes_into_primary_training_pods(compiled, api_version, 
     training_pod("batch/v1", "Job", "main", "master"),                          # not named
 ], ids=["worker-no-role", "worker", "not-a-trial", "other-kind", "batch-job"])
 def test_katib_collector_stays_out_of_other_pods(compiled, pod):
-    assert mutator.mutate(compiled, pod, None, "kubeflow").patch == ()
+    assert mutator.mutate(mutator.prepare(compiled), pod, None, "kubeflow").patch == ()
 
 
 def test_katib_wrap_refuses_an_image_entrypoint(compiled):
     pod = training_pod("kubeflow.org/v1", "TFJob", "tensorflow", "master")
     del pod["spec"]["containers"][0]["command"]
     with pytest.raises(mutator.MutationError) as info:
-        mutator.mutate(compiled, pod)
+        mutator.mutate(mutator.prepare(compiled), pod)
     assert str(info.value).endswith(
         "injection katib-metrics: container 'tensorflow' has no command: its entrypoint is in "
         "the image, which the webhook does not read; spell the command out in the pod template")

@@ -12,6 +12,7 @@ import flask.testing
 import pytest
 from prometheus_client import REGISTRY
 
+from runtime import plan as planlib
 from runtime.webhook import app as webhook
 from runtime.webhook.settings import Settings
 from reviews import owner, plan_data, pod, request, review
@@ -174,10 +175,10 @@ def test_rule_errors_are_counted_by_injection(app: flask.testing.FlaskClient) ->
 
 def test_the_served_plan_is_published(plan_file: Path) -> None:
     c = client(plan_file)
-    first = webhook.planlib.load_file(plan_file).digest
+    first = planlib.load_file(plan_file).digest
     assert sample("jobrules_plan_info", digest=first, plan_version="1") == 1
     write_plan(plan_file, plan_data("Fail"))
     _policy(c)
-    second = webhook.planlib.load_file(plan_file).digest
+    second = planlib.load_file(plan_file).digest
     assert sample("jobrules_plan_info", digest=second, plan_version="1") == 1
     assert sample("jobrules_plan_info", digest=first, plan_version="1") == 0
