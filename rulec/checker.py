@@ -13,31 +13,9 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 from rulec import ast, diagnostics, expr, names
 from rulec.diagnostics import Diagnostic, Note
 from rulec.source import SourceFile, Span
+from runtime import vocabulary
 
-PHASES = ("Pending", "Running", "Suspended", "Restarting", "Succeeded", "Failed")
-PLACEHOLDERS = ("job", "namespace", "kind", "task", "pod", "container", "container_reason",
-                "exit_code", "pod_reason", "phase", "count", "total", "restarts", "event",
-                "budget_used", "budget_max")
-JOB_PLACEHOLDERS = ("job", "namespace", "kind")
-INJECT_PLACEHOLDERS = ("job", "namespace", "kind", "task", "pod")
-POD_EVENTS = frozenset({"podPending", "podRunning", "podSucceeded", "podFailed", "podEvicted",
-                        "podDeleted", "containerRestarted"})
-TASK_EVENTS = frozenset({"taskCompleted", "taskFailed"})
-JOB_EVENTS = frozenset({"jobVerdictChanged", "jobRunningLongerThan"})
 FAILURE_EVENTS = frozenset({"podFailed", "taskFailed"})
-RESTARTS = frozenset({"restartJob", "restartTask", "restartPod"})
-_EVENT_WORDS = {
-    "podPending": "pod pending", "podRunning": "pod running", "podSucceeded": "pod succeeded",
-    "podFailed": "pod failed", "podEvicted": "pod evicted", "podDeleted": "pod deleted",
-    "containerRestarted": "container restarted", "taskCompleted": "task completed",
-    "taskFailed": "task failed", "jobVerdictChanged": "job verdict changed",
-    "jobRunningLongerThan": "job running longer than",
-}
-_VERB_WORDS = {
-    "failJob": "fail job", "completeJob": "complete job", "restartJob": "restart job",
-    "restartTask": "restart task", "restartPod": "restart pod", "abortJob": "abort job",
-    "terminateJob": "terminate job", "ignore": "ignore",
-}
 _EXEC_ARGV = re.compile(r"(?:^|[\s;&|(])exec\s+$")
 
 
@@ -170,7 +148,7 @@ class _Checker:
     def kind(self, k: ast.Kind) -> None:
         for label in k.pod_labels:
             self.key(label.key, "label")
-            self.template(label.value, JOB_PLACEHOLDERS, "a pod selector")
+            self.template(label.value, vocabulary.JOB_PLACEHOLDERS, "a pod selector")
             literal = label.value.literal()
             if literal is not None:
                 self.label_value(literal, label.value.span)
@@ -183,8 +161,8 @@ class _Checker:
         for v in k.verdicts:
             if v.when is not None:
                 self.condition(v.when, k)
-            self.template(v.reason, PLACEHOLDERS, "a verdict")
-            self.template(v.message, PLACEHOLDERS, "a verdict")
+            self.template(v.reason, vocabulary.VERDICT_PLACEHOLDERS, "a verdict")
+            self.template(v.message, vocabulary.VERDICT_PLACEHOLDERS, "a verdict")
         self.verdict_order(k)
         for p in k.policies:
             self.policy(p, k)
@@ -231,10 +209,10 @@ class _Checker:
                             notes=(Note(f"first {what} here", first),))
 
     def phase(self, name: ast.Name) -> None:
-        if name.value.lower() not in {p.lower() for p in PHASES}:
+        if name.value.lower() not in {p.lower() for p in vocabulary.PHASES}:
             self.report("unknown-phase", name.span, f"unknown phase `{name.value}`",
-                        help=diagnostics.did_you_mean(name.value, PHASES)
-                        or f"phases are {', '.join(PHASES)}")
+                        help=diagnostics.did_you_mean(name.value, vocabulary.PHASES)
+                        or f"phases are {', '.join(vocabulary.PHASES)}")
 
     # ------------------------------------------------------------ conditions and filters
     def condition(self, n: ast.Node, k: ast.Kind) -> None:
@@ -330,28 +308,28 @@ class _Checker:
         e = p.event
         if e.task is not None:
             self.need_task(k, e.task.span, "a task-scoped event")
-        elif e.name in TASK_EVENTS:
-            self.need_task(k, e.span, f"`{_EVENT_WORDS[e.name]}`")
+        elif e.name in vocabulary.TASK_EVENTS:
+            self.need_task(k, e.span, f"`{vocabulary.EVENTS[e.name]}`")
         if e.to is not None:
             self.phase(e.to)
         if p.filter is not None:
-            if e.name in JOB_EVENTS:
+            if e.name in vocabulary.JOB_EVENTS:
                 self.report("invalid-filter", p.filter.span,
-                            f"`{_EVENT_WORDS[e.name]}` concerns the job: there is no pod to filter",
+                            f"`{vocabulary.EVENTS[e.name]}` concerns the job: there is no pod to filter",
                             help="use a verdict condition for the job's own state")
             else:
                 self.filter_root(p.filter, k, failure=e.name in FAILURE_EVENTS)
         self.action(p.action, e, k)
 
     def action(self, a: ast.Action, e: ast.Event, k: ast.Kind) -> None:
-        event = _EVENT_WORDS[e.name]
-        verb = _VERB_WORDS[a.verb]
-        if a.verb == "restartPod" and e.name not in POD_EVENTS:
+        event = vocabulary.EVENTS[e.name]
+        verb = vocabulary.ACTIONS[a.verb]
+        if a.verb == "restartPod" and e.name not in vocabulary.POD_EVENTS:
             self.report("action-not-allowed", a.span,
                         f"`restart pod` needs a pod event, and `{event}` has no pod",
                         help="restart the job or the task instead")
         elif a.verb == "restartTask":
-            if e.name in JOB_EVENTS:
+            if e.name in vocabulary.JOB_EVENTS:
                 self.report("action-not-allowed", a.span,
                             f"`restart task` needs a pod or task event, and `{event}` has no task")
             elif not k.has_task:
@@ -366,7 +344,7 @@ class _Checker:
             elif a.max.value < 1:
                 self.report("value-out-of-range", a.max.span, "`max` must be at least 1")
             if a.per is not None and a.per.value == "task" and (
-                    e.name in JOB_EVENTS or not k.has_task):
+                    e.name in vocabulary.JOB_EVENTS or not k.has_task):
                 self.report("invalid-budget", a.per.span,
                             "`per task` needs an event with a task and a kind that declares "
                             "`task`")
@@ -378,12 +356,12 @@ class _Checker:
             if a.budget is not None:
                 self.report("invalid-budget", a.budget.span, "`budget` names a budget, but "
                             "there is no `max`")
-            if a.verb in RESTARTS:
+            if a.verb in vocabulary.RESTARTS:
                 self.report("restart-without-budget", a.span,
                             f"`{verb}` has no budget and may repeat forever",
                             help=f"add `max N`, e.g. `{verb} max 3 then fail job`")
-        self.template(a.reason, PLACEHOLDERS, "an action")
-        self.template(a.message, PLACEHOLDERS, "an action")
+        self.template(a.reason, vocabulary.VERDICT_PLACEHOLDERS, "an action")
+        self.template(a.message, vocabulary.VERDICT_PLACEHOLDERS, "an action")
         if a.fallback is not None:
             self.action(a.fallback, e, k)
 
@@ -410,7 +388,7 @@ class _Checker:
                         "shadowed-policy", later.span, "this policy is never used",
                         help="policies are tried in order; put the narrower one first",
                         notes=(Note("this earlier policy catches every "
-                                    f"`{_EVENT_WORDS[later.event.name]}` first", earlier.span),))
+                                    f"`{vocabulary.EVENTS[later.event.name]}` first", earlier.span),))
                     break
 
     # ------------------------------------------------------------ injection
@@ -435,13 +413,13 @@ class _Checker:
                             f"{space} `{name.value}` is declared twice in this injection",
                             notes=(Note("first declared here", first),))
 
-        with_container = (*INJECT_PLACEHOLDERS, "container")
+        with_container = vocabulary.CONTAINER_PLACEHOLDERS
         if isinstance(op, ast.Annotate):
             self.key(op.key, "annotation")
-            self.template(op.value, INJECT_PLACEHOLDERS, "an injection")
+            self.template(op.value, vocabulary.INJECT_PLACEHOLDERS, "an injection")
         elif isinstance(op, ast.SetLabel):
             self.key(op.key, "label")
-            self.template(op.value, INJECT_PLACEHOLDERS, "an injection")
+            self.template(op.value, vocabulary.INJECT_PLACEHOLDERS, "an injection")
             literal = op.value.literal()
             if literal is not None:
                 self.label_value(literal, op.value.span)
@@ -461,9 +439,9 @@ class _Checker:
                 self.report("missing-clause", op.name.span,
                             f"sidecar `{op.name.value}` has no `image`")
             for tpl in (op.image, *(op.command or ()), *(op.args or ())):
-                self.template(tpl, INJECT_PLACEHOLDERS, "a sidecar")
+                self.template(tpl, vocabulary.INJECT_PLACEHOLDERS, "a sidecar")
             for env in op.env:
-                self.template(env.value, INJECT_PLACEHOLDERS, "a sidecar")
+                self.template(env.value, vocabulary.INJECT_PLACEHOLDERS, "a sidecar")
             for mount in op.mounts:
                 self.dns_label(mount.volume, "volume")
         else:
@@ -471,7 +449,7 @@ class _Checker:
             for tpl in op.argv or ():
                 self.template(tpl, with_container, "a `wrap`")
             if op.shell is not None:
-                self.template(op.shell, (*with_container, "argv"), "a `wrap ... shell`")
+                self.template(op.shell, vocabulary.SHELL_PLACEHOLDERS, "a `wrap ... shell`")
                 self.shell(op.shell)
 
     def shell(self, tpl: ast.Template) -> None:
@@ -566,7 +544,7 @@ class _Checker:
         for part in tpl.parts if tpl is not None else ():
             if not isinstance(part, ast.Placeholder) or part.name in allowed:
                 continue
-            if part.name in PLACEHOLDERS or part.name == "argv":
+            if part.name in vocabulary.VERDICT_PLACEHOLDERS or part.name == "argv":
                 hint = ("`{argv}` exists only in `wrap ... with shell`" if part.name == "argv"
                         else f"placeholders here: {', '.join(allowed)}")
                 self.report("unknown-placeholder", part.span,

@@ -11,8 +11,8 @@ from typing import Any, Mapping, Sequence
 
 from rulec import ast
 from rulec.source import SourceFile, Span
+from runtime import vocabulary
 
-PLAN_VERSION = 1
 DEFAULT_CONDITION = "JobRulesVerdict"
 DEFAULT_TIMEOUT = 5
 
@@ -28,7 +28,7 @@ def plan(files: Sequence[tuple[SourceFile, ast.File]]) -> Json:
     injections = [emitter.injection(decl, name)
                   for _, file in files for decl, name in file.injection_names()]
     return {
-        "planVersion": PLAN_VERSION,
+        "planVersion": vocabulary.PLAN_VERSION,
         "files": [{"path": s.path, "sha256": hashlib.sha256(s.text.encode()).hexdigest()}
                   for s, _ in files],
         "kinds": kinds,

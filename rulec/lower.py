@@ -12,12 +12,12 @@ from rulec import ast, diagnostics, template
 from rulec.diagnostics import Diagnostic, Note
 from rulec.source import Span
 from rulec.syntax import Comment, Parsed, token_span
+from runtime import vocabulary
 
 if TYPE_CHECKING:
     from lark import Token, Tree
 
-_PHASE = {p.lower(): p for p in
-          ("Pending", "Running", "Suspended", "Restarting", "Succeeded", "Failed")}
+_PHASE = {p.lower(): p for p in vocabulary.PHASES}
 _VERBS = {
     ("fail", "job"): "failJob", ("complete", "job"): "completeJob",
     ("restart", "job"): "restartJob", ("restart", "task"): "restartTask",

@@ -7,20 +7,19 @@ plan back to (approximately) its source text keeps those messages readable witho
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
-from runtime import plan
+from runtime import plan, vocabulary
 
 
 def event(name: str) -> str:
     """`podEvicted` -> `pod evicted`, `jobRunningLongerThan` -> `job running longer than`."""
-    return re.sub(r"(?<!^)([A-Z])", r" \1", name).lower()
+    return vocabulary.EVENTS[name]
 
 
 def action(name: str) -> str:
     """`restartJob` -> `restart job`."""
-    return event(name)
+    return vocabulary.ACTIONS[name]
 
 
 def _strs(values: Any) -> str:

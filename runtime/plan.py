@@ -16,30 +16,8 @@ from typing import Any, Mapping, Protocol, TypeAlias, Union
 import jmespath
 import jmespath.exceptions
 
-from runtime import shape
+from runtime import shape, vocabulary
 from runtime.span import Span
-
-PLAN_VERSION = 1
-
-PHASES = ("Pending", "Running", "Suspended", "Restarting", "Succeeded", "Failed")
-POD_STATES = ("pending", "running", "succeeded", "failed", "evicted", "terminating")
-TASK_STATES = ("pending", "running", "succeeded", "failed")
-EVENTS = (
-    "podPending", "podRunning", "podSucceeded", "podFailed", "podEvicted", "podDeleted",
-    "containerRestarted", "taskCompleted", "taskFailed", "jobVerdictChanged",
-    "jobRunningLongerThan",
-)
-ACTIONS = (
-    "failJob", "completeJob", "restartJob", "restartTask", "restartPod", "abortJob",
-    "terminateJob", "ignore",
-)
-COMPARATORS = ("<", "<=", "==", "!=", ">=", ">")
-PLACEHOLDERS = (
-    "job", "namespace", "kind", "task", "pod", "container", "container_reason", "exit_code",
-    "pod_reason", "phase", "count", "total", "restarts", "event", "budget_used", "budget_max",
-    "argv",
-)
-
 
 class PlanError(shape.ShapeError):
     """A plan that cannot be used: wrong version, unknown vocabulary, or a malformed value."""
@@ -443,8 +421,8 @@ def load(data: Any, digest: str = "") -> Plan:
 def _load(data: Any, digest: str) -> Plan:
     obj = shape.obj(data, "plan")
     version = obj.get("planVersion")
-    if version != PLAN_VERSION:
-        raise PlanError(f"unsupported planVersion {version!r} (this runtime reads {PLAN_VERSION})")
+    if version != vocabulary.PLAN_VERSION:
+        raise PlanError(f"unsupported planVersion {version!r} (this runtime reads {vocabulary.PLAN_VERSION})")
     files = tuple((shape.string(f["path"], "files.path"), shape.string(f["sha256"], "files.sha256"))
                   for f in shape.array(obj.get("files", []), "files"))
     kinds = tuple(_kind(k) for k in shape.array(obj.get("kinds", []), "kinds"))
@@ -461,7 +439,7 @@ def _load(data: Any, digest: str) -> Plan:
                                "webhook.failurePolicy"),
         timeout_seconds=shape.integer(hook.get("timeoutSeconds", 5), "webhook.timeoutSeconds"),
     )
-    return Plan(PLAN_VERSION, files, kinds, injections, webhook, digest)
+    return Plan(vocabulary.PLAN_VERSION, files, kinds, injections, webhook, digest)
 
 
 def _opt_int(value: Any, where: str) -> int | None:
@@ -503,7 +481,7 @@ def _template(value: Any, where: str) -> Template:
         if isinstance(part, str):
             parts.append(part)
         elif isinstance(part, dict) and "var" in part:
-            parts.append(Var(_choice(part["var"], PLACEHOLDERS, f"{where}.var")))
+            parts.append(Var(_choice(part["var"], vocabulary.PLACEHOLDERS, f"{where}.var")))
         elif isinstance(part, dict) and "expr" in part:
             parts.append(_expr(part["expr"], part.get("span")))
         else:
@@ -546,7 +524,7 @@ def _pod_filter(node: Mapping[str, Any], where: str = "filter") -> Any:
     if op == "task":
         return TaskIs(frozenset(_strs(node["values"], where)), negate)
     if op == "restarts":
-        return Restarts(_choice(node["cmp"], COMPARATORS, where), shape.integer(node["value"], where),
+        return Restarts(_choice(node["cmp"], vocabulary.COMPARATORS, where), shape.integer(node["value"], where),
                         container)
     if op == "label":
         return _label(node, where)
@@ -575,15 +553,15 @@ def _condition(node: Mapping[str, Any], where: str = "when") -> Any:
         return JmesPath(_expr(node["expr"], node.get("span")))
     if op == "pods":
         return Pods(_choice(node["quant"], ("any", "all", "none"), where), node.get("task"),
-                    _opt_state(node.get("state"), POD_STATES, where),
+                    _opt_state(node.get("state"), vocabulary.POD_STATES, where),
                     _opt_pod_filter(node.get("filter"), where), _opt_int(node.get("for"), where))
     if op == "count":
-        return Count(node.get("task"), _opt_state(node.get("state"), POD_STATES, where),
+        return Count(node.get("task"), _opt_state(node.get("state"), vocabulary.POD_STATES, where),
                      _opt_pod_filter(node.get("filter"), where),
-                     _choice(node["cmp"], COMPARATORS, where), _template(node["value"], where))
+                     _choice(node["cmp"], vocabulary.COMPARATORS, where), _template(node["value"], where))
     if op == "task":
         return TaskState(_choice(node["quant"], ("any", "all"), where), node.get("task"),
-                         _choice(node["state"], TASK_STATES, where))
+                         _choice(node["state"], vocabulary.TASK_STATES, where))
     if op == "jobAge":
         return JobAge(shape.integer(node["longerThan"], where))
     raise PlanError(f"{where}: unknown condition op {op!r}")
@@ -597,7 +575,7 @@ def _action(node: Any, where: str) -> Action:
     a = shape.obj(node, where)
     budget = a.get("budget")
     return Action(
-        action=_choice(a.get("action"), ACTIONS, f"{where}.action"),
+        action=_choice(a.get("action"), vocabulary.ACTIONS, f"{where}.action"),
         reason=_opt_template(a.get("reason"), f"{where}.reason"),
         message=_opt_template(a.get("message"), f"{where}.message"),
         budget=None if budget is None else Budget(
@@ -615,9 +593,9 @@ def _status_field(value: Any, where: str) -> StatusField | None:
     f = shape.obj(value, where)
     mapping = shape.obj(f.get("map", {}), f"{where}.map")
     for phase in mapping:
-        _choice(phase, PHASES, f"{where}.map")
+        _choice(phase, vocabulary.PHASES, f"{where}.map")
     only = None if f.get("only") is None else frozenset(
-        _choice(p, PHASES, f"{where}.only") for p in shape.array(f["only"], f"{where}.only"))
+        _choice(p, vocabulary.PHASES, f"{where}.only") for p in shape.array(f["only"], f"{where}.only"))
     return StatusField(_strs(f["path"], f"{where}.path"), dict(sorted(mapping.items())), only)
 
 
@@ -647,7 +625,7 @@ def _kind(value: Any) -> Kind:
         verdicts=tuple(
             Verdict(
                 span=_span(v.get("span")),
-                phase=_choice(v.get("phase"), PHASES, f"{where}.verdicts.phase"),
+                phase=_choice(v.get("phase"), vocabulary.PHASES, f"{where}.verdicts.phase"),
                 when=None if v.get("when") is None else _condition(shape.obj(v["when"], where), where),
                 reason=_opt_template(v.get("reason"), f"{where}.verdicts.reason"),
                 message=_opt_template(v.get("message"), f"{where}.verdicts.message"),
@@ -658,11 +636,11 @@ def _kind(value: Any) -> Kind:
             Policy(
                 id=shape.string(p.get("id"), f"{where}.policies.id"),
                 span=_span(p.get("span")),
-                event=_choice(p.get("event"), EVENTS, f"{where}.policies.event"),
+                event=_choice(p.get("event"), vocabulary.EVENTS, f"{where}.policies.event"),
                 task=p.get("task"),
                 filter=_opt_pod_filter(p.get("filter"), f"{where}.policies.filter"),
                 for_seconds=_opt_int(p.get("for"), f"{where}.policies.for"),
-                to=_opt_state(p.get("to"), PHASES, f"{where}.policies.to"),
+                to=_opt_state(p.get("to"), vocabulary.PHASES, f"{where}.policies.to"),
                 action=_action(p.get("action"), f"{where}.policies.action"),
             )
             for p in map(lambda x: shape.obj(x, f"{where}.policies"), shape.array(k.get("policies", []), where))

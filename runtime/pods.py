@@ -23,9 +23,8 @@ from typing import Any, Iterable, Mapping
 
 import jmespath
 
-from runtime import functions, plan, templates
+from runtime import functions, plan, templates, vocabulary
 
-STATES = plan.POD_STATES
 FINISHED = ("Succeeded", "Failed")
 COMPARE = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne,
            ">=": operator.ge, ">": operator.gt}
@@ -261,7 +260,7 @@ def change_key(pod: Pod) -> tuple[datetime, str, str]:
     """When the pod entered its current state, then its name: the order pod changes are handled in
     (so the earliest failure is the first to spend a shared budget)."""
     state = "evicted" if pod.evicted else pod.phase.lower()
-    return pod.since(state if state in STATES else "pending") or _NEVER, pod.name, pod.uid
+    return pod.since(state if state in vocabulary.POD_STATES else "pending") or _NEVER, pod.name, pod.uid
 
 
 def sort_key(pod: Pod, container: Container | None) -> tuple[datetime, str]:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from runtime import functions, pods
+from runtime import functions, pods, vocabulary
 from builders import (
     T0, both, condition, either, evicted, exit_in, job, jp, load_kind, negate, pod, reason_in,
     running, terminated, verdict, waiting,
@@ -70,7 +70,7 @@ def test_primary_containers_limit_what_counts() -> None:
 def test_pod_states(obj: dict, evicted_: bool, states: set[str]) -> None:
     p = facts(obj)
     assert p.evicted == evicted_
-    assert {s for s in pods.STATES if p.is_(s)} == states
+    assert {s for s in vocabulary.POD_STATES if p.is_(s)} == states
 
 
 # filter, pod, primary containers, expected match, expected deciding container

@@ -1,0 +1,49 @@
+"""The closed vocabularies of the language and the plan, written once.
+
+The compiler checks rules against these words and the runtime loads plans against them, so both
+import this module; it imports nothing (the compiler's start-up must not pay for the plan types or
+JMESPath). docs/plan.md lists the same words; a test keeps them in step.
+"""
+
+from __future__ import annotations
+
+PLAN_VERSION = 1
+
+PHASES = ("Pending", "Running", "Suspended", "Restarting", "Succeeded", "Failed")
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+POD_STATES = ("pending", "running", "succeeded", "failed", "evicted", "terminating")
+TASK_STATES = ("pending", "running", "succeeded", "failed")
+COMPARATORS = ("<", "<=", "==", "!=", ">=", ">")
+
+# Events, with the words the rules use for them.
+EVENTS = {
+    "podPending": "pod pending", "podRunning": "pod running", "podSucceeded": "pod succeeded",
+    "podFailed": "pod failed", "podEvicted": "pod evicted", "podDeleted": "pod deleted",
+    "containerRestarted": "container restarted", "taskCompleted": "task completed",
+    "taskFailed": "task failed", "jobVerdictChanged": "job verdict changed",
+    "jobRunningLongerThan": "job running longer than",
+}
+POD_EVENTS = frozenset({"podPending", "podRunning", "podSucceeded", "podFailed", "podEvicted",
+                        "podDeleted", "containerRestarted"})
+TASK_EVENTS = frozenset({"taskCompleted", "taskFailed"})
+JOB_EVENTS = frozenset({"jobVerdictChanged", "jobRunningLongerThan"})
+TIMED_EVENTS = frozenset({"podPending", "jobRunningLongerThan"})   # take `for D`
+
+# Actions, with the words the rules use for them.
+ACTIONS = {
+    "failJob": "fail job", "completeJob": "complete job", "restartJob": "restart job",
+    "restartTask": "restart task", "restartPod": "restart pod", "abortJob": "abort job",
+    "terminateJob": "terminate job", "ignore": "ignore",
+}
+RESTARTS = frozenset({"restartJob", "restartTask", "restartPod"})
+
+# Template placeholders, by where the template stands (docs/language.md, Templates).
+VERDICT_PLACEHOLDERS = (
+    "job", "namespace", "kind", "task", "pod", "container", "container_reason", "exit_code",
+    "pod_reason", "phase", "count", "total", "restarts", "event", "budget_used", "budget_max",
+)
+JOB_PLACEHOLDERS = ("job", "namespace", "kind")
+INJECT_PLACEHOLDERS = ("job", "namespace", "kind", "task", "pod")
+CONTAINER_PLACEHOLDERS = (*INJECT_PLACEHOLDERS, "container")
+SHELL_PLACEHOLDERS = (*CONTAINER_PLACEHOLDERS, "argv")
+PLACEHOLDERS = tuple(dict.fromkeys((*VERDICT_PLACEHOLDERS, *SHELL_PLACEHOLDERS)))
