@@ -18,7 +18,9 @@ from rulec.source import SourceFile
 
 
 class InputError(Exception):
-    """A path that cannot be read as rules: reported as a usage/IO problem (exit 2)."""
+    """An input that cannot be used (a path that cannot be read as rules, a malformed object or
+    suite, rules with errors): every command reports it as a usage/IO problem (exit 2), one line
+    naming the file, without a traceback."""
 
 
 def too_deep(doing: str, path: str | None = None) -> InputError:

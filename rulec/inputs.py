@@ -1,6 +1,6 @@
 """Reading what `rulec eval`, `mutate` and `test` are given: rules or plans, objects, pod lists.
 
-Every problem is an `InputError` with a message naming the file, which the commands report as a
+Every problem is an `api.InputError` with a message naming the file, which the commands report as a
 usage/IO error (exit 2) without a traceback.
 """
 
@@ -15,10 +15,6 @@ import yaml
 from rulec import api, diagnostics, emit
 from rulec.source import SourceFile
 from runtime import plan as planlib
-
-
-class InputError(Exception):
-    """An input that cannot be used (missing, unreadable, malformed, or rules with errors)."""
 
 
 class _Loader(yaml.SafeLoader):
@@ -36,21 +32,21 @@ def parse_yaml(text: str, where: str) -> list[Any]:
     try:
         return [doc for doc in yaml.load_all(text, Loader=_Loader) if doc is not None]
     except yaml.YAMLError as err:
-        raise InputError(f"{where}: not YAML or JSON: {err}") from None
+        raise api.InputError(f"{where}: not YAML or JSON: {err}") from None
 
 
 def read_text(path: str | Path) -> str:
     try:
         return Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"{path}: cannot read: {getattr(err, 'strerror', None) or err}") from None
+        raise api.InputError(f"{path}: cannot read: {getattr(err, 'strerror', None) or err}") from None
 
 
 def read_object(path: str | Path) -> dict[str, Any]:
     """One Kubernetes object from a YAML or JSON file."""
     docs = parse_yaml(read_text(path), str(path))
     if len(docs) != 1 or not isinstance(docs[0], dict):
-        raise InputError(f"{path}: expected one object")
+        raise api.InputError(f"{path}: expected one object")
     return docs[0]
 
 
@@ -66,7 +62,7 @@ def objects(docs: Iterable[Any], where: str) -> list[dict[str, Any]]:
         elif isinstance(doc, dict):
             out.append(doc)
         else:
-            raise InputError(f"{where}: expected objects, found {type(doc).__name__}")
+            raise api.InputError(f"{where}: expected objects, found {type(doc).__name__}")
     return out
 
 
@@ -83,29 +79,26 @@ def load_plan(paths: Iterable[str], relative_to: str | None = None) -> planlib.P
     """
     given = list(paths)
     if not given:
-        raise InputError("no rules given")
+        raise api.InputError("no rules given")
     plans = [p for p in given if p.endswith(".json")]
     if plans:
         if len(given) != 1:
-            raise InputError("give either one compiled plan (.json) or .rules files and folders")
+            raise api.InputError("give either one compiled plan (.json) or .rules files and folders")
         try:
             return planlib.load_file(plans[0])
         except planlib.PlanError as err:
-            raise InputError(str(err)) from None
-    try:
-        files = api.rule_files(given)
-        sources = [api.read(f) for f in files]
-    except api.InputError as err:
-        raise InputError(str(err)) from None
+            raise api.InputError(str(err)) from None
+    files = api.rule_files(given)
+    sources = [api.read(f) for f in files]
     if not sources:
-        raise InputError(f"no .rules files in {' '.join(given)}")
+        raise api.InputError(f"no .rules files in {' '.join(given)}")
     if relative_to is not None:
         sources = [SourceFile.from_text(os.path.relpath(s.path, relative_to), s.text) for s in sources]
     built = api.build_sources(sources)
     if built.plan is None:
         text = diagnostics.render(built.errors or built.diagnostics, "concise", dict(built.sources))
-        raise InputError(f"the rules have errors:\n{text.rstrip()}")
+        raise api.InputError(f"the rules have errors:\n{text.rstrip()}")
     try:
         return planlib.loads(emit.dumps(built.plan))  # digest as for a plan from `rulec compile`
     except planlib.PlanError as err:
-        raise InputError(f"the compiled plan does not load: {err}") from None
+        raise api.InputError(f"the compiled plan does not load: {err}") from None

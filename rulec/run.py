@@ -13,7 +13,7 @@ import sys
 from datetime import datetime, timezone
 from typing import Any, Callable, TextIO
 
-from rulec import inputs, suite
+from rulec import api, inputs, suite
 from runtime import functions
 
 
@@ -66,7 +66,7 @@ def _guarded(command: Callable[[argparse.Namespace, TextIO], int]) -> Callable[[
     def run(args: argparse.Namespace) -> int:
         try:
             return command(args, sys.stdout)
-        except inputs.InputError as err:
+        except api.InputError as err:
             print(f"rulec {args.command}: {err}", file=sys.stderr)
             return 2
     return run
@@ -77,7 +77,7 @@ def _now(text: str | None) -> datetime:
         return datetime.now(timezone.utc)
     moment = functions.timestamp(text)
     if moment is None:
-        raise inputs.InputError(f"--now {text!r}: expected an RFC 3339 time such as 2024-05-01T12:00:00Z")
+        raise api.InputError(f"--now {text!r}: expected an RFC 3339 time such as 2024-05-01T12:00:00Z")
     return moment
 
 
@@ -113,7 +113,7 @@ def _mutate(args: argparse.Namespace, out: TextIO) -> int:
 def _test(args: argparse.Namespace, out: TextIO) -> int:
     files = suite.find(args.paths)
     if not files:
-        raise inputs.InputError(f"no test suites (suite.yaml, *.suite.yaml) under {' '.join(args.paths)}")
+        raise api.InputError(f"no test suites (suite.yaml, *.suite.yaml) under {' '.join(args.paths)}")
     passed = failed = 0
     usage = False
     plans: dict[tuple[str, ...], Any] = {}  # suites of one folder share their compiled rules
@@ -123,7 +123,7 @@ def _test(args: argparse.Namespace, out: TextIO) -> int:
             key = (loaded.folder, *loaded.rules)
             if key not in plans:
                 plans[key] = inputs.load_plan(list(loaded.rules), loaded.folder)
-        except inputs.InputError as err:
+        except api.InputError as err:
             print(f"rulec test: {err}", file=sys.stderr)
             usage = True
             continue

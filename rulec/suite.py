@@ -34,7 +34,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from rulec import inputs
+from rulec import api, inputs
 from runtime import describe, evaluator, functions, mutator, state
 from runtime import patch as patchlib
 from runtime import plan as planlib
@@ -96,7 +96,7 @@ def find(paths: list[str]) -> list[str]:
         elif os.path.isfile(given):
             found.append(given)
         else:
-            raise inputs.InputError(f"{given}: no such file or directory")
+            raise api.InputError(f"{given}: no such file or directory")
     return list(dict.fromkeys(os.path.normpath(f) for f in found))
 
 
@@ -107,7 +107,7 @@ def find(paths: list[str]) -> list[str]:
 def load(path: str) -> Suite:
     docs = inputs.parse_yaml(inputs.read_text(path), path)
     if len(docs) != 1 or not isinstance(docs[0], dict):
-        raise inputs.InputError(f"{path}: a suite is one YAML mapping with `cases`")
+        raise api.InputError(f"{path}: a suite is one YAML mapping with `cases`")
     doc = {k: v for k, v in docs[0].items() if not str(k).startswith("x-")}  # x-*: anchors only
     _keys(doc, ("rules", "defaults", "cases"), path)
     folder = os.path.dirname(path) or "."
@@ -115,30 +115,30 @@ def load(path: str) -> Suite:
     if rules is None:
         rules = sorted(f for f in os.listdir(folder) if f.endswith(".rules"))
         if not rules:
-            raise inputs.InputError(f"{path}: no `rules` given and no .rules file beside the suite")
+            raise api.InputError(f"{path}: no `rules` given and no .rules file beside the suite")
     elif isinstance(rules, str):
         rules = [rules]
     if not isinstance(rules, list) or not all(isinstance(r, str) for r in rules):
-        raise inputs.InputError(f"{path}: `rules` is a file name or a list of them")
+        raise api.InputError(f"{path}: `rules` is a file name or a list of them")
     defaults = doc.get("defaults") or {}
     if not isinstance(defaults, dict):
-        raise inputs.InputError(f"{path}: `defaults` is a mapping")
+        raise api.InputError(f"{path}: `defaults` is a mapping")
     _keys(defaults, INPUTS, f"{path}: defaults")
     cases = doc.get("cases")
     if not isinstance(cases, list) or not cases:
-        raise inputs.InputError(f"{path}: `cases` is a non-empty list")
+        raise api.InputError(f"{path}: `cases` is a non-empty list")
     loaded = tuple(_case(c, i, path) for i, c in enumerate(cases))
     names = [c.name for c in loaded]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
-        raise inputs.InputError(f"{path}: case names must be unique: {', '.join(duplicates)}")
+        raise api.InputError(f"{path}: case names must be unique: {', '.join(duplicates)}")
     return Suite(path, tuple(os.path.normpath(os.path.join(folder, r)) for r in rules), defaults, loaded)
 
 
 def _case(raw: Any, index: int, path: str) -> Case:
     where = f"{path}: cases[{index}]"
     if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
-        raise inputs.InputError(f"{where}: a case is a mapping with a `name`")
+        raise api.InputError(f"{where}: a case is a mapping with a `name`")
     where = f"{path}: case {raw['name']!r}"
     _keys(raw, CASE_KEYS, where)
     own = {k: raw[k] for k in INPUTS if k in raw}
@@ -146,14 +146,14 @@ def _case(raw: Any, index: int, path: str) -> Case:
         own["explain"] = bool(raw["explain"])
     if "steps" in raw:
         if "expect" in raw:
-            raise inputs.InputError(f"{where}: give `expect` in each step, not beside `steps`")
+            raise api.InputError(f"{where}: give `expect` in each step, not beside `steps`")
         steps = raw["steps"]
         if not isinstance(steps, list) or not steps:
-            raise inputs.InputError(f"{where}: `steps` is a non-empty list")
+            raise api.InputError(f"{where}: `steps` is a non-empty list")
         out = []
         for i, s in enumerate(steps):
             if not isinstance(s, dict):
-                raise inputs.InputError(f"{where}: steps[{i}] is a mapping")
+                raise api.InputError(f"{where}: steps[{i}] is a mapping")
             _keys(s, INPUTS + ("expect", "explain"), f"{where}: steps[{i}]")
             step_inputs = {k: s[k] for k in INPUTS + ("explain",) if k in s}
             out.append(Step({**own, **step_inputs} if i == 0 else step_inputs,
@@ -164,10 +164,10 @@ def _case(raw: Any, index: int, path: str) -> Case:
 
 def _expect(raw: Any, where: str) -> Mapping[str, Any]:
     if not isinstance(raw, dict) or not raw:
-        raise inputs.InputError(f"{where}: `expect` is a non-empty mapping")
+        raise api.InputError(f"{where}: `expect` is a non-empty mapping")
     _keys(raw, EVAL_EXPECT + MUTATE_EXPECT + SHARED_EXPECT, f"{where}: expect")
     if any(k in raw for k in EVAL_EXPECT) and any(k in raw for k in MUTATE_EXPECT if k != "error"):
-        raise inputs.InputError(f"{where}: expect mixes evaluation and mutation keys")
+        raise api.InputError(f"{where}: expect mixes evaluation and mutation keys")
     return raw
 
 
@@ -176,7 +176,7 @@ def _keys(raw: Mapping[str, Any], allowed: tuple[str, ...], where: str) -> None:
         if key not in allowed:
             hint = difflib.get_close_matches(str(key), allowed, n=1)
             more = f" (did you mean `{hint[0]}`?)" if hint else ""
-            raise inputs.InputError(f"{where}: unknown key `{key}`{more}")
+            raise api.InputError(f"{where}: unknown key `{key}`{more}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -193,7 +193,7 @@ def eval_result(plan: planlib.Plan, job: dict[str, Any], candidates: list[dict[s
     try:
         kind = evaluator.kind_for(plan, job)
     except evaluator.UnknownKind as err:
-        raise inputs.InputError(str(err)) from None
+        raise api.InputError(str(err)) from None
     members = evaluator.pods_of(kind, job, candidates, now)
     if prior is None:
         text = ((job.get("metadata") or {}).get("annotations") or {}).get(state.ANNOTATION)
@@ -277,7 +277,7 @@ def _resolve(value: Any, folder: str, what: str) -> Any:
         if isinstance(value, str):
             return inputs.read_objects(os.path.join(folder, value))
         if not isinstance(value, list):
-            raise inputs.InputError(f"`pods` is a list (of objects or file names) or a file name")
+            raise api.InputError(f"`pods` is a list (of objects or file names) or a file name")
         out = []
         for item in value:
             out.extend(inputs.read_objects(os.path.join(folder, item)) if isinstance(item, str)
@@ -291,7 +291,7 @@ def _resolve(value: Any, folder: str, what: str) -> Any:
 def _time(value: Any, where: str) -> datetime:
     moment = functions.timestamp(value) if isinstance(value, str) else None
     if moment is None:
-        raise inputs.InputError(f"{where}: `now` is an RFC 3339 time such as 2024-05-01T12:00:00Z")
+        raise api.InputError(f"{where}: `now` is an RFC 3339 time such as 2024-05-01T12:00:00Z")
     return moment
 
 
@@ -310,7 +310,7 @@ def run_case(suite: Suite, case: Case, plan: planlib.Plan, update: bool = False)
                 now = _time(current["now"], where)
             if "after" in given:
                 if now is None:
-                    raise inputs.InputError(f"{where}: `after` needs a `now` to start from")
+                    raise api.InputError(f"{where}: `after` needs a `now` to start from")
                 now += timedelta(seconds=functions.seconds(str(given["after"])))
             label = f"step {number}: " if len(case.steps) > 1 else ""
             if _is_mutation(step.expect, current):
@@ -322,7 +322,7 @@ def run_case(suite: Suite, case: Case, plan: planlib.Plan, update: bool = False)
             if not ok:
                 return Outcome(suite.path, case.name, False, label + report, tuple(updated))
             previous = actual
-    except (inputs.InputError, ValueError, patchlib.PatchError) as err:
+    except (api.InputError, ValueError, patchlib.PatchError) as err:
         return Outcome(suite.path, case.name, False, f"error: {err}", tuple(updated))
     return Outcome(suite.path, case.name, True, "", tuple(updated))
 
@@ -341,7 +341,7 @@ def _mutate_step(suite: Suite, plan: planlib.Plan, current: Mapping[str, Any], g
     elif "pod" in current:
         pod = _resolve(current["pod"], suite.folder, "pod")
     else:
-        raise inputs.InputError(f"{suite.path}: a mutation case needs a `pod`")
+        raise api.InputError(f"{suite.path}: a mutation case needs a `pod`")
     owner = _resolve(current["owner"], suite.folder, "owner") if "owner" in current else None
     return mutate_result(plan, pod, owner, current.get("namespace"),
                          bool(current.get("explain")))
@@ -351,9 +351,9 @@ def _eval_step(suite: Suite, plan: planlib.Plan, current: Mapping[str, Any], giv
                previous: dict[str, Any] | None, now: datetime | None, where: str) -> dict[str, Any]:
     """An evaluation; the prior state is the step's own, else the previous step's result."""
     if "job" not in current:
-        raise inputs.InputError(f"{where}: an evaluation case needs a `job`")
+        raise api.InputError(f"{where}: an evaluation case needs a `job`")
     if now is None:
-        raise inputs.InputError(f"{where}: an evaluation case needs `now` (here or in defaults)")
+        raise api.InputError(f"{where}: an evaluation case needs `now` (here or in defaults)")
     if "state" in given:
         prior = _resolve(given["state"], suite.folder, "state")
     elif previous is not None and "state" in previous:

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from rulec import inputs
+from rulec import api, inputs
 from runtime import plan as planlib
 from runtime import registration
 
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         ca = Path(args.ca_bundle).read_bytes() if args.ca_bundle else None
         config = registration.render(plan, target, ca, name=args.name,
                                      exclude_namespaces=args.namespace_exclude)
-    except (planlib.PlanError, inputs.InputError, registration.RegistrationError) as err:
+    except (planlib.PlanError, api.InputError, registration.RegistrationError) as err:
         print(f"rulec webhook-config: {err}", file=sys.stderr)
         return 2
     except OSError as err:
