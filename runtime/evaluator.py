@@ -23,8 +23,6 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Iterable, Mapping
 
-import jmespath
-
 from runtime import describe, functions, plan, pods, state, templates
 
 TERMINAL = {"failJob": "Failed", "completeJob": "Succeeded", "terminateJob": "Failed"}
@@ -180,9 +178,9 @@ class _Run:
         self.job = job
         self.now = now
         self.stored = stored
-        self.options: jmespath.Options = functions.options(now)
         self.problems: list[str] = []
-        facts = [pods.facts(kind, p, self.options) for p in pod_objects]
+        self.search = templates.searcher(functions.options(now), self._error)
+        facts = [pods.facts(kind, p, self.search) for p in pod_objects]
         facts.sort(key=lambda p: (p.name, p.uid))
         self.pods = facts
         meta = job.get("metadata") or {}
@@ -204,11 +202,8 @@ class _Run:
     def _error(self, expr: plan.Expr, err: Exception) -> None:
         self.problems.append(f"{expr.span}: <<{expr.source}>>: {err}")
 
-    def _search(self, expr: plan.Expr, data: Any) -> Any:
-        return templates.search(expr, data, self.options, self._error)
-
     def _witness(self, f: Any, pod: pods.Pod) -> tuple[bool, pods.Container | None]:
-        return pods.witness(f, pod, self.options, self._error)
+        return pods.witness(f, pod, self.search)
 
     def _variables(self, w: _Witness, **extra: Any) -> dict[str, Any]:
         out = dict(self.job_vars)
@@ -225,7 +220,7 @@ class _Run:
         return out
 
     def _text(self, template: plan.Template | None, variables: Mapping[str, Any]) -> str | None:
-        return templates.render_text(template, self.job, variables, self.options, self._error)
+        return templates.render_text(template, self.job, variables, self.search)
 
     # -- verdict conditions --------------------------------------------------------------------
 
@@ -270,7 +265,7 @@ class _Run:
         if isinstance(c, plan.Not):
             return not self.condition(c.arg)[0], None
         if isinstance(c, plan.JmesPath):
-            return pods.truthy(self._search(c.expr, self.job)), None
+            return pods.truthy(self.search(c.expr, self.job)), None
         if isinstance(c, plan.Pods):
             matching, total = self._matching(c.task, c.state, c.filter, c.for_seconds)
             count = len(matching)
@@ -283,7 +278,7 @@ class _Run:
             return ok, _Witness(tuple(matching), c.quant == "all", count, total)
         if isinstance(c, plan.Count):
             matching, total = self._matching(c.task, c.state, c.filter, None)
-            value = _number(templates.render(c.value, self.job, self.job_vars, self.options, self._error))
+            value = _number(templates.render(c.value, self.job, self.job_vars, self.search))
             ok = value is not None and pods.COMPARE[c.cmp](len(matching), value)
             return ok, _Witness(tuple(matching), False, len(matching), total)
         if isinstance(c, plan.TaskState):
@@ -461,7 +456,7 @@ class _Run:
             return True, pod, container
         if f is None:
             return True, None, None
-        stub = pods.facts(self.kind, {"metadata": {"uid": occ.digest or ""}}, self.options)
+        stub = pods.facts(self.kind, {"metadata": {"uid": occ.digest or ""}}, self.search)
         return self._witness(f, replace(stub, task=occ.task))[0], None, None
 
     def _events(self, occ: _Occurrence, pod: pods.Pod | None, container: pods.Container | None,
@@ -720,7 +715,7 @@ class _Run:
             return f"{describe.condition(c)}: {describe.condition(c.arg)} holds"
         text = describe.condition(c)
         if isinstance(c, plan.JmesPath):
-            return f"{text} is {templates.text(self._search(c.expr, self.job)) or 'null'}"
+            return f"{text} is {templates.text(self.search(c.expr, self.job)) or 'null'}"
         if isinstance(c, (plan.Pods, plan.Count)):
             _, w = self.condition(c)
             seen = f"{w.count} of {w.total} pods match" if w is not None else ""

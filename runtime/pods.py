@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Mapping
 
-import jmespath
 
 from runtime import functions, plan, templates, vocabulary
 
@@ -161,19 +160,26 @@ def digest(uid: str) -> str:
     return base64.urlsafe_b64encode(raw).decode()[:6]
 
 
-def task_of(kind: plan.Kind, pod: Mapping[str, Any], options: jmespath.Options) -> str | None:
-    """The task (role) a pod plays, from the kind's label or expression; None when unknown."""
+def task_of(kind: plan.Kind, pod: Mapping[str, Any], search: templates.Search) -> str | None:
+    """The task (role) a pod plays, from the kind's label or expression; None when unknown.
+
+    The one reading of a pod's task, at admission as in evaluation: a label's value when it is
+    a string; an expression's value as text (`3` for a number); empty is no task."""
     if kind.task_label is not None:
-        value = ((pod.get("metadata") or {}).get("labels") or {}).get(kind.task_label)
-    elif kind.task_expr is not None:
-        value = templates.search(kind.task_expr, pod, options)
-        value = None if value is None else templates.text(value)
-    else:
-        return None
-    return value or None
+        labels = _mapping(_mapping(pod.get("metadata")).get("labels"))
+        value = labels.get(kind.task_label)
+        return value if isinstance(value, str) and value else None
+    if kind.task_expr is not None:
+        found = search(kind.task_expr, pod)
+        return None if found is None else templates.text(found) or None
+    return None
 
 
-def facts(kind: plan.Kind, pod: Mapping[str, Any], options: jmespath.Options) -> Pod:
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def facts(kind: plan.Kind, pod: Mapping[str, Any], search: templates.Search) -> Pod:
     """Read what every evaluation needs from one pod object (the rest is read on demand)."""
     meta = pod.get("metadata") or {}
     status = pod.get("status") or {}
@@ -192,7 +198,7 @@ def facts(kind: plan.Kind, pod: Mapping[str, Any], options: jmespath.Options) ->
         namespace=meta.get("namespace"),
         uid=uid,
         digest=digest(uid),
-        task=task_of(kind, pod, options),
+        task=task_of(kind, pod, search),
         phase=status.get("phase") or "Pending",
         reason=status.get("reason"),
         evicted=disrupted or status.get("reason") == "Evicted",
@@ -273,8 +279,7 @@ def sort_key(pod: Pod, container: Container | None) -> tuple[datetime, str]:
 # Filters
 
 
-def witness(filter: Any, pod: Pod, options: jmespath.Options,
-            on_error: templates.OnError | None = None) -> tuple[bool, Container | None]:
+def witness(filter: Any, pod: Pod, search: templates.Search) -> tuple[bool, Container | None]:
     """Whether the pod passes the filter, and the container that made it pass.
 
     Container terms are tested together on one container at a time, so `exit 137 and reason not
@@ -286,17 +291,16 @@ def witness(filter: Any, pod: Pod, options: jmespath.Options,
     named = _named(filter)
     if named is not None:
         container = pod.container(named)
-        ok = _test(filter, pod, container, options, on_error)
+        ok = _test(filter, pod, container, search)
         return ok, container if ok else None
     for container in pod.counted or (None,):
-        if _test(filter, pod, container, options, on_error):
+        if _test(filter, pod, container, search):
             return True, container
     return False, None
 
 
-def matches(filter: Any, pod: Pod, options: jmespath.Options,
-            on_error: templates.OnError | None = None) -> bool:
-    return witness(filter, pod, options, on_error)[0]
+def matches(filter: Any, pod: Pod, search: templates.Search) -> bool:
+    return witness(filter, pod, search)[0]
 
 
 def _named(filter: Any) -> str | None:
@@ -307,14 +311,13 @@ def _named(filter: Any) -> str | None:
     return getattr(filter, "container", None)
 
 
-def _test(f: Any, pod: Pod, c: Container | None, options: jmespath.Options,
-          on_error: templates.OnError | None) -> bool:
+def _test(f: Any, pod: Pod, c: Container | None, search: templates.Search) -> bool:
     if isinstance(f, plan.And):
-        return all(_test(a, pod, c, options, on_error) for a in f.args)
+        return all(_test(a, pod, c, search) for a in f.args)
     if isinstance(f, plan.Or):
-        return any(_test(a, pod, c, options, on_error) for a in f.args)
+        return any(_test(a, pod, c, search) for a in f.args)
     if isinstance(f, plan.Not):
-        return not _test(f.arg, pod, c, options, on_error)
+        return not _test(f.arg, pod, c, search)
     if isinstance(f, plan.ExitCode):
         target = pod.container(f.container) if f.container else c
         if target is None or target.exit_code is None:
@@ -344,20 +347,24 @@ def _test(f: Any, pod: Pod, c: Container | None, options: jmespath.Options,
         hit = f.key in values if f.values is None else values.get(f.key) in f.values
         return hit != f.negate
     if isinstance(f, plan.JmesPath):
-        return truthy(templates.search(f.expr, pod.obj, options, on_error))
+        return truthy(search(f.expr, pod.obj))
     raise TypeError(f"not a pod filter: {f!r}")
 
 
 def truthy(value: Any) -> bool:
     """JMESPath truthiness: null, false, empty string, array and object are false."""
-    return not (value is None or value is False or value == "" or value == [] or value == {})
+    if value is None or value is False:
+        return False
+    if isinstance(value, (str, list, dict)):
+        return len(value) > 0
+    return True
 
 
-def is_primary(kind: plan.Kind, pod: Mapping[str, Any], options: jmespath.Options) -> bool:
+def is_primary(kind: plan.Kind, pod: Mapping[str, Any], search: templates.Search) -> bool:
     """Whether the pod is one of the kind's primary pods (all pods when none are declared)."""
     if kind.primary_pods is None:
         return True
-    return matches(kind.primary_pods, facts(kind, pod, options), options)
+    return matches(kind.primary_pods, facts(kind, pod, search), search)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -369,9 +376,9 @@ def pods_of(kind: plan.Kind, job: Mapping[str, Any], candidates: Iterable[Mappin
     """The candidates that belong to the job: owned by it and/or carrying its selector labels
     (both must hold when both are declared; with neither, every candidate in its namespace).
     `now` only matters to a selector template that calls `now()`; it defaults to the clock."""
-    options = functions.options(now or datetime.now(timezone.utc))
+    search = templates.searcher(functions.options(now or datetime.now(timezone.utc)))
     meta = job.get("metadata") or {}
-    selector = {key: templates.render_text(t, job, {}, options) for key, t in kind.pod_labels}
+    selector = {key: templates.render_text(t, job, {}, search) for key, t in kind.pod_labels}
     namespace = meta.get("namespace")
     return [pod for pod in candidates if _belongs(kind, job, meta, selector, namespace, pod)]
 

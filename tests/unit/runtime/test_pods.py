@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from runtime import functions, pods, vocabulary
+from runtime import functions, pods, templates, vocabulary
 from builders import (
     T0, both, condition, either, evicted, exit_in, job, jp, load_kind, negate, pod, reason_in,
     running, terminated, verdict, waiting,
 )
 
-OPTS = functions.options(T0)
+OPTS = templates.searcher(functions.options(T0))
 KIND = load_kind()
 PRIMARY_MAIN = load_kind(primary_containers=["main"])
 
