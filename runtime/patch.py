@@ -101,10 +101,9 @@ class _OwnList(list):
 def _run(doc: Any, patch: Iterable[dict[str, Any]], mode: int) -> Any:
     """Apply the ops in turn: into `doc` as the caller's own copy, copying each value as it is
     placed (_COPY); copy-on-write (_COPY_ON_WRITE); or into `doc` given up (_CONSUME)."""
-    parents: dict[str, Any] = {}
     for number, op in enumerate(patch):
         try:
-            doc = _apply_one(doc, op, mode, parents)
+            doc = _apply_one(doc, op, mode)
         except PatchError as err:
             raise PatchError(f"op {number} ({_describe(op)}): {err}") from None
     return doc
@@ -131,9 +130,8 @@ def _describe(op: Any) -> str:
     return repr(op)
 
 
-def _apply_one(doc: Any, op: Any, mode: int, parents: dict[str, Any]) -> Any:
-    """`doc` after `op`. `parents` holds, by pointer, the containers earlier ops of this patch
-    wrote into (ops often share one), each dropped once an op may have replaced or moved it."""
+def _apply_one(doc: Any, op: Any, mode: int) -> Any:
+    """`doc` after `op`."""
     if not isinstance(op, dict):
         raise PatchError("an operation must be an object")
     name, path = op.get("op"), op.get("path")
@@ -158,24 +156,18 @@ def _apply_one(doc: Any, op: Any, mode: int, parents: dict[str, Any]) -> Any:
     if path == "":
         if name == "remove":
             raise PatchError("cannot remove the whole document")
-        parents.clear()
         return value
     where, last = _split(path)
-    parent = parents.get(where)
-    if parent is None:
-        if mode == _COPY_ON_WRITE:
-            doc = _own(doc)
-        parent = parents[where] = _get(doc, _tokens(where), mode)
+    if mode == _COPY_ON_WRITE:
+        doc = _own(doc)
+    parent = _get(doc, _tokens(where), mode)
     if isinstance(parent, dict):
-        present = last in parent
-        if name != "add" and not present:
+        if name != "add" and last not in parent:
             raise PatchError(f"no member {last!r} to {name}")
         if name == "remove":
             del parent[last]
         else:
             parent[last] = value
-        if present:   # whatever was cached under the member is gone (a new one has nothing)
-            _forget(parents, path)
     elif isinstance(parent, list):
         if name == "add" and last == "-":
             parent.append(value)
@@ -187,20 +179,9 @@ def _apply_one(doc: Any, op: Any, mode: int, parents: dict[str, Any]) -> Any:
                 del parent[index]
             else:
                 parent[index] = value
-            _forget(parents, where)   # later elements may have moved
     else:
-        parents.pop(where)
         raise PatchError(f"parent of {path!r} is not an object or array")
     return doc
-
-
-def _forget(parents: dict[str, Any], path: str) -> None:
-    """Drop the cached containers at `path` or under it. (A lone entry is the op's own parent,
-    which keeps its identity whatever the op did to it.)"""
-    if len(parents) > 1:
-        under = path + "/"
-        for cached in [p for p in parents if p.startswith(under) or p == path]:
-            del parents[cached]
 
 
 @functools.lru_cache(maxsize=4096)

@@ -475,13 +475,19 @@ def _expr(source: Any, span: Any) -> Expr:
     return Expr(text, where, compiled)
 
 
-def _template(value: Any, where: str) -> Template:
+def _template(value: Any, where: str,
+              allowed: tuple[str, ...] = vocabulary.VERDICT_PLACEHOLDERS) -> Template:
+    """A template whose placeholders are those that have a value where it stands."""
     parts: list[Part] = []
     for part in shape.array(value, where):
         if isinstance(part, str):
             parts.append(part)
         elif isinstance(part, dict) and "var" in part:
-            parts.append(Var(_choice(part["var"], vocabulary.PLACEHOLDERS, f"{where}.var")))
+            name = _choice(part["var"], vocabulary.PLACEHOLDERS, f"{where}.var")
+            if name not in allowed:
+                raise PlanError(f"{where}: placeholder {{{name}}} has no value here "
+                                f"(these do: {', '.join(allowed)})")
+            parts.append(Var(name))
         elif isinstance(part, dict) and "expr" in part:
             parts.append(_expr(part["expr"], part.get("span")))
         else:
@@ -558,7 +564,8 @@ def _condition(node: Mapping[str, Any], where: str = "when") -> Any:
     if op == "count":
         return Count(node.get("task"), _opt_state(node.get("state"), vocabulary.POD_STATES, where),
                      _opt_pod_filter(node.get("filter"), where),
-                     _choice(node["cmp"], vocabulary.COMPARATORS, where), _template(node["value"], where))
+                     _choice(node["cmp"], vocabulary.COMPARATORS, where),
+                     _template(node["value"], where, vocabulary.JOB_PLACEHOLDERS))
     if op == "task":
         return TaskState(_choice(node["quant"], ("any", "all"), where), node.get("task"),
                          _choice(node["state"], vocabulary.TASK_STATES, where))
@@ -617,7 +624,8 @@ def _kind(value: Any) -> Kind:
         plural=shape.string(k.get("plural"), f"{where}.plural"),
         api_version=shape.string(k.get("apiVersion"), f"{where}.apiVersion"),
         pods_owned=bool(pods.get("owned", False)),
-        pod_labels=tuple((key, _template(v, f"{where}.pods.labels")) for key, v in sorted(labels.items())),
+        pod_labels=tuple((key, _template(v, f"{where}.pods.labels", vocabulary.JOB_PLACEHOLDERS))
+                         for key, v in sorted(labels.items())),
         task_label=task.get("label") if isinstance(task, dict) else None,
         task_expr=_expr(task["expr"], task.get("span")) if isinstance(task, dict) and "expr" in task else None,
         primary_pods=_opt_pod_filter(k.get("primaryPods"), f"{where}.primaryPods"),
@@ -684,12 +692,13 @@ def _op(value: Any, where: str) -> Op:
     o = shape.obj(value, where)
     op = o.get("op")
     span = _span(o.get("span"))
+    inject, container = vocabulary.INJECT_PLACEHOLDERS, vocabulary.CONTAINER_PLACEHOLDERS
     if op == "annotate":
-        return Annotate(span, shape.string(o["key"], where), _template(o["value"], where))
+        return Annotate(span, shape.string(o["key"], where), _template(o["value"], where, inject))
     if op == "label":
-        return Label(span, shape.string(o["key"], where), _template(o["value"], where))
+        return Label(span, shape.string(o["key"], where), _template(o["value"], where, inject))
     if op == "env":
-        return Env(span, shape.string(o["name"], where), _template(o["value"], where),
+        return Env(span, shape.string(o["name"], where), _template(o["value"], where, container),
                    _containers(o["containers"], where))
     if op == "volume":
         source = shape.obj(o["source"], where)
@@ -701,19 +710,24 @@ def _op(value: Any, where: str) -> Op:
                      bool(o.get("readOnly", False)), _containers(o["containers"], where))
     if op == "sidecar":
         def templates(v: Any) -> tuple[Template, ...] | None:
-            return None if v is None else tuple(_template(t, where) for t in shape.array(v, where))
+            return None if v is None else tuple(_template(t, where, container)
+                                                for t in shape.array(v, where))
         return Sidecar(
             span, shape.string(o["name"], where), bool(o.get("native", False)),
-            _template(o["image"], where), templates(o.get("command")), templates(o.get("args")),
-            tuple((shape.string(e["name"], where), _template(e["value"], where)) for e in o.get("env", [])),
+            _template(o["image"], where, container), templates(o.get("command")),
+            templates(o.get("args")),
+            tuple((shape.string(e["name"], where), _template(e["value"], where, container))
+                  for e in o.get("env", [])),
             tuple(SidecarMount(shape.string(m["volume"], where), shape.string(m["path"], where),
                                bool(m.get("readOnly", False))) for m in o.get("mounts", [])),
         )
     if op == "wrap":
         argv = o.get("argv")
         return Wrap(span, _containers(o["containers"], where),
-                    None if argv is None else tuple(_template(t, where) for t in shape.array(argv, where)),
-                    _opt_template(o.get("shell"), where))
+                    None if argv is None else tuple(_template(t, where, container)
+                                                    for t in shape.array(argv, where)),
+                    None if o.get("shell") is None
+                    else _template(o["shell"], where, vocabulary.SHELL_PLACEHOLDERS))
     raise PlanError(f"{where}: unknown injection op {op!r}")
 
 

@@ -73,7 +73,7 @@ class Pod:
     @property
     def containers(self) -> tuple[Container, ...]:
         """Every container, init containers first, in status order."""
-        return self._memoized("containers", lambda: tuple(_containers(self.obj.get("status") or {})))
+        return self._memoized("containers", lambda: tuple(_containers(_obj(self.obj.get("status")))))
 
     @property
     def counted(self) -> tuple[Container, ...]:
@@ -90,12 +90,12 @@ class Pod:
     @property
     def created(self) -> datetime | None:
         return self._memoized("created", lambda: functions.timestamp(
-            (self.obj.get("metadata") or {}).get("creationTimestamp")))
+            _obj(self.obj.get("metadata")).get("creationTimestamp")))
 
     @property
     def started(self) -> datetime | None:
         return self._memoized("started", lambda: functions.timestamp(
-            (self.obj.get("status") or {}).get("startTime")))
+            _obj(self.obj.get("status")).get("startTime")))
 
     @property
     def ended(self) -> datetime | None:
@@ -111,7 +111,7 @@ class Pod:
     @property
     def deleting(self) -> datetime | None:
         """When its deletion was requested (the deletion time less the grace period)."""
-        return self._memoized("deleting", lambda: _deleting(self.obj.get("metadata") or {}))
+        return self._memoized("deleting", lambda: _deleting(_obj(self.obj.get("metadata"))))
 
     def container(self, name: str) -> Container | None:
         for container in self.containers:
@@ -121,7 +121,7 @@ class Pod:
 
     def condition(self, kind: str) -> Mapping[str, Any] | None:
         """The pod condition of that type when its status is "True"."""
-        for cond in (self.obj.get("status") or {}).get("conditions") or ():
+        for cond in _objs(_obj(self.obj.get("status")).get("conditions")):
             if cond.get("type") == kind and cond.get("status") == "True":
                 return cond
         return None
@@ -166,7 +166,7 @@ def task_of(kind: plan.Kind, pod: Mapping[str, Any], search: templates.Search) -
     The one reading of a pod's task, at admission as in evaluation: a label's value when it is
     a string; an expression's value as text (`3` for a number); empty is no task."""
     if kind.task_label is not None:
-        labels = _mapping(_mapping(pod.get("metadata")).get("labels"))
+        labels = _obj(_obj(pod.get("metadata")).get("labels"))
         value = labels.get(kind.task_label)
         return value if isinstance(value, str) and value else None
     if kind.task_expr is not None:
@@ -175,37 +175,53 @@ def task_of(kind: plan.Kind, pod: Mapping[str, Any], search: templates.Search) -
     return None
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
 def facts(kind: plan.Kind, pod: Mapping[str, Any], search: templates.Search) -> Pod:
     """Read what every evaluation needs from one pod object (the rest is read on demand)."""
-    meta = pod.get("metadata") or {}
-    status = pod.get("status") or {}
+    meta = _obj(pod.get("metadata"))
+    status = _obj(pod.get("status"))
     restarts = 0
     for key in ("initContainerStatuses", "containerStatuses"):
-        for cs in status.get(key) or ():
-            restarts += cs.get("restartCount") or 0
+        for cs in _objs(status.get(key)):
+            restarts += _count(cs.get("restartCount"))
     disrupted = False
-    for cond in status.get("conditions") or ():
+    for cond in _objs(status.get("conditions")):
         if cond.get("type") == "DisruptionTarget" and cond.get("status") == "True":
             disrupted = True
-    uid = meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+    name, namespace = _text(meta.get("name")) or "", _text(meta.get("namespace"))
+    uid = _text(meta.get("uid")) or f"{namespace or ''}/{name}"
+    reason = _text(status.get("reason"))
     return Pod(
         obj=pod,
-        name=meta.get("name", ""),
-        namespace=meta.get("namespace"),
+        name=name,
+        namespace=namespace,
         uid=uid,
         digest=digest(uid),
         task=task_of(kind, pod, search),
-        phase=status.get("phase") or "Pending",
-        reason=status.get("reason"),
-        evicted=disrupted or status.get("reason") == "Evicted",
+        phase=_text(status.get("phase")) or "Pending",
+        reason=reason,
+        evicted=disrupted or reason == "Evicted",
         terminating=meta.get("deletionTimestamp") is not None,
         restarts=restarts,
         primary=kind.primary_containers,
     )
+
+
+def _obj(value: Any) -> Mapping[str, Any]:
+    """An object of the pod, or {} where the pod has something else (pods may be malformed)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _objs(value: Any) -> list[Mapping[str, Any]]:
+    """The objects of a list of the pod, skipping anything else."""
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _ended(pod: Pod) -> datetime | None:
@@ -214,7 +230,7 @@ def _ended(pod: Pod) -> datetime | None:
     finishes = [c.finished for c in pod.containers if c.finished is not None and c.state == "terminated"]
     if finishes:
         return max(finishes)
-    ready = next((c for c in (pod.obj.get("status") or {}).get("conditions") or ()
+    ready = next((c for c in _objs(_obj(pod.obj.get("status")).get("conditions"))
                   if c.get("type") == "Ready"), {})
     return functions.timestamp(ready.get("lastTransitionTime"))
 
@@ -223,28 +239,29 @@ def _deleting(meta: Mapping[str, Any]) -> datetime | None:
     deletion = functions.timestamp(meta.get("deletionTimestamp"))
     if deletion is None:
         return None
-    return deletion - timedelta(seconds=meta.get("deletionGracePeriodSeconds") or 0)
+    return deletion - timedelta(seconds=_count(meta.get("deletionGracePeriodSeconds")))
 
 
 def _containers(status: Mapping[str, Any]) -> Iterable[Container]:
     index = 0
     for init, key in ((True, "initContainerStatuses"), (False, "containerStatuses")):
-        for cs in status.get(key) or ():
-            state = cs.get("state") or {}
-            last = (cs.get("lastState") or {}).get("terminated")
-            terminated = state.get("terminated")
-            waiting = state.get("waiting")
+        for cs in _objs(status.get(key)):
+            state = _obj(cs.get("state"))
+            last = _obj(_obj(cs.get("lastState")).get("terminated"))
+            terminated = _obj(state.get("terminated"))
+            waiting = _obj(state.get("waiting"))
             ended = terminated or last
+            code = ended.get("exitCode")
             yield Container(
-                name=cs.get("name", ""),
+                name=_text(cs.get("name")) or "",
                 index=index,
                 init=init,
-                restarts=int(cs.get("restartCount") or 0),
+                restarts=_count(cs.get("restartCount")),
                 state=next((s for s in ("terminated", "running", "waiting") if s in state), ""),
-                exit_code=ended.get("exitCode") if ended else None,
-                reason=((terminated or {}).get("reason") or (waiting or {}).get("reason")
-                        or (last or {}).get("reason")),
-                finished=functions.timestamp(ended.get("finishedAt")) if ended else None,
+                exit_code=code if isinstance(code, int) and not isinstance(code, bool) else None,
+                reason=(_text(terminated.get("reason")) or _text(waiting.get("reason"))
+                        or _text(last.get("reason"))),
+                finished=functions.timestamp(ended.get("finishedAt")),
             )
             index += 1
 
@@ -342,8 +359,7 @@ def _test(f: Any, pod: Pod, c: Container | None, search: templates.Search) -> bo
         target = pod.container(f.container) if f.container else c
         return COMPARE[f.cmp](target.restarts if target is not None else 0, f.value)
     if isinstance(f, plan.LabelIs):
-        meta = pod.obj.get("metadata") or {}
-        values = meta.get("annotations" if f.annotation else "labels") or {}
+        values = _obj(_obj(pod.obj.get("metadata")).get("annotations" if f.annotation else "labels"))
         hit = f.key in values if f.values is None else values.get(f.key) in f.values
         return hit != f.negate
     if isinstance(f, plan.JmesPath):
@@ -377,7 +393,7 @@ def pods_of(kind: plan.Kind, job: Mapping[str, Any], candidates: Iterable[Mappin
     (both must hold when both are declared; with neither, every candidate in its namespace).
     `now` only matters to a selector template that calls `now()`; it defaults to the clock."""
     search = templates.searcher(functions.options(now or datetime.now(timezone.utc)))
-    meta = job.get("metadata") or {}
+    meta = _obj(job.get("metadata"))
     selector = {key: templates.render_text(t, job, {}, search) for key, t in kind.pod_labels}
     namespace = meta.get("namespace")
     return [pod for pod in candidates if _belongs(kind, job, meta, selector, namespace, pod)]
@@ -386,12 +402,12 @@ def pods_of(kind: plan.Kind, job: Mapping[str, Any], candidates: Iterable[Mappin
 def _belongs(kind: plan.Kind, job: Mapping[str, Any], meta: Mapping[str, Any],
              selector: Mapping[str, str | None], namespace: str | None,
              pod: Mapping[str, Any]) -> bool:
-    pod_meta = pod.get("metadata") or {}
+    pod_meta = _obj(pod.get("metadata"))
     if namespace and pod_meta.get("namespace") not in (None, namespace):
         return False
-    if kind.pods_owned and not any(_owns(job, meta, ref) for ref in pod_meta.get("ownerReferences") or ()):
+    if kind.pods_owned and not any(_owns(job, meta, ref) for ref in _objs(pod_meta.get("ownerReferences"))):
         return False
-    labels = pod_meta.get("labels") or {}
+    labels = _obj(pod_meta.get("labels"))
     return all(value is not None and labels.get(key) == value for key, value in selector.items())
 
 

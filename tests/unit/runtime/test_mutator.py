@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import shlex
 import subprocess
 
@@ -295,7 +296,10 @@ WORKER = {"training.kubeflow.org/replica-type": "Worker"}
     ({"op": "primary"}, "tfjob", MASTER, None, True),
     ({"op": "primary"}, "tfjob", WORKER, None, False),
     ({"op": "primary"}, "job", None, None, True),
-    ({"op": "primary"}, "ran", None, None, False),       # status terms cannot hold at admission
+    # a pod being created reads as a pod that has not run, as in evaluation: no exit code or
+    # container reason, so those terms are false, and `pod reason not in`, `not condition` and
+    # `restarts >= 0` hold
+    ({"op": "primary"}, "ran", None, None, True),
     ({"op": "primary"}, "notran", None, None, True),
     ({"op": "primary"}, "bytask", {"role": "master"}, None, True),
     ({"op": "primary"}, "bytask", {"role": "worker"}, None, False),
@@ -747,26 +751,32 @@ def test_template_rendering(parts, meta, expected):
 
 
 @pytest.mark.parametrize(("ops", "message"), [
-    ([annotate("a", [var("exit_code")])], "placeholder {exit_code} has no value at admission"),
-    ([annotate("a", [var("container")])], "placeholder {container} has no value outside a container op"),
-    ([annotate("a", [var("argv")])], "placeholder {argv} has no value outside `wrap ... shell`"),
-    ([wrap(argv=[[var("argv")]])], "placeholder {argv} has no value outside `wrap ... shell`"),
-    ([annotate("a", [expr("length(pod.metadata.generateName.x)")])], "JMESPath .* failed"),
+    ([annotate("a", [var("exit_code")])], "placeholder {exit_code} has no value here"),
+    ([annotate("a", [var("container")])], "placeholder {container} has no value here"),
+    ([annotate("a", [var("argv")])], "placeholder {argv} has no value here"),
+    ([wrap(argv=[[var("argv")]])], "placeholder {argv} has no value here"),
 ])
-def test_rule_errors(ops, message):
-    with pytest.raises(mutator.MutationError, match=message):
-        mutator.mutate(build(inj(*ops)), pod())
+def test_placeholders_without_a_value_are_refused_when_the_plan_loads(ops, message):
+    with pytest.raises(plan.PlanError, match=re.escape(message)):
+        build(inj(*ops))
+
+
+def test_rule_errors():
+    with pytest.raises(mutator.MutationError, match="JMESPath .* failed"):
+        mutator.mutate(build(inj(annotate("a", [expr("length(pod.metadata.generateName.x)")]))),
+                       pod())
 
 
 def test_error_carries_the_rule():
-    broken = op("annotate", key="a", value=[var("exit_code")])
+    broken = op("sidecar", name="s", native=False, image=[""], command=None, args=None, env=[],
+                mounts=[])
     broken["span"] = {"path": "rules/k.rules", "line": 12, "column": 5, "endLine": 12, "endColumn": 9}
     with pytest.raises(mutator.MutationError) as info:
         mutator.mutate(build(inj(broken, name="katib")), pod())
     err = info.value
     assert (err.injection, str(err.span), err.message) == (
-        "katib", "rules/k.rules:12:5", "placeholder {exit_code} has no value at admission")
-    assert str(err) == "rules/k.rules:12:5: injection katib: placeholder {exit_code} has no value at admission"
+        "katib", "rules/k.rules:12:5", "sidecar 's': image is empty")
+    assert str(err) == "rules/k.rules:12:5: injection katib: sidecar 's': image is empty"
 
 
 def test_filter_error_cites_the_expression():

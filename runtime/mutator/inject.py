@@ -1,0 +1,158 @@
+"""The top of the mutator: which prepared injections match a pod, and the patch they make.
+
+`prepare(plan)` compiles the plan's injections once, when the plan (re)loads; `mutate` runs the
+matching ones over a draft of the received pod and emits one patch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from runtime import pods
+from runtime.mutator.draft import Draft
+from runtime.mutator.steps import Program, program
+from runtime.mutator.view import ExpressionFailed, MutationError, Received, mapping, owner_reference
+from runtime.plan import (
+    And, Expr, FieldPath, Injection, IsPrimary, JmesPath, Kind, LabelIs, NamespaceIs, Not, Or,
+    Plan, Sidecar, TaskIs,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Mutation:
+    patch: tuple[dict, ...]  # RFC 6902 ops that apply to the exact pod received
+    applied: tuple[str, ...]  # injections that matched and changed something, in plan order
+    kind: str | None  # plan kind the pod belongs to (None: no declared owner kind)
+
+
+@dataclass(frozen=True, slots=True)
+class Injector:
+    """A plan's injections compiled for admission; built by `prepare` when the plan (re)loads
+    and held beside it, so no request pays for it."""
+
+    plan: Plan
+    kinds: dict[tuple[str, str], Kind]  # (apiVersion, kind) -> first declared kind
+    programs: dict[str, tuple[Program, ...]]  # kind name -> injections for its pods, prepared
+    sidecars: frozenset[str]  # every sidecar name in the plan: never a target of other ops
+    reads_pod: bool  # whether an expression `mutate` may evaluate reads the pod beyond PodView
+
+
+def prepare(plan: Plan) -> Injector:
+    kinds: dict[tuple[str, str], Kind] = {}
+    for kind in plan.kinds:
+        kinds.setdefault((kind.api_version, kind.kind), kind)
+    programs = {i.name: program(i) for i in plan.injections}
+    by_kind = {k.name: tuple(programs[i.name] for i in plan.injections if k.name in i.kinds)
+               for k in plan.kinds}
+    sidecars = frozenset(op.name for i in plan.injections for op in i.ops if isinstance(op, Sidecar))
+    return Injector(plan, kinds, by_kind, sidecars, _reads_pod(plan))
+
+
+def mutate(injector: Injector, pod: dict, owner: dict | None = None,
+           namespace: str | None = None) -> Mutation:
+    """The patch that applies every matching injection of the prepared plan to `pod`.
+
+    `owner` is the owner job object when the caller has it (else a stub is built from the owner
+    reference); `namespace` is the request's namespace, since pods at CREATE may lack it.
+    """
+    if not isinstance(pod, dict):
+        return Mutation((), (), None)
+    meta = mapping(pod.get("metadata"))
+    ref = owner_reference(meta)
+    owner = owner if isinstance(owner, dict) else None
+    kind = _kind_of(injector, ref if ref is not None else owner)
+    if kind is None:
+        return Mutation((), (), None)
+    if owner is None and ref is not None:
+        owner = {"apiVersion": ref.get("apiVersion"), "kind": ref.get("kind"),
+                 "metadata": {"name": ref.get("name"), "uid": ref.get("uid")}}
+    if namespace is None and isinstance(meta.get("namespace"), str):
+        namespace = meta["namespace"]
+    received = Received(pod, meta, kind, owner, namespace, injector.sidecars)
+    matched = [p for p in injector.programs[kind.name]
+               if p.injection.match is None or _run(p.injection, _matches, p.injection.match, received)]
+    if not matched:
+        return Mutation((), (), kind.name)
+    draft = Draft(received)
+    for prepared in matched:
+        _run(prepared.injection, _steps, prepared, draft)
+    ops, applied = draft.finish([p.injection for p in matched], injector.plan.digest[:12])
+    return Mutation(tuple(ops), applied, kind.name)
+
+
+def _run(injection: Injection, work: Any, *args: Any) -> Any:
+    """`work(*args)` on behalf of `injection`: an expression failing there is its failure."""
+    try:
+        return work(*args)
+    except ExpressionFailed as err:
+        raise MutationError(injection.name, err.expr.span, str(err)) from None
+
+
+def _steps(prepared: Program, draft: Draft) -> None:
+    for step in prepared.steps:
+        step(draft)
+
+
+def _kind_of(injector: Injector, source: dict | None) -> Kind | None:
+    """The declared kind an owner reference (or owner object) names by apiVersion + kind."""
+    if not isinstance(source, dict):
+        return None
+    api_version, kind = source.get("apiVersion"), source.get("kind")
+    if isinstance(api_version, str) and isinstance(kind, str):
+        return injector.kinds.get((api_version, kind))
+    return None
+
+
+def _matches(node: Any, pod: Received) -> bool:
+    """An injection's `where` filter over the received pod."""
+    match node:
+        case And(args):
+            return all(_matches(a, pod) for a in args)
+        case Or(args):
+            return any(_matches(a, pod) for a in args)
+        case Not(arg):
+            return not _matches(arg, pod)
+        case LabelIs(key, values, negate, annotation):
+            return _has(pod.annotations if annotation else pod.labels, key, values) != negate
+        case NamespaceIs(values, negate):
+            return (pod.namespace in values) != negate
+        case TaskIs(values, negate):
+            return (pod.task() in values) != negate
+        case IsPrimary():
+            return pod.primary()
+        case JmesPath(expr):
+            return pods.truthy(pod.search(expr, pod.data))
+    raise TypeError(f"not an injection filter: {node!r}")
+
+
+def _has(mapping_: dict, key: str, values: frozenset[str] | None) -> bool:
+    if values is None:
+        return key in mapping_
+    value = mapping_.get(key)
+    return isinstance(value, str) and value in values
+
+
+def _reads_pod(plan: Plan) -> bool:
+    """Expressions over the pod itself (a kind's task expression or `primary pods` filter)
+    read it; over {pod, owner, namespace}, all do but field paths not starting at `pod`."""
+    used = {name for injection in plan.injections for name in injection.kinds}
+    if any(k.task_expr is not None or next(_exprs(k.primary_pods), None) is not None
+           for k in plan.kinds if k.name in used):
+        return True
+    return any(not isinstance(e.compiled, FieldPath) or e.compiled.keys[0] == "pod"
+               for i in plan.injections for e in _exprs((i.match, i.ops)))
+
+
+def _exprs(node: Any) -> Iterator[Expr]:
+    """Every expression in a plan node, however nested."""
+    if isinstance(node, Expr):
+        yield node
+    elif isinstance(node, tuple):
+        for item in node:
+            yield from _exprs(item)
+    elif dataclasses.is_dataclass(node) and not isinstance(node, type):
+        for field in dataclasses.fields(node):
+            yield from _exprs(getattr(node, field.name))
