@@ -241,7 +241,7 @@ def _review(response: Response) -> AdmissionReview:
     return {"apiVersion": API_VERSION, "kind": KIND, "response": response}
 
 
-def _is_pod_create(request: dict[str, Any]) -> bool:
+def _is_pod_create(request: Request | dict[str, Any]) -> bool:
     return (request.get("operation") == "CREATE" and request.get("kind") == POD
             and not request.get("subResource"))
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Iterable, Mapping
 
-from runtime import describe, functions, plan, pods, state, templates
+from runtime import conditions, describe, functions, plan, pods, state, templates
 
 TERMINAL = {"failJob": "Failed", "completeJob": "Succeeded", "terminateJob": "Failed"}
 STOPS_PODS = ("restartJob", "abortJob", "terminateJob")
@@ -115,27 +115,6 @@ class Evaluation:
 
 
 @dataclass(frozen=True, slots=True)
-class _Witness:
-    """What decided a condition: the pods that matched (each with the container that made it
-    match, if a filter chose one) and the counts. Which pod decides is worked out only when a
-    template asks (most conditions of a big job are never rendered)."""
-
-    hits: tuple[tuple[pods.Pod, pods.Container | None], ...] = ()
-    latest: bool = False  # `all pods ...`: the last to finish decides; otherwise the first
-    count: int | None = None
-    total: int | None = None
-
-    def decide(self) -> tuple[pods.Pod | None, pods.Container | None]:
-        if not self.hits:
-            return None, None
-        resolved = [(p, c if c is not None else (p.counted[0] if p.counted else None))
-                    for p, c in self.hits]
-        if len(resolved) == 1:
-            return resolved[0]
-        return (max if self.latest else min)(resolved, key=lambda pc: pods.sort_key(*pc))
-
-
-@dataclass(frozen=True, slots=True)
 class _Occurrence:
     names: tuple[str, ...]
     pod: pods.Pod | None
@@ -183,9 +162,11 @@ class _Run:
         facts = [pods.facts(kind, p, self.search) for p in pod_objects]
         facts.sort(key=lambda p: (p.name, p.uid))
         self.pods = facts
-        meta = job.get("metadata") or {}
+        meta = job.get("metadata")
+        meta = meta if isinstance(meta, dict) else {}
         self.job_vars = {"job": meta.get("name"), "namespace": meta.get("namespace"),
                          "kind": job.get("kind")}
+        self.snapshot = conditions.Snapshot(job, facts, now, self.search, self.job_vars)
         self.budgets = dict(stored.budgets)
         self.records: dict[str, state.PodRecord] = {}
         self.fired: set[str] = set()
@@ -202,10 +183,7 @@ class _Run:
     def _error(self, expr: plan.Expr, err: Exception) -> None:
         self.problems.append(f"{expr.span}: <<{expr.source}>>: {err}")
 
-    def _witness(self, f: Any, pod: pods.Pod) -> tuple[bool, pods.Container | None]:
-        return pods.witness(f, pod, self.search)
-
-    def _variables(self, w: _Witness, **extra: Any) -> dict[str, Any]:
+    def _variables(self, w: conditions.Witness, **extra: Any) -> dict[str, Any]:
         out = dict(self.job_vars)
         pod, container = w.decide()
         if pod is not None:
@@ -224,117 +202,13 @@ class _Run:
 
     # -- verdict conditions --------------------------------------------------------------------
 
-    def _scope(self, task: str | None) -> list[pods.Pod]:
-        return self.pods if task is None else [p for p in self.pods if p.task == task]
-
-    def _matching(self, task: str | None, state_: str | None, f: Any, for_seconds: int | None,
-                  ) -> tuple[list[tuple[pods.Pod, pods.Container | None]], int]:
-        scope = self._scope(task)
-        out = []
-        for p in scope:
-            if state_ is not None and not p.is_(state_):
-                continue
-            if for_seconds is not None:
-                since = p.since(state_ or "pending")
-                if since is None or (self.now - since).total_seconds() < for_seconds:
-                    continue
-            if f is None:
-                out.append((p, None))
-                continue
-            ok, container = self._witness(f, p)
-            if ok:
-                out.append((p, container))
-        return out, len(scope)
-
-    def condition(self, c: Any) -> tuple[bool, _Witness | None]:
-        if isinstance(c, plan.And):
-            witness = None
-            for arg in c.args:
-                ok, w = self.condition(arg)
-                if not ok:
-                    return False, None
-                if witness is None or (not witness.hits and w is not None and w.hits):
-                    witness = w
-            return True, witness
-        if isinstance(c, plan.Or):
-            for arg in c.args:
-                ok, w = self.condition(arg)
-                if ok:
-                    return True, w
-            return False, None
-        if isinstance(c, plan.Not):
-            return not self.condition(c.arg)[0], None
-        if isinstance(c, plan.JmesPath):
-            return pods.truthy(self.search(c.expr, self.job)), None
-        if isinstance(c, plan.Pods):
-            matching, total = self._matching(c.task, c.state, c.filter, c.for_seconds)
-            count = len(matching)
-            if c.quant == "any":
-                ok = count > 0
-            elif c.quant == "all":
-                ok = total > 0 and count == total
-            else:
-                ok = count == 0
-            return ok, _Witness(tuple(matching), c.quant == "all", count, total)
-        if isinstance(c, plan.Count):
-            matching, total = self._matching(c.task, c.state, c.filter, None)
-            value = _number(templates.render(c.value, self.job, self.job_vars, self.search))
-            ok = value is not None and pods.COMPARE[c.cmp](len(matching), value)
-            return ok, _Witness(tuple(matching), False, len(matching), total)
-        if isinstance(c, plan.TaskState):
-            states = self.task_states()
-            names = [c.task] if c.task else sorted(states)
-            hits = [t for t in names if states.get(t) == c.state]
-            ok = bool(hits) if c.quant == "any" or c.task else (bool(names) and len(hits) == len(names))
-            if not hits:
-                return ok, None
-            return ok, self._task_witness(hits[0], c.state)
-        if isinstance(c, plan.JobAge):
-            age = self.job_age()
-            return age is not None and age >= c.longer_than, None
-        raise TypeError(f"not a condition: {c!r}")
-
-    def job_start(self) -> datetime | None:
-        meta = self.job.get("metadata") or {}
-        return (functions.timestamp((self.job.get("status") or {}).get("startTime"))
-                or functions.timestamp(meta.get("creationTimestamp")))
-
-    def job_age(self) -> float | None:
-        start = self.job_start()
-        return None if start is None else (self.now - start).total_seconds()
-
-    def task_states(self) -> dict[str, str]:
-        """docs/plan.md: succeeded = has pods, all succeeded; failed = one failed; running = one
-        running; else pending."""
-        groups: dict[str, list[pods.Pod]] = {}
-        for p in self.pods:
-            if p.task is not None:
-                groups.setdefault(p.task, []).append(p)
-        out = {}
-        for task, members in groups.items():
-            if any(p.is_("failed") for p in members):
-                out[task] = "failed"
-            elif all(p.is_("succeeded") for p in members):
-                out[task] = "succeeded"
-            elif any(p.is_("running") for p in members):
-                out[task] = "running"
-            else:
-                out[task] = "pending"
-        return out
-
-    def _task_witness(self, task: str, task_state: str) -> _Witness:
-        pod_state = task_state if task_state != "pending" else None
-        members = [p for p in self._scope(task) if pod_state is None or p.is_(pod_state)]
-        return _Witness(tuple((p, None) for p in members), task_state == "succeeded",
-                        len(members), len(self._scope(task)))
-
     def verdict(self) -> Verdict:
         for rule in self.kind.verdicts:
-            ok, w = (True, None) if rule.when is None else self.condition(rule.when)
+            ok, w = (True, None) if rule.when is None else self.snapshot.holds(rule.when)
             if ok:
                 if rule.reason is None and rule.message is None:
                     return Verdict(rule.phase, None, None, str(rule.span))
-                variables = self._variables(w or _Witness())
+                variables = self._variables(w or conditions.Witness())
                 return Verdict(rule.phase, self._text(rule.reason, variables),
                                self._text(rule.message, variables), str(rule.span))
         return Verdict("Pending", None, None, None)
@@ -355,7 +229,7 @@ class _Run:
             names = _changes(old, record, p)
             if names:
                 out.append(_Occurrence(names, p, p.digest, p.task))
-        out.sort(key=lambda occ: pods.change_key(occ.pod))  # in the order they happened
+        out.sort(key=lambda occ: pods.change_key(occ.pod))  # type: ignore[arg-type]  # all have pods
         for digest, old in sorted(self.stored.pods.items()):
             if digest in seen or old.finished or old.deleting or old.ours:
                 continue
@@ -382,20 +256,20 @@ class _Run:
     def task_occurrences(self) -> list[_Occurrence]:
         out = []
         announced = {}
-        for task, now_state in sorted(self.task_states().items()):
+        for task, now_state in sorted(self.snapshot.task_states().items()):
             if now_state not in ("succeeded", "failed"):
                 continue
             announced[task] = now_state
             if self.stored.tasks.get(task) != now_state:
                 name = "taskCompleted" if now_state == "succeeded" else "taskFailed"
-                members = tuple(p for p in self._scope(task) if p.is_(now_state))
+                members = tuple(p for p in self.snapshot.scope(task) if p.is_(now_state))
                 out.append(_Occurrence((name,), None, None, task, candidates=members))
         self.tasks = announced
         return out
 
     def job_timers(self, phase: str) -> list[_Occurrence]:
         out = []
-        age = self.job_age()
+        age = self.snapshot.job_age()
         for seconds in sorted({p.for_seconds for p in self.kind.policies
                                if p.event == "jobRunningLongerThan" and p.for_seconds is not None}):
             token = f"jobRunningLongerThan>{seconds}"
@@ -440,16 +314,16 @@ class _Run:
                     return
                 self._note(policy, f"{label}: matched")
                 self._events(occ, pod, container, policy.id)
-                self.take(policy, name, occ, _Witness(((pod, container),) if pod else ()))
+                self.take(policy, name, occ, conditions.Witness(((pod, container),) if pod else ()))
                 return
         self._events(occ, occ.pod, None, None)
 
     def _pick(self, f: Any, occ: _Occurrence) -> tuple[bool, pods.Pod | None, pods.Container | None]:
         if occ.pod is not None:
-            ok, container = self._witness(f, occ.pod)
+            ok, container = self.snapshot.witness(f, occ.pod)
             return ok, occ.pod, container
         if occ.candidates:
-            hits = [(p, c) for p in occ.candidates for ok, c in [self._witness(f, p)] if ok]
+            hits = [(p, c) for p in occ.candidates for ok, c in [self.snapshot.witness(f, p)] if ok]
             if not hits:
                 return False, None, None
             pod, container = min(hits, key=lambda pc: pods.sort_key(*pc))
@@ -457,7 +331,7 @@ class _Run:
         if f is None:
             return True, None, None
         stub = pods.facts(self.kind, {"metadata": {"uid": occ.digest or ""}}, self.search)
-        return self._witness(f, replace(stub, task=occ.task))[0], None, None
+        return self.snapshot.witness(f, replace(stub, task=occ.task))[0], None, None
 
     def _events(self, occ: _Occurrence, pod: pods.Pod | None, container: pods.Container | None,
                 policy: str | None) -> None:
@@ -487,7 +361,7 @@ class _Run:
                       pod.name if pod is not None else pod_name,
                       pod.uid if pod is not None else digest)
 
-    def take(self, policy: plan.Policy, name: str, occ: _Occurrence, w: _Witness) -> None:
+    def take(self, policy: plan.Policy, name: str, occ: _Occurrence, w: conditions.Witness) -> None:
         """Run or schedule the policy's action for an occurrence."""
         action = policy.action
         if action.action == "ignore":
@@ -587,7 +461,7 @@ class _Run:
             if d.due > self.now:
                 self.delayed.append(d)
                 continue
-            w = _Witness(((current, None),) if current is not None else ())
+            w = conditions.Witness(((current, None),) if current is not None else ())
             variables = {**self._variables(w, event=d.event), "task": d.task, "pod": d.pod,
                          **d.variables}
             self.fire(policy, d.event, policy.action, variables,
@@ -608,7 +482,7 @@ class _Run:
         if d.due > self.now:
             return False
         if d.event == "taskFailed":
-            return self.task_states().get(d.task or "") != "failed"
+            return self.snapshot.task_states().get(d.task or "") != "failed"
         if d.event not in FAILURES or current is None:
             return False
         if current.digest == d.digest and current.restarts > d.restarts:
@@ -654,27 +528,14 @@ class _Run:
             if policy.for_seconds is None:
                 continue
             if policy.event == "podPending":
-                times += [p.since("pending") + timedelta(seconds=policy.for_seconds)
-                          for p in self.pods if p.is_("pending") and p.since("pending") is not None]
-            elif policy.event == "jobRunningLongerThan" and self.job_start() is not None:
-                times.append(self.job_start() + timedelta(seconds=policy.for_seconds))
+                times += [since + timedelta(seconds=policy.for_seconds) for p in self.pods
+                          if p.is_("pending") and (since := p.since("pending")) is not None]
+            elif policy.event == "jobRunningLongerThan" and (start := self.snapshot.job_start()):
+                times.append(start + timedelta(seconds=policy.for_seconds))
         for rule in self.kind.verdicts:
-            times += self._condition_times(rule.when)
+            times += self.snapshot.times(rule.when)
         later = [t for t in times if t > self.now]
         return min(later) if later else None
-
-    def _condition_times(self, c: Any) -> list[datetime]:
-        if isinstance(c, (plan.And, plan.Or)):
-            return [t for a in c.args for t in self._condition_times(a)]
-        if isinstance(c, plan.Not):
-            return self._condition_times(c.arg)
-        if isinstance(c, plan.Pods) and c.for_seconds is not None:
-            state_ = c.state or "pending"
-            return [p.since(state_) + timedelta(seconds=c.for_seconds) for p in self._scope(c.task)
-                    if p.is_(state_) and p.since(state_) is not None]
-        if isinstance(c, plan.JobAge) and self.job_start() is not None:
-            return [self.job_start() + timedelta(seconds=c.longer_than)]
-        return []
 
     # -- explanation ---------------------------------------------------------------------------
 
@@ -686,8 +547,8 @@ class _Run:
                     "otherwise, but an earlier rule decided"
                 out.append(Finding(str(rule.span), "verdict", rule.phase, True, why))
                 continue
-            ok, _ = self.condition(rule.when)
-            why = "holds" if ok else self.why_not(rule.when)
+            ok, _ = self.snapshot.holds(rule.when)
+            why = "holds" if ok else self.snapshot.why_not(rule.when)
             if ok and str(rule.span) != decided.rule:
                 why = "holds, but an earlier rule decided"
             out.append(Finding(str(rule.span), "verdict", rule.phase, ok, why))
@@ -702,31 +563,6 @@ class _Run:
             out.append(Finding(str(policy.span), "policy", policy.id, matched,
                                f"{describe.policy(policy)}: {why}"))
         return tuple(out)
-
-    def why_not(self, c: Any) -> str:
-        """The first false part of a condition, with what was seen."""
-        if isinstance(c, plan.And):
-            for arg in c.args:
-                if not self.condition(arg)[0]:
-                    return self.why_not(arg)
-        if isinstance(c, plan.Or):
-            return "; ".join(self.why_not(a) for a in c.args)
-        if isinstance(c, plan.Not):
-            return f"{describe.condition(c)}: {describe.condition(c.arg)} holds"
-        text = describe.condition(c)
-        if isinstance(c, plan.JmesPath):
-            return f"{text} is {templates.text(self.search(c.expr, self.job)) or 'null'}"
-        if isinstance(c, (plan.Pods, plan.Count)):
-            _, w = self.condition(c)
-            seen = f"{w.count} of {w.total} pods match" if w is not None else ""
-            return f"{text}: {seen}"
-        if isinstance(c, plan.TaskState):
-            states = self.task_states()
-            return f"{text}: tasks " + (", ".join(f"{t} {s}" for t, s in sorted(states.items())) or "none")
-        if isinstance(c, plan.JobAge):
-            age = self.job_age()
-            return f"{text}: age {'unknown' if age is None else f'{int(age)}s'}"
-        return text
 
 
 def _changes(old: state.PodRecord | None, new: state.PodRecord, p: pods.Pod) -> tuple[str, ...]:
@@ -786,16 +622,6 @@ def _spent_reason(action: plan.Action, use: BudgetUse, event: str) -> str:
     verb = describe.action(action.action).split()[0]
     return f"{verb} budget {use.used}/{use.max} for {describe.event(event)} spent"
 
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, (int, float)):
-        return value
-    try:
-        return float(str(value).strip())
-    except ValueError:
-        return None
 
 
 def to_json(e: Evaluation) -> dict[str, Any]:

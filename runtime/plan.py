@@ -11,7 +11,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Protocol, TypeAlias, Union
+from typing import Any, Generic, Iterable, Mapping, Protocol, TypeAlias, TypeVar, Union
 
 import jmespath
 import jmespath.exceptions
@@ -80,20 +80,24 @@ Part: TypeAlias = Union[str, Var, Expr]
 Template: TypeAlias = tuple[Part, ...]
 
 
-# Boolean structure shared by verdict conditions, pod filters and injection filters.
-@dataclass(frozen=True, slots=True)
-class And:
-    args: tuple[Any, ...]
+# Boolean structure shared by verdict conditions, pod filters and injection filters: `N` is the
+# family (Condition, PodFilter, InjectFilter below).
+N = TypeVar("N")
 
 
 @dataclass(frozen=True, slots=True)
-class Or:
-    args: tuple[Any, ...]
+class And(Generic[N]):
+    args: tuple[N, ...]
 
 
 @dataclass(frozen=True, slots=True)
-class Not:
-    arg: Any
+class Or(Generic[N]):
+    args: tuple[N, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Not(Generic[N]):
+    arg: N
 
 
 # Pod filters.
@@ -154,12 +158,17 @@ class JmesPath:
 
 
 # Verdict condition atoms.
+PodFilter: TypeAlias = Union["And[PodFilter]", "Or[PodFilter]", "Not[PodFilter]", ExitCode,
+                             ContainerReason, PodReason, PodCondition, TaskIs, Restarts, LabelIs,
+                             JmesPath]
+
+
 @dataclass(frozen=True, slots=True)
 class Pods:
     quant: str  # any | all | none
     task: str | None
     state: str | None
-    filter: Any | None
+    filter: PodFilter | None
     for_seconds: int | None
 
 
@@ -167,7 +176,7 @@ class Pods:
 class Count:
     task: str | None
     state: str | None
-    filter: Any | None
+    filter: PodFilter | None
     cmp: str
     value: Template
 
@@ -196,11 +205,17 @@ class IsPrimary:
     pass
 
 
+Condition: TypeAlias = Union["And[Condition]", "Or[Condition]", "Not[Condition]", JmesPath, Pods,
+                             Count, TaskState, JobAge]
+InjectFilter: TypeAlias = Union["And[InjectFilter]", "Or[InjectFilter]", "Not[InjectFilter]",
+                                LabelIs, NamespaceIs, TaskIs, IsPrimary, JmesPath]
+
+
 @dataclass(frozen=True, slots=True)
 class Verdict:
     span: Span
     phase: str
-    when: Any | None  # None: `otherwise`
+    when: Condition | None  # None: `otherwise`
     reason: Template | None
     message: Template | None
 
@@ -228,7 +243,7 @@ class Policy:
     span: Span
     event: str
     task: str | None
-    filter: Any | None
+    filter: PodFilter | None
     for_seconds: int | None
     to: str | None
     action: Action
@@ -264,7 +279,7 @@ class Kind:
     pod_labels: tuple[tuple[str, Template], ...]
     task_label: str | None
     task_expr: Expr | None
-    primary_pods: Any | None
+    primary_pods: PodFilter | None
     primary_containers: tuple[str, ...] | None
     verdicts: tuple[Verdict, ...]
     policies: tuple[Policy, ...]
@@ -350,7 +365,7 @@ class Injection:
     name: str
     span: Span
     kinds: tuple[str, ...]
-    match: Any | None
+    match: InjectFilter | None
     ops: tuple[Op, ...]
     completion_containers: tuple[str, ...] | None
 
@@ -446,7 +461,7 @@ def _opt_int(value: Any, where: str) -> int | None:
     return None if value is None else shape.integer(value, where)
 
 
-def _choice(value: Any, allowed: tuple[str, ...], where: str) -> str:
+def _choice(value: Any, allowed: Iterable[str], where: str) -> str:
     if value not in allowed:
         raise PlanError(f"{where}: {value!r} is not one of {', '.join(allowed)}")
     return value

@@ -129,7 +129,7 @@ class Draft:
             _emit_map(ops, "/metadata/annotations", annotations, meta.get("annotations"))
             _emit_map(ops, "/metadata/labels", labels, meta.get("labels"))
         sidecars = self.sidecars
-        spec = pod.get("spec")   # an object, or absent or null (see _odd)
+        spec: Any = pod.get("spec")   # an object, or absent or null (see _odd)
         if spec is None and (self.volumes or sidecars["containers"] or sidecars["initContainers"]):
             ops.append({"op": "add", "path": "/spec", "value": {}})
             spec = {}

@@ -26,8 +26,19 @@ COMPLETION_ENV = "JOBRULES_COMPLETION_CONTAINERS"
 
 _LABEL_VALUE = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 
-Text = Union[str, Template]   # a template as prepared: a str when it has only literal text
 Step = Callable[[Draft], None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Rendered:
+    """A template that names the pod, and whether it has placeholders (else no variables need
+    making for it)."""
+
+    template: Template
+    has_vars: bool
+
+
+Text = Union[str, _Rendered]   # a template as prepared: a str when it has only literal text
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,22 +57,22 @@ def program(injection: Injection) -> Program:
 
 
 def _fold(template: Template) -> Text:
-    """A template of literal parts only as its text; any other template as it is."""
+    """A template of literal parts only as its text; any other template prepared to render."""
     if all(isinstance(part, str) for part in template):
         return "".join(template)   # type: ignore[arg-type]
-    return template
+    return _Rendered(template, any(isinstance(part, Var) for part in template))
 
 
 def _text(text: Text, pod: Received, container: str | None = None, argv: str | None = None) -> str:
     """A prepared text for this pod; `container` and `argv` are the placeholders an op's
     context gives (the plan loader allows no other placeholder where they are absent)."""
-    if type(text) is str:
+    if isinstance(text, str):
         return text
     variables: dict[str, Any] = {}
-    if any(isinstance(part, Var) for part in text):
+    if text.has_vars:
         variables = pod.variables()
         variables.update(container=container, argv=argv)
-    return templates.text(templates.render(text, pod.data, variables, pod.search))  # type: ignore[arg-type]
+    return templates.text(templates.render(text.template, pod.data, variables, pod.search))
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,16 +80,16 @@ class _Strings:
     """A list of templates prepared: the literal ones in place, the rest rendered per pod."""
 
     fixed: tuple[str | None, ...]   # None where a template is rendered
-    rendered: tuple[tuple[int, Template], ...]
+    rendered: tuple[tuple[int, _Rendered], ...]
 
     @classmethod
     def of(cls, templates_: tuple[Template, ...]) -> _Strings:
         texts = [_fold(t) for t in templates_]
-        return cls(tuple(t if type(t) is str else None for t in texts),   # type: ignore[misc]
-                   tuple((i, t) for i, t in enumerate(texts) if type(t) is not str))  # type: ignore[misc]
+        return cls(tuple(t if isinstance(t, str) else None for t in texts),
+                   tuple((i, t) for i, t in enumerate(texts) if isinstance(t, _Rendered)))
 
     def render(self, pod: Received, container: str) -> list[str]:
-        out = list(self.fixed)
+        out: list[str | None] = list(self.fixed)
         for i, template in self.rendered:
             out[i] = _text(template, pod, container)
         return out   # type: ignore[return-value]
@@ -96,7 +107,7 @@ def _annotate(op: Annotate, injection: Injection) -> Step:
 
 def _label(op: Label, injection: Injection) -> Step:
     key, value, span, name = op.key, _fold(op.value), op.span, injection.name
-    valid = type(value) is str and _LABEL_VALUE.fullmatch(value) is not None
+    valid = isinstance(value, str) and _LABEL_VALUE.fullmatch(value) is not None
 
     def label(draft: Draft) -> None:
         text = _text(value, draft.pod)
@@ -145,7 +156,7 @@ def _volume(op: Volume, injection: Injection) -> Step:
         if volume in taken:
             return  # a volume of that name already exists: the pod's wins
         draft.require("volumes", injection, span)
-        item = {"name": volume}
+        item: dict[str, Any] = {"name": volume}
         item.update({k: dict(v) if isinstance(v, dict) else v for k, v in source.items()})
         draft.volumes.append(item)
         taken.add(volume)

@@ -196,19 +196,19 @@ class Received:
 
     def _select(self, which: Containers) -> list[Selected]:
         names: tuple[str, ...] | None   # a few names: a tuple is as quick to ask as a set
+        fields: tuple[str, ...]
         if which.select == "named":
             names, fields = which.names, LISTS
         elif which.select == "primary" and self.kind.primary_containers is not None:
             names, fields = self.kind.primary_containers, ("containers",)
         else:
             names, fields = None, ("containers",)
-        found = []
+        found: list[Selected] = []
         for field in fields:
             for i, container in enumerate(array(self.spec.get(field))):
                 if isinstance(container, dict):
                     name = container.get("name")
-                    # a name among `names` is a string; ask the few names first
-                    if (name in names if names is not None else isinstance(name, str)) \
+                    if isinstance(name, str) and (names is None or name in names) \
                             and name not in self.sidecars:
                         found.append((field, i, container, name))
         return found

@@ -1,4 +1,5 @@
-"""Layering: the runtime reads plans; it never imports the compiler or Lark."""
+"""Layering: the runtime reads plans and never imports the compiler or Lark; its pure core imports
+no shell (the webhook's or the controller's) and no I/O framework; and it type-checks."""
 from __future__ import annotations
 
 import ast
@@ -11,7 +12,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = sorted((ROOT / "runtime").rglob("*.py"))
+SHELLS = ("runtime.webhook", "runtime.controller")
 FORBIDDEN = ("rulec", "lark")
+# What a pure module may not import: the shells, and the libraries that do I/O for them.
+IMPURE = (*SHELLS, "flask", "werkzeug", "gunicorn", "kubernetes", "urllib3", "prometheus_client")
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def _imports(path: Path) -> set[str]:
@@ -22,7 +31,15 @@ def _imports(path: Path) -> set[str]:
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
     return names
+
+
+def _under(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+PURE = [p for p in RUNTIME if not _under(_module(p), SHELLS)]
 
 
 @pytest.mark.parametrize("path", RUNTIME, ids=lambda p: str(p.relative_to(ROOT)))
@@ -31,9 +48,31 @@ def test_runtime_module_does_not_import_the_compiler(path: Path) -> None:
     assert not bad, f"{path.name} imports {sorted(bad)}"
 
 
+@pytest.mark.parametrize("path", PURE, ids=lambda p: str(p.relative_to(ROOT)))
+def test_pure_module_imports_no_shell(path: Path) -> None:
+    bad = {n for n in _imports(path) if _under(n, IMPURE)}
+    assert not bad, f"{_module(path)} is pure but imports {sorted(bad)}"
+
+
+def test_the_pure_core_is_most_of_the_runtime() -> None:
+    assert {_module(p) for p in PURE} >= {
+        "runtime.plan", "runtime.pods", "runtime.conditions", "runtime.evaluator",
+        "runtime.state", "runtime.templates", "runtime.functions", "runtime.mutator.view",
+        "runtime.mutator.draft", "runtime.mutator.steps", "runtime.mutator.inject",
+        "runtime.patch", "runtime.admission", "runtime.registration", "runtime.vocabulary",
+        "runtime.reloading"}
+
+
+def test_mutator_layers_import_only_downwards() -> None:
+    order = ["view", "draft", "steps", "inject"]
+    for i, layer in enumerate(order):
+        above = tuple(f"runtime.mutator.{name}" for name in order[i + 1:])
+        imported = _imports(ROOT / "runtime" / "mutator" / f"{layer}.py")
+        assert not {n for n in imported if _under(n, above)}, layer
+
+
 def test_importing_the_runtime_loads_neither_rulec_nor_lark() -> None:
-    modules = [f"runtime.{p.stem}" for p in RUNTIME if p.parent.name == "runtime"
-               and p.stem != "__init__"]
+    modules = [_module(p) for p in RUNTIME]
     script = (
         "import importlib, json, sys\n"
         f"for name in {modules!r}:\n"
@@ -61,3 +100,10 @@ def test_compiler_and_plan_share_one_span_type_without_loading_the_plan() -> Non
                           cwd=ROOT, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["False", "True"]
+
+
+def test_the_runtime_type_checks() -> None:
+    """mypy with the configuration in pyproject.toml ([tool.mypy]) finds nothing."""
+    proc = subprocess.run([sys.executable, "-m", "mypy", "--no-error-summary"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
