@@ -107,3 +107,15 @@ def test_the_runtime_type_checks() -> None:
     proc = subprocess.run([sys.executable, "-m", "mypy", "--no-error-summary"],
                           capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_product_needs_no_control_plane_code() -> None:
+    """The control-plane launcher is devkit's: nothing in the wheel imports it or its
+    certificate library, and the product's dependencies do not name it."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert not [d for d in project["dependencies"] if d.startswith("cryptography")]
+    product = sorted((ROOT / "rulec").rglob("*.py")) + RUNTIME
+    bad = {_module(p): n for p in product for n in _imports(p) if _under(n, ("devkit", "cryptography"))}
+    assert not bad
