@@ -290,6 +290,7 @@ class Status:
     span: Span
     phase: FieldPath | None
     phase_only: tuple[Name, ...] | None    # the phases written; None: all of them
+    phase_over: tuple[Text, ...] | None    # the current values the phase may replace; None: any
     phase_map: tuple[PhaseMapEntry, ...]
     reason: FieldPath | None
     message: FieldPath | None

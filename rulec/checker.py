@@ -171,6 +171,13 @@ class _Checker:
         if k.status is not None:
             self.phase_list(k.status.phase_only or (), "listed")
             self.phase_list([e.phase for e in k.status.phase_map], "mapped")
+            firsts: dict[str, Span] = {}
+            for value in k.status.phase_over or ():
+                first = firsts.setdefault(value.value, value.span)
+                if first is not value.span:
+                    self.report("duplicate-clause", value.span,
+                                f"value {value.value!r} is listed twice in `over`",
+                                notes=(Note("first listed here", first),))
         self.check_schema_paths(k)
 
     def verdict_order(self, k: ast.Kind) -> None:

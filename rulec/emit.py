@@ -144,7 +144,8 @@ class _Emitter:
             phase = {"path": list(s.phase.segments),
                      "map": {phase_name(e.phase.value): e.value.value for e in s.phase_map},
                      "only": None if s.phase_only is None else [
-                         phase_name(n.value) for n in s.phase_only]}
+                         phase_name(n.value) for n in s.phase_only],
+                     "over": None if s.phase_over is None else [t.value for t in s.phase_over]}
         condition = None if s.condition_off else (
             s.condition.value if s.condition else DEFAULT_CONDITION)
         return {"phase": phase,

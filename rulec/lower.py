@@ -241,6 +241,7 @@ class _Lowering:
         seen: dict[str, Span] = {}
         phase = reason = message = condition = None
         phase_only: tuple[ast.Name, ...] | None = None
+        phase_over: tuple[ast.Text, ...] | None = None
         phase_map: tuple[ast.PhaseMapEntry, ...] = ()
         condition_off, events, annotations = False, True, True
         for stmt in tree.children:
@@ -266,6 +267,8 @@ class _Lowering:
                     for part in ch[1:]:
                         if part.data == "phase_only":
                             phase_only = tuple(self.name(w) for w in part.children)
+                        elif part.data == "phase_over":
+                            phase_over = self.texts(part)
                         else:
                             phase_map = tuple(
                                 ast.PhaseMapEntry(self.span(e), self.name(e.children[0]),
@@ -275,8 +278,8 @@ class _Lowering:
                     reason = path
                 else:
                     message = path
-        return ast.Status(self.span(tree), phase, phase_only, phase_map, reason, message,
-                          condition, condition_off, events, annotations)
+        return ast.Status(self.span(tree), phase, phase_only, phase_over, phase_map, reason,
+                          message, condition, condition_off, events, annotations)
 
     def path_of(self, token: Token) -> ast.FieldPath:
         return ast.FieldPath(self.span(token), tuple(str(token).split(".")))

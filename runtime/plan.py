@@ -7,8 +7,10 @@ contract is documented in docs/plan.md; this module is its single reader.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, Iterable, Mapping, Protocol, TypeAlias, TypeVar, Union
@@ -254,6 +256,7 @@ class StatusField:
     path: tuple[str, ...]
     map: Mapping[str, str]
     only: frozenset[str] | None  # the phases written (a phase field); None: every phase
+    over: frozenset[str] | None = None  # the current values it may replace; None: any
 
 
 @dataclass(frozen=True, slots=True)
@@ -397,6 +400,18 @@ class Plan:
             if declared.api_version == api_version and declared.kind == kind:
                 return declared
         return None
+
+
+def expressions(node: Any) -> Iterator[Expr]:
+    """Every expression in a plan node (or a tuple of them), however nested."""
+    if isinstance(node, Expr):
+        yield node
+    elif isinstance(node, tuple):
+        for item in node:
+            yield from expressions(item)
+    elif dataclasses.is_dataclass(node) and not isinstance(node, type):
+        for field in dataclasses.fields(node):
+            yield from expressions(getattr(node, field.name))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -618,7 +633,8 @@ def _status_field(value: Any, where: str) -> StatusField | None:
         _choice(phase, vocabulary.PHASES, f"{where}.map")
     only = None if f.get("only") is None else frozenset(
         _choice(p, vocabulary.PHASES, f"{where}.only") for p in shape.array(f["only"], f"{where}.only"))
-    return StatusField(_strs(f["path"], f"{where}.path"), dict(sorted(mapping.items())), only)
+    over = None if f.get("over") is None else frozenset(_strs(f["over"], f"{where}.over"))
+    return StatusField(_strs(f["path"], f"{where}.path"), dict(sorted(mapping.items())), only, over)
 
 
 def _kind(value: Any) -> Kind:

@@ -6,8 +6,6 @@ matching ones over a draft of the received pod and emits one patch.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,8 +14,8 @@ from runtime.mutator.draft import Draft
 from runtime.mutator.steps import Program, program
 from runtime.mutator.view import ExpressionFailed, MutationError, Received, mapping, owner_reference
 from runtime.plan import (
-    And, Expr, FieldPath, Injection, IsPrimary, JmesPath, Kind, LabelIs, NamespaceIs, Not, Or,
-    Plan, Sidecar, TaskIs,
+    And, FieldPath, Injection, IsPrimary, JmesPath, Kind, LabelIs, NamespaceIs, Not, Or, Plan,
+    Sidecar, TaskIs, expressions,
 )
 
 
@@ -139,20 +137,8 @@ def _reads_pod(plan: Plan) -> bool:
     """Expressions over the pod itself (a kind's task expression or `primary pods` filter)
     read it; over {pod, owner, namespace}, all do but field paths not starting at `pod`."""
     used = {name for injection in plan.injections for name in injection.kinds}
-    if any(k.task_expr is not None or next(_exprs(k.primary_pods), None) is not None
+    if any(k.task_expr is not None or next(expressions(k.primary_pods), None) is not None
            for k in plan.kinds if k.name in used):
         return True
     return any(not isinstance(e.compiled, FieldPath) or e.compiled.keys[0] == "pod"
-               for i in plan.injections for e in _exprs((i.match, i.ops)))
-
-
-def _exprs(node: Any) -> Iterator[Expr]:
-    """Every expression in a plan node, however nested."""
-    if isinstance(node, Expr):
-        yield node
-    elif isinstance(node, tuple):
-        for item in node:
-            yield from _exprs(item)
-    elif dataclasses.is_dataclass(node) and not isinstance(node, type):
-        for field in dataclasses.fields(node):
-            yield from _exprs(getattr(node, field.name))
+               for i in plan.injections for e in expressions((i.match, i.ops)))

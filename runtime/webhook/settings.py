@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from runtime.environment import SettingsError, choice, host_port, integer, seconds
+
+__all__ = ["DEFAULT_MAX_BODY", "Settings", "SettingsError"]
+
 # The API server stores objects of at most ~1.5 MiB in etcd and accepts request bodies of 3 MiB;
 # an AdmissionReview carries one pod, so anything larger is not from the API server.
 DEFAULT_MAX_BODY = 3 * 1024 * 1024
-
-
-class SettingsError(ValueError):
-    """An environment variable with a value the webhook cannot use."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,66 +47,22 @@ class Settings:
         if (cert is None) != (key is None):
             raise SettingsError("JOBRULES_TLS_CERT and JOBRULES_TLS_KEY: give both or neither")
         defaults = cls(plan)
-        metrics = env.get("JOBRULES_METRICS_BIND")
         return cls(
             plan_path=plan,
             tls_cert=cert,
             tls_key=key,
             bind=env.get("JOBRULES_BIND", defaults.bind),
-            metrics=defaults.metrics if metrics is None else _host_port(metrics),
-            workers=_int(env, "JOBRULES_WORKERS", defaults.workers, minimum=1),
-            threads=_int(env, "JOBRULES_THREADS", defaults.threads, minimum=1),
-            timeout=_int(env, "JOBRULES_TIMEOUT", defaults.timeout, minimum=1),
-            graceful_timeout=_int(env, "JOBRULES_GRACEFUL_TIMEOUT", defaults.graceful_timeout),
-            keepalive=_int(env, "JOBRULES_KEEPALIVE", defaults.keepalive),
-            max_requests=_int(env, "JOBRULES_MAX_REQUESTS", defaults.max_requests),
-            max_requests_jitter=_int(env, "JOBRULES_MAX_REQUESTS_JITTER",
+            metrics=host_port(env, "JOBRULES_METRICS_BIND", defaults.metrics),
+            workers=integer(env, "JOBRULES_WORKERS", defaults.workers, minimum=1),
+            threads=integer(env, "JOBRULES_THREADS", defaults.threads, minimum=1),
+            timeout=integer(env, "JOBRULES_TIMEOUT", defaults.timeout, minimum=1),
+            graceful_timeout=integer(env, "JOBRULES_GRACEFUL_TIMEOUT", defaults.graceful_timeout),
+            keepalive=integer(env, "JOBRULES_KEEPALIVE", defaults.keepalive),
+            max_requests=integer(env, "JOBRULES_MAX_REQUESTS", defaults.max_requests),
+            max_requests_jitter=integer(env, "JOBRULES_MAX_REQUESTS_JITTER",
                                      defaults.max_requests_jitter),
-            reload_interval=_float(env, "JOBRULES_RELOAD_INTERVAL", defaults.reload_interval),
-            max_body=_int(env, "JOBRULES_MAX_BODY", defaults.max_body, minimum=1),
-            log_level=_choice(env, "JOBRULES_LOG_LEVEL", defaults.log_level,
+            reload_interval=seconds(env, "JOBRULES_RELOAD_INTERVAL", defaults.reload_interval),
+            max_body=integer(env, "JOBRULES_MAX_BODY", defaults.max_body, minimum=1),
+            log_level=choice(env, "JOBRULES_LOG_LEVEL", defaults.log_level,
                               ("debug", "info", "warning", "error")),
         )
-
-
-def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> int:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise SettingsError(f"{name}: expected an integer, got {raw!r}") from None
-    if value < minimum:
-        raise SettingsError(f"{name}: must be at least {minimum}, got {value}")
-    return value
-
-
-def _host_port(raw: str) -> tuple[str, int] | None:
-    """`host:port` (IPv6 hosts in brackets); empty: disabled."""
-    if raw == "":
-        return None
-    host, sep, port = raw.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise SettingsError(f"JOBRULES_METRICS_BIND: expected host:port or empty, got {raw!r}")
-    return host.strip("[]") or "0.0.0.0", int(port)
-
-
-def _float(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise SettingsError(f"{name}: expected a number of seconds, got {raw!r}") from None
-    if not 0 <= value < float("inf"):
-        raise SettingsError(f"{name}: must be a finite number of seconds >= 0, got {raw!r}")
-    return value
-
-
-def _choice(env: Mapping[str, str], name: str, default: str, allowed: tuple[str, ...]) -> str:
-    value = (env.get(name) or default).lower()
-    if value not in allowed:
-        raise SettingsError(f"{name}: {value!r} is not one of {', '.join(allowed)}")
-    return value

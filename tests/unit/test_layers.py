@@ -72,7 +72,7 @@ def test_mutator_layers_import_only_downwards() -> None:
 
 
 def test_importing_the_runtime_loads_neither_rulec_nor_lark() -> None:
-    modules = [_module(p) for p in RUNTIME]
+    modules = [_module(p) for p in RUNTIME if p.name != "__main__.py"]   # those run a process
     script = (
         "import importlib, json, sys\n"
         f"for name in {modules!r}:\n"

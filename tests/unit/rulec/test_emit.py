@@ -174,7 +174,7 @@ def test_status_phase_only() -> None:
     }''')
     assert kind["status"]["phase"] == {"path": ["status", "state", "phase"],
                                        "map": {"Failed": "Failed"},
-                                       "only": ["Failed", "Succeeded"]}
+                                       "only": ["Failed", "Succeeded"], "over": None}
     loaded = runtime_plan.load(_plan('''job v: batch.volcano.sh/v1alpha1 Job {
         succeeded when all pods succeeded
         status { phase at status.state.phase only [failed] }
@@ -185,6 +185,19 @@ def test_status_phase_only() -> None:
         status { phase at status.state.phase reason at status.state.reason }
     }''')
     assert every["status"]["phase"]["only"] is None
+
+
+def test_status_phase_over() -> None:
+    kind = _kind('''job v: batch.volcano.sh/v1alpha1 Job {
+        succeeded when all pods succeeded
+        status { phase at status.state.phase only [failed] over ["Completed", "Running"] }
+    }''')
+    assert kind["status"]["phase"]["over"] == ["Completed", "Running"]
+    loaded = runtime_plan.load(_plan('''job v: batch.volcano.sh/v1alpha1 Job {
+        succeeded when all pods succeeded
+        status { phase at status.state.phase over ["Completed"] }
+    }'''))
+    assert loaded.kinds[0].status.phase.over == frozenset({"Completed"})
 
 
 @pytest.mark.parametrize("only,error", [

@@ -1,0 +1,170 @@
+"""List and watch one resource into a Store, for as long as the controller runs.
+
+As client-go's reflector does: a paged LIST fills the store (replacing what it held, so objects
+deleted while nobody watched are reported gone), then a WATCH from the list's resourceVersion
+with bookmarks keeps it current. A watch that ends is reopened from the last version seen
+(bookmarks included); one whose connection went quiet is reopened after the read timeout, so a
+dropped connection never hangs; 410 Gone (the version was compacted away) relists. Errors back off
+with jitter, honouring Retry-After. A resource that is not served (its CRD is missing) is retried
+and reported, and does not hold up the others.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from runtime import store as storelib
+from runtime.controller import kube
+
+log = logging.getLogger("jobrules.controller")
+
+Handler = Callable[[storelib.Change], None]
+
+
+class Informer:
+    """One list+watch loop in a thread of its own, feeding `store` and calling `on_change` for
+    every change (handlers only enqueue: they run on the watch's thread)."""
+
+    def __init__(self, client: kube.Client, name: str, path: str, store: storelib.Store,
+                 on_change: Handler, *, selector: str = "", namespace: str | None = None,
+                 read_timeout: float = 70.0,
+                 on_event: Callable[[str, str], None] | None = None) -> None:
+        self.client = client
+        self.namespace = namespace   # the one namespace it lists (None: all of them)
+        self.name = name
+        self.path = path
+        self.store = store
+        self.on_change = on_change
+        self.selector = selector
+        self.read_timeout = read_timeout
+        self.on_event = on_event or (lambda what, reason: None)
+        self.synced = threading.Event()
+        self.missing = False      # the API server does not serve this resource (yet)
+        self.error = ""           # the last problem, for /readyz
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"informer-{name}", daemon=True)
+        self._backoff = _Backoff()
+
+    def start(self) -> Informer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
+    @property
+    def ready(self) -> bool:
+        """Synced, or known not to be served (nothing of it exists to wait for)."""
+        return self.synced.is_set() or self.missing
+
+    def _query(self) -> list[tuple[str, str]]:
+        return [("labelSelector", self.selector)] if self.selector else []
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                version = self._list()
+                self._backoff.reset()
+                self._watch(version)
+            except kube.Gone:
+                self.on_event("relist", "gone")
+                log.info("%s: resource version expired; listing again", self.name)
+            except kube.NotFound as err:
+                if not self.missing:
+                    log.warning("%s: %s is not served (is its CRD installed?); retrying",
+                                self.name, self.path)
+                self.missing, self.error = True, f"not served: {err.message}"
+                self.on_event("restart", "not-found")
+                self._pause(self._backoff.next())
+            except (kube.ApiError, kube.TransportError) as err:
+                self.error = str(err)
+                self.on_event("restart", type(err).__name__)
+                log.warning("%s: %s; retrying", self.name, err)
+                retry = err.retry_after if isinstance(err, kube.ApiError) else None
+                self._pause(max(retry or 0.0, self._backoff.next()))
+            except Exception:   # a bug: keep the loop alive, and say so loudly
+                log.exception("%s: the informer failed; retrying", self.name)
+                self._pause(self._backoff.next())
+
+    def _list(self) -> str:
+        items: list[dict[str, Any]] = []
+        version = ""
+        for page in self.client.pages(self.path, query=self._query()):
+            items.extend(page.get("items") or [])
+            version = (page.get("metadata") or {}).get("resourceVersion") or version
+        for change in self.store.replace(items, self.namespace):
+            self.on_change(change)
+        self.missing, self.error = False, ""
+        self.synced.set()
+        return version
+
+    def _watch(self, version: str) -> None:
+        """Watch from `version` until told to stop; raises Gone to ask for a relist."""
+        while not self._stop.is_set():
+            query = [*self._query(), ("resourceVersion", version),
+                     ("allowWatchBookmarks", "true"),
+                     ("timeoutSeconds", str(random.randint(300, 600)))]
+            try:
+                for event in self.client.watch(self.path, query, read_timeout=self.read_timeout):
+                    if self._stop.is_set():
+                        return
+                    version = self._handle(event) or version
+            except kube.Timeout:
+                self.on_event("restart", "idle")
+                log.info("%s: no byte for %.0fs; watching again", self.name, self.read_timeout)
+                continue
+            self._backoff.reset()
+
+    def _handle(self, event: dict[str, Any]) -> str | None:
+        """Apply one event; the resourceVersion it carries."""
+        kind, obj = event.get("type"), event.get("object")
+        if not isinstance(obj, dict):
+            return None
+        version = (obj.get("metadata") or {}).get("resourceVersion")
+        if kind in ("ADDED", "MODIFIED"):
+            change = self.store.put(obj)
+        elif kind == "DELETED":
+            change = self.store.delete(storelib.key_of(obj))
+        else:   # BOOKMARK: only the version moves
+            return version
+        if change is not None:
+            self.on_change(change)
+        return version
+
+    def _pause(self, seconds: float) -> None:
+        self._stop.wait(seconds)
+
+
+class _Backoff:
+    """0.8 s doubling to 30 s, with jitter (client-go's reflector backoff)."""
+
+    def __init__(self, first: float = 0.8, cap: float = 30.0) -> None:
+        self.first, self.cap, self.current = first, cap, 0.0
+
+    def next(self) -> float:
+        self.current = min(self.cap, self.current * 2 if self.current else self.first)
+        return self.current * random.uniform(1.0, 1.5)
+
+    def reset(self) -> None:
+        self.current = 0.0
+
+
+def served(client: kube.Client, group: str, version: str, plural: str) -> tuple[bool, bool]:
+    """Whether the API server serves `plural` in group/version, and whether it has a `/status`
+    subresource there (one discovery GET)."""
+    path = "/api/v1" if group == "" else f"/apis/{group}/{version}"
+    try:
+        found = client.get(path)
+    except kube.NotFound:
+        return False, False
+    names = {r.get("name") for r in found.get("resources") or [] if isinstance(r, dict)}
+    return plural in names, f"{plural}/status" in names
+

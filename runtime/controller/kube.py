@@ -1,0 +1,477 @@
+"""The controller's Kubernetes transport: raw JSON over the official client's connection pool.
+
+Requests go through `ApiClient.param_serialize` (server URL, auth headers, refreshed tokens) and
+`call_api` (urllib3, unread responses), never through model classes: bodies are plain dicts and
+answers are decoded with orjson. What this module adds to the client:
+
+- explicit Content-Type and Accept headers (the client would silently send a dict meant as a JSON
+  patch as a strategic-merge patch, which custom resources refuse);
+- one error class per kind of answer (`NotFound`, `Conflict`, `Gone`, `Invalid`,
+  `TooManyRequests`, `ServerError`, `Denied`), each carrying the API server's Status and
+  `retry_after`; failures without an answer are `TransportError` (`Timeout` for timeouts);
+- no hidden retries: urllib3's are turned off, so a failure reaches the caller, whose backoff
+  decides what happens next (a retried read would also stretch a watch's read timeout);
+- TCP keepalive on the pool's sockets (client-go's 30 s idle, 15 s probes), so the kernel
+  notices a peer that vanished;
+- watches that raise `Timeout` when no byte arrived for `read_timeout` seconds, so a connection
+  dropped without a FIN never hangs a watch;
+- a hook called once per request with (verb, resource, status code or 0, seconds), for metrics.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from http import HTTPStatus
+from typing import Any, cast
+
+import orjson
+import urllib3
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.utils.keepalive import tcp_keepalive_socket_options
+
+Obj = dict[str, Any]
+Query = Sequence[tuple[str, str]]
+ResponseHook = Callable[[str, str, int, float], None]
+
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
+# Connections the pool keeps: each watch holds one for minutes, the workers share the others.
+POOL_SIZE = 32
+REQUEST_TIMEOUT = 60.0
+_CHUNK = 1 << 16
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors
+
+
+class KubeError(Exception):
+    """A request that did not succeed; the message names the request and what went wrong."""
+
+
+class ConfigError(KubeError):
+    """No usable connection settings (kubeconfig or in-cluster)."""
+
+
+class TransportError(KubeError):
+    """No answer from the API server: connection refused or reset, TLS failure, broken stream."""
+
+
+class Timeout(TransportError):
+    """No answer (or, on a watch, no byte) within the timeout."""
+
+
+class ApiError(KubeError):
+    """The API server answered with an error status.
+
+    `body` is its Status object when it sent one (else None); `reason` is the Status reason
+    (`NotFound`, `AlreadyExists`, `Conflict`, `Expired`, ...) or the HTTP reason phrase;
+    `retry_after` the seconds from the `Retry-After` header, else from the Status details.
+    """
+
+    def __init__(self, status: int, reason: str, message: str, *, body: Obj | None = None,
+                 retry_after: float | None = None, method: str = "", path: str = "") -> None:
+        super().__init__(f"{method} {path}: {status} {reason}: {message}".lstrip())
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.body = body
+        self.retry_after = retry_after
+        self.method = method
+        self.path = path
+
+
+class Denied(ApiError):
+    """401 or 403: credentials or RBAC; retrying will not help until someone changes them."""
+
+
+class NotFound(ApiError):
+    """404: the object (or its kind: a CRD not installed) does not exist."""
+
+
+class Conflict(ApiError):
+    """409: a stale resourceVersion or uid precondition, or `AlreadyExists` on create."""
+
+
+class Gone(ApiError):
+    """410, or a watch ERROR event with code 410: the resourceVersion (or continue token) is
+    too old; list again."""
+
+
+class Invalid(ApiError):
+    """422: the object failed validation; `body["details"]["causes"]` says where."""
+
+
+class TooManyRequests(ApiError):
+    """429: throttled; wait `retry_after` seconds."""
+
+
+class ServerError(ApiError):
+    """5xx: the API server (or what is behind it) failed; retry with backoff."""
+
+
+_BY_STATUS: dict[int, type[ApiError]] = {
+    401: Denied, 403: Denied, 404: NotFound, 409: Conflict, 410: Gone, 422: Invalid,
+    429: TooManyRequests,
+}
+
+
+def api_error(status: int, body: Obj | None, *, text: str = "", retry_header: str | None = None,
+              method: str = "", path: str = "") -> ApiError:
+    """The error for an answer with `status` and (when it was JSON) Status `body`."""
+    body = body or None
+    kind = _BY_STATUS.get(status) or (ServerError if status >= 500 else ApiError)
+    reason = str((body or {}).get("reason") or _phrase(status))
+    message = str((body or {}).get("message") or text.strip()[:500] or reason)
+    return kind(status, reason, message, body=body, retry_after=_retry_after(retry_header, body),
+                method=method, path=path)
+
+
+def _phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return f"HTTP {status}"
+
+
+def _retry_after(header: str | None, body: Obj | None) -> float | None:
+    """Seconds to wait: the header's delta-seconds (the only form the API server sends), else
+    the Status `details.retryAfterSeconds`."""
+    if header:
+        try:
+            seconds = float(header)
+        except ValueError:
+            seconds = math.nan
+        if math.isfinite(seconds) and seconds >= 0:
+            return seconds
+    value = ((body or {}).get("details") or {}).get("retryAfterSeconds")
+    return float(value) if isinstance(value, int) and value > 0 else None
+
+
+def _status_body(data: bytes) -> Obj | None:
+    try:
+        body = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    return body if isinstance(body, dict) else None
+
+
+_TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, OSError)
+
+
+def _transport_error(error: BaseException, method: str, url: str) -> TransportError:
+    # First: urllib3's NewConnectionError is also a ConnectTimeoutError, for compatibility.
+    if isinstance(error, urllib3.exceptions.NewConnectionError):
+        return TransportError(f"{method} {url}: cannot connect: {error.__cause__ or error}")
+    if isinstance(error, (urllib3.exceptions.TimeoutError, TimeoutError)):
+        return Timeout(f"{method} {url}: timed out ({error})")
+    return TransportError(f"{method} {url}: {type(error).__name__}: {error}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Paths
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Resource:
+    """A REST resource: `api_version` as objects spell it (`v1`, `batch/v1`) and its plural."""
+
+    api_version: str
+    plural: str
+
+    def path(self, namespace: str | None = None, name: str | None = None,
+             subresource: str | None = None) -> str:
+        """The collection (no name) or object path, across namespaces when `namespace` is None."""
+        prefix = "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
+        parts = [prefix]
+        if namespace is not None:
+            parts += ["namespaces", namespace]
+        parts.append(self.plural)
+        if name is not None:
+            parts.append(name)
+        if subresource is not None:
+            parts.append(subresource)
+        return "/".join(parts)
+
+
+_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch"}
+
+
+def describe(method: str, path: str, query: Query = ()) -> tuple[str, str]:
+    """(verb, resource) of a request as the metrics label it: verbs as the API server names
+    them (`get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, `deletecollection`);
+    the resource as `plural[.group][/subresource]` (`pods`, `jobs.batch`,
+    `jobs.batch.volcano.sh/status`); other URLs (`/version`, discovery) by their path."""
+    method = method.upper()
+    parts = path.split("?", 1)[0].strip("/").split("/")
+    if parts[0] == "api" and len(parts) >= 3:
+        group, rest = "", parts[2:]
+    elif parts[0] == "apis" and len(parts) >= 4:
+        group, rest = parts[1], parts[3:]
+    else:
+        return method.lower(), path
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        rest = rest[2:]
+    resource = f"{rest[0]}.{group}" if group else rest[0]
+    if len(rest) >= 3:
+        resource += f"/{rest[2]}"
+    named = len(rest) >= 2
+    if method == "GET":
+        watching = any(k == "watch" and v in ("true", "1") for k, v in query)
+        verb = "watch" if watching else "get" if named else "list"
+    elif method == "DELETE":
+        verb = "delete" if named else "deletecollection"
+    else:
+        verb = _VERBS.get(method, method.lower())
+    return verb, resource
+
+
+# ---------------------------------------------------------------------------------------------
+# The client
+
+
+class Client:
+    """Requests to one API server. Thread-safe (urllib3's pool); close it when done.
+
+    Built from a `kubernetes.client.Configuration` (copied: the caller's is not changed); the
+    class methods build one from a kubeconfig, the pod's service account, or the configuration
+    of an existing `ApiClient`. `timeout` bounds a whole request (not a watch) unless the call
+    gives its own; `on_response(verb, resource, code, seconds)` runs once per request, with
+    code 0 when no answer came.
+    """
+
+    def __init__(self, configuration: k8s.Configuration, *, on_response: ResponseHook | None = None,
+                 timeout: float = REQUEST_TIMEOUT) -> None:
+        config = copy.copy(configuration)
+        config.retries = False
+        config.socket_options = tcp_keepalive_socket_options()
+        config.connection_pool_maxsize = max(config.connection_pool_maxsize or 0, POOL_SIZE)
+        self.host: str = config.host
+        self._api = k8s.ApiClient(config)
+        self._on_response = on_response
+        self._timeout = timeout
+
+    @classmethod
+    def from_kubeconfig(cls, path: str | os.PathLike[str], *, context: str | None = None,
+                        on_response: ResponseHook | None = None,
+                        timeout: float = REQUEST_TIMEOUT) -> Client:
+        configuration = k8s.Configuration()
+        try:
+            k8s_config.load_kube_config(config_file=os.fspath(path), context=context,
+                                        client_configuration=configuration, persist_config=False)
+        except Exception as error:  # the loader raises whatever it met: files, YAML, keys
+            raise ConfigError(f"cannot use the kubeconfig {os.fspath(path)}: {error}") from error
+        return cls(configuration, on_response=on_response, timeout=timeout)
+
+    @classmethod
+    def in_cluster(cls, *, on_response: ResponseHook | None = None,
+                   timeout: float = REQUEST_TIMEOUT) -> Client:
+        """The pod's service account (its token re-read as the kubelet rotates it)."""
+        configuration = k8s.Configuration()
+        try:
+            k8s_config.load_incluster_config(client_configuration=configuration)
+        except k8s_config.ConfigException as error:
+            raise ConfigError(f"no in-cluster configuration: {error}") from error
+        return cls(configuration, on_response=on_response, timeout=timeout)
+
+    @classmethod
+    def from_api_client(cls, api: Any, *, on_response: ResponseHook | None = None,
+                        timeout: float = REQUEST_TIMEOUT) -> Client:
+        """A client with `api`'s server and credentials and this module's pool settings."""
+        return cls(api.configuration, on_response=on_response, timeout=timeout)
+
+    @property
+    def api(self) -> k8s.ApiClient:
+        """The official client underneath (for its leader election, which needs one)."""
+        return self._api
+
+    def close(self) -> None:
+        self._api.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- requests
+
+    def request(self, method: str, path: str, body: Any = None, *, query: Query = (),
+                content_type: str = JSON, accept: str = JSON,
+                timeout: float | None = None) -> Any:
+        """One request; the answer decoded when it is JSON, else its bytes. Raises `ApiError`
+        (by class) for an error status, `TransportError` when no answer came."""
+        if content_type == JSON_PATCH and not isinstance(body, list):
+            raise TypeError("a JSON patch body is a list of operations")
+        verb, resource = describe(method, path, query)
+        began = time.monotonic()
+        code = 0
+        try:
+            response = self._open(method, path, body, query, content_type, accept,
+                                  self._timeout if timeout is None else timeout)
+            try:
+                data = response.data
+            finally:
+                response.release_conn()
+            code = response.status
+        except _TRANSPORT_ERRORS as error:
+            raise _transport_error(error, method, self.host + path) from error
+        finally:
+            self._report(verb, resource, code, began)
+        if not 200 <= code <= 299:
+            raise self._error(response, data, method, path)
+        if response.headers.get("Content-Type", "").startswith(JSON):
+            return orjson.loads(data)
+        return data
+
+    def get(self, path: str, *, query: Query = ()) -> Obj:
+        return cast(Obj, self.request("GET", path, query=query))
+
+    def pages(self, path: str, *, query: Query = (), limit: int = 500) -> Iterator[Obj]:
+        """A LIST in pages of at most `limit` items, each page as the server sent it. Every page
+        has the resourceVersion of the first; a continue token that expired meanwhile raises
+        `Gone` (start again)."""
+        token = ""
+        while True:
+            paging = [("limit", str(limit))] + ([("continue", token)] if token else [])
+            page = self.get(path, query=[*query, *paging])
+            yield page
+            token = (page.get("metadata") or {}).get("continue") or ""
+            if not token:
+                return
+
+    def list(self, path: str, *, query: Query = (), limit: int = 500) -> Obj:
+        """A LIST read page by page, returned as one List object (the last page's metadata)."""
+        items: list[Obj] = []
+        page: Obj = {}
+        for page in self.pages(path, query=query, limit=limit):
+            items.extend(page.get("items") or [])
+        return {**page, "items": items}
+
+    def create(self, path: str, body: Obj, *, query: Query = ()) -> Obj:
+        """POST `body` to the collection at `path`; the stored object."""
+        return cast(Obj, self.request("POST", path, body, query=query))
+
+    def merge_patch(self, path: str, patch: Obj, *, resource_version: str | None = None,
+                    query: Query = ()) -> Obj:
+        """A JSON merge patch; with `resource_version`, only if the object still has it
+        (`Conflict` otherwise): the guard every write of the controller uses."""
+        if resource_version is not None:
+            metadata = {**(patch.get("metadata") or {}), "resourceVersion": resource_version}
+            patch = {**patch, "metadata": metadata}
+        return cast(Obj, self.request("PATCH", path, patch, query=query, content_type=MERGE_PATCH))
+
+    def json_patch(self, path: str, operations: Iterable[Mapping[str, Any]], *,
+                   query: Query = ()) -> Obj:
+        """A JSON patch (RFC 6902); a failed `test` operation answers 422 (`Invalid`)."""
+        return cast(Obj, self.request("PATCH", path, [dict(op) for op in operations], query=query,
+                                      content_type=JSON_PATCH))
+
+    def apply(self, path: str, body: Obj, *, field_manager: str, force: bool = False,
+              query: Query = ()) -> Obj:
+        """Server-side apply of `body` (the whole intent of `field_manager`) at the object path."""
+        query = [*query, ("fieldManager", field_manager)] + ([("force", "true")] if force else [])
+        return cast(Obj, self.request("PATCH", path, body, query=query, content_type=APPLY_PATCH))
+
+    def delete(self, path: str, *, uid: str | None = None, resource_version: str | None = None,
+               propagation_policy: str | None = None, query: Query = ()) -> Obj:
+        """Delete the object at `path`; with `uid` / `resource_version`, only that incarnation
+        or version of it (`Conflict` otherwise). Answers the object (still there while
+        finalizers run) or a Status."""
+        options: Obj = {}
+        preconditions = {k: v for k, v in (("uid", uid), ("resourceVersion", resource_version))
+                         if v is not None}
+        if preconditions:
+            options["preconditions"] = preconditions
+        if propagation_policy is not None:
+            options["propagationPolicy"] = propagation_policy
+        return cast(Obj, self.request("DELETE", path, options or None, query=query))
+
+    def watch(self, path: str, query: Query = (), *, read_timeout: float) -> Iterator[Obj]:
+        """The events of a WATCH on the collection at `path`, decoded (`type`, `object`), from the
+        first `next()` on. Pass `resourceVersion`, `allowWatchBookmarks`, `timeoutSeconds` in
+        `query`. Ends when the server ends the watch; raises `Timeout` when no byte came for
+        `read_timeout` seconds (the server sends BOOKMARKs about once a minute when asked),
+        `Gone` for an ERROR event with code 410, the matching `ApiError` for other ERRORs."""
+        query = [*query, ("watch", "true")]
+        url = self.host + path
+        began = time.monotonic()
+        code = 0
+        try:
+            response = self._open("GET", path, None, query, JSON, JSON, (read_timeout, read_timeout))
+            code = response.status
+            if code != 200:
+                data = response.data
+        except _TRANSPORT_ERRORS as error:
+            raise _transport_error(error, "GET", url) from error
+        finally:
+            self._report("watch", describe("GET", path)[1], code, began)
+        if code != 200:
+            response.release_conn()
+            raise self._error(response, data, "GET", path)
+        complete = False
+        try:
+            for line in _lines(response.stream(_CHUNK)):
+                event = orjson.loads(line)
+                if event.get("type") == "ERROR":
+                    status = event.get("object") or {}
+                    raise api_error(int(status.get("code") or 500), status, method="GET",
+                                    path=path)
+                yield event
+            complete = True
+        except _TRANSPORT_ERRORS as error:
+            raise _transport_error(error, "GET", url) from error
+        except orjson.JSONDecodeError as error:
+            raise TransportError(f"GET {url}: a watch line is not JSON: {error}") from error
+        finally:
+            if not complete:
+                response.close()   # bytes left unread: this connection cannot serve another
+            response.release_conn()
+
+    # -- inside
+
+    def _open(self, method: str, path: str, body: Any, query: Query, content_type: str,
+              accept: str, timeout: float | tuple[float, float]) -> Any:
+        """Send; the urllib3 response with its body unread."""
+        api = self._api
+        method, url, headers, _, _ = api.param_serialize(
+            method, path, query_params=list(query), auth_settings=["BearerToken"],
+            header_params={"Content-Type": content_type, "Accept": accept})
+        try:
+            return api.call_api(method, url, headers, body, None, _request_timeout=timeout).response
+        except ApiException as error:   # how the client reports a TLS failure (status 0)
+            raise TransportError(f"{method} {url}: {error.reason}") from error
+
+    def _error(self, response: Any, data: bytes, method: str, path: str) -> ApiError:
+        return api_error(response.status, _status_body(data),
+                         text=data.decode(errors="replace"),
+                         retry_header=response.headers.get("Retry-After"),
+                         method=method, path=path)
+
+    def _report(self, verb: str, resource: str, code: int, began: float) -> None:
+        if self._on_response is not None:
+            self._on_response(verb, resource, code, time.monotonic() - began)
+
+
+def _lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """The non-empty lines of a byte stream cut anywhere (an object may span many chunks)."""
+    pending: list[bytes] = []
+    for chunk in chunks:
+        lines = chunk.split(b"\n")
+        if len(lines) == 1:
+            pending.append(chunk)
+            continue
+        pending.append(lines[0])
+        yield from (line for line in (b"".join(pending), *lines[1:-1]) if line.strip())
+        pending = [lines[-1]] if lines[-1] else []
+    if (rest := b"".join(pending)).strip():
+        yield rest

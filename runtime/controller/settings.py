@@ -1,0 +1,79 @@
+"""The controller's settings: one frozen value read from the environment, like the webhook's.
+
+Every variable is optional but `JOBRULES_PLAN`; a bad value is a SettingsError naming the
+variable, and the process does not start (docs/controller.md lists them all).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from runtime.environment import SettingsError, boolean, choice, host_port, integer, seconds
+
+__all__ = ["ControllerSettings", "SettingsError"]
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerSettings:
+    plan_path: str
+    kubeconfig: str | None = None        # None: in-cluster configuration
+    namespaces: tuple[str, ...] = ()     # () : every namespace
+    workers: int = 4
+    resync: float = 600.0                # seconds between re-enqueues of every job from the cache
+    reload_interval: float = 5.0         # seconds between looks at the plan file
+    leader_elect: bool = True
+    lease_namespace: str = "default"
+    lease_name: str = "jobrules-controller"
+    lease_duration: int = 15
+    renew_deadline: int = 10
+    retry_period: int = 2
+    identity: str = ""
+    health: tuple[str, int] | None = ("0.0.0.0", 8080)   # /healthz, /readyz, /metrics
+    read_timeout: float = 70.0           # a watch with no byte for this long is reopened
+    log_level: str = "info"
+    test_hooks: bool = False             # honour JOBRULES_FAULT (tests only)
+    fault: str = ""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> ControllerSettings:
+        plan = env.get("JOBRULES_PLAN")
+        if not plan:
+            raise SettingsError("JOBRULES_PLAN: required (the path of the compiled plan JSON)")
+        d = cls(plan)
+        namespaces = tuple(n.strip() for n in env.get("JOBRULES_NAMESPACES", "").split(",")
+                           if n.strip())
+        lease, renew, retry = (integer(env, "JOBRULES_LEASE_DURATION", d.lease_duration, 2),
+                               integer(env, "JOBRULES_RENEW_DEADLINE", d.renew_deadline, 1),
+                               integer(env, "JOBRULES_RETRY_PERIOD", d.retry_period, 1))
+        if not lease > renew > retry * 1.2:
+            raise SettingsError("JOBRULES_LEASE_DURATION > JOBRULES_RENEW_DEADLINE > 1.2 x "
+                                f"JOBRULES_RETRY_PERIOD is required, got {lease}, {renew}, {retry}")
+        hooks = boolean(env, "JOBRULES_TEST_HOOKS", False)
+        fault = env.get("JOBRULES_FAULT", "")
+        if fault and not hooks:
+            raise SettingsError("JOBRULES_FAULT: only with JOBRULES_TEST_HOOKS=1 (tests only)")
+        return cls(
+            plan_path=plan,
+            kubeconfig=env.get("JOBRULES_KUBECONFIG") or env.get("KUBECONFIG") or None,
+            namespaces=namespaces,
+            workers=integer(env, "JOBRULES_WORKERS", d.workers, minimum=1),
+            resync=seconds(env, "JOBRULES_RESYNC", d.resync),
+            reload_interval=seconds(env, "JOBRULES_RELOAD_INTERVAL", d.reload_interval),
+            leader_elect=boolean(env, "JOBRULES_LEADER_ELECT", d.leader_elect),
+            lease_namespace=(env.get("JOBRULES_LEASE_NAMESPACE") or env.get("POD_NAMESPACE")
+                             or d.lease_namespace),
+            lease_name=env.get("JOBRULES_LEASE_NAME") or d.lease_name,
+            lease_duration=lease, renew_deadline=renew, retry_period=retry,
+            identity=(env.get("JOBRULES_IDENTITY") or env.get("POD_NAME")
+                      or f"{socket.gethostname()}_{os.getpid()}"),
+            health=host_port(env, "JOBRULES_HEALTH_BIND", d.health),
+            read_timeout=seconds(env, "JOBRULES_READ_TIMEOUT", d.read_timeout),
+            log_level=choice(env, "JOBRULES_LOG_LEVEL", d.log_level,
+                             ("debug", "info", "warning", "error")),
+            test_hooks=hooks,
+            fault=fault,
+        )
+

@@ -1,0 +1,239 @@
+"""The parts of jobs and pods the controller keeps, derived from the plan.
+
+The controller caches every job of the declared kinds and every pod they may own. Whole objects
+would make memory grow with pod size (managedFields, env, probes...), so each is cut down to a
+projection: the fields the pod reader and the write-back read, and every path the plan's
+JMESPath expressions can reach. An expression that reads a path through anything but plain field
+steps (a filter, an index, a function of `@`) keeps that path's whole subtree, so a projected
+object evaluates exactly like the whole one (a property test holds them to it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, Union
+
+from runtime import plan
+
+Path = tuple[str, ...]
+
+
+class _Whole:
+    """Keep the whole subtree here."""
+
+    def __repr__(self) -> str:
+        return "WHOLE"
+
+
+WHOLE = _Whole()
+EACH = "[]"   # a key of a tree: apply the subtree to each element of a list
+
+Tree = Union[_Whole, "dict[str, Tree]"]
+
+# What the pod reader (runtime/pods.py) and the controller read of every pod.
+_CONTAINER_STATUS: dict[str, Any] = {
+    "name": WHOLE, "restartCount": WHOLE,
+    "state": {"running": WHOLE, "waiting": {"reason": WHOLE},
+              "terminated": {"exitCode": WHOLE, "reason": WHOLE, "finishedAt": WHOLE}},
+    "lastState": {"terminated": {"exitCode": WHOLE, "reason": WHOLE, "finishedAt": WHOLE}},
+}
+POD_FIELDS: dict[str, Any] = {
+    "apiVersion": WHOLE, "kind": WHOLE,
+    "metadata": {"name": WHOLE, "namespace": WHOLE, "uid": WHOLE, "resourceVersion": WHOLE,
+                 "labels": WHOLE, "ownerReferences": WHOLE, "creationTimestamp": WHOLE,
+                 "deletionTimestamp": WHOLE, "deletionGracePeriodSeconds": WHOLE},
+    "status": {"phase": WHOLE, "reason": WHOLE, "startTime": WHOLE,
+               "conditions": {EACH: {"type": WHOLE, "status": WHOLE, "reason": WHOLE,
+                                     "lastTransitionTime": WHOLE}},
+               "containerStatuses": {EACH: _CONTAINER_STATUS},
+               "initContainerStatuses": {EACH: _CONTAINER_STATUS}},
+}
+# What the controller reads of every job besides the plan's paths: identity, our annotations,
+# the conditions it writes among, and the status fields of the kind's `status` block.
+OURS = ("jobrules.dev/state", "jobrules.dev/verdict", "jobrules.dev/intents")
+JOB_FIELDS: dict[str, Any] = {
+    "apiVersion": WHOLE, "kind": WHOLE,
+    "metadata": {"name": WHOLE, "namespace": WHOLE, "uid": WHOLE, "resourceVersion": WHOLE,
+                 "generation": WHOLE, "creationTimestamp": WHOLE, "deletionTimestamp": WHOLE,
+                 "labels": WHOLE, "annotations": {key: WHOLE for key in OURS}},
+    "status": {"startTime": WHOLE, "conditions": WHOLE},
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Projection:
+    """How to cut one kind's jobs and pods down (trees of kept keys)."""
+
+    job: Tree
+    pod: Tree
+
+
+def of_kind(kind: plan.Kind) -> Projection:
+    job_paths = [path for e in _job_exprs(kind) for path in reads(e.compiled)]
+    job_paths += [f.path for f in _status_fields(kind)]
+    pod_paths = [path for e in _pod_exprs(kind) for path in reads(e.compiled)]
+    return Projection(merge(JOB_FIELDS, tree(job_paths)), merge(POD_FIELDS, tree(pod_paths)))
+
+
+def pod_tree(kinds: Iterable[plan.Kind]) -> Tree:
+    """One projection for the pods several kinds share (one pod watch serves them all)."""
+    out: Tree = POD_FIELDS
+    for kind in kinds:
+        out = merge(out, of_kind(kind).pod)
+    return out
+
+
+def project(value: Any, keep: Tree) -> Any:
+    """`value` with only the kept parts. Where the object does not have the shape the tree
+    expects (a string where an object was expected), the value is kept as it is: it is small,
+    and JMESPath reads it the same."""
+    if keep is WHOLE:
+        return value
+    assert isinstance(keep, dict)
+    if isinstance(value, dict):
+        return {key: project(value[key], sub) for key, sub in keep.items() if key in value}
+    if isinstance(value, list) and EACH in keep:
+        return [project(item, keep[EACH]) for item in value]
+    return value if not isinstance(value, (dict, list)) else type(value)()
+
+
+# ---------------------------------------------------------------------------------------------
+# Which paths an expression reads
+
+
+def reads(searchable: plan.Searchable) -> list[Path]:
+    """The paths of the input an expression may read, each to be kept whole."""
+    if isinstance(searchable, plan.FieldPath):
+        return [searchable.keys]
+    node = getattr(searchable, "parsed", None)
+    if not isinstance(node, dict):
+        return [()]   # an expression we cannot read: keep everything
+    kept, tail = _walk(node, ())
+    return sorted(kept | ({tail} if tail is not None else set()))
+
+
+# Nodes whose value is made from their children's values, each read whole.
+_COMBINING = frozenset({"comparator", "and_expression", "or_expression", "not_expression",
+                        "multi_select_list", "multi_select_dict", "key_val_pair",
+                        "function_expression"})
+# Nodes whose left child gives a list (or object) whose elements the rest works on.
+_PROJECTING = frozenset({"projection", "filter_projection", "value_projection", "flatten",
+                         "index_expression", "slice"})
+
+
+def _walk(node: dict[str, Any], base: Path) -> tuple[set[Path], Path | None]:
+    """(paths kept whole, the path the node's value is, if it is a plain path) for `node`
+    evaluated at `base`."""
+    kind = node.get("type")
+    children = node.get("children") or []
+    if kind == "field":
+        return set(), (*base, node["value"])
+    if kind in ("current", "identity"):
+        return set(), base
+    if kind in ("literal", "raw_string", "index"):
+        return set(), None
+    if kind == "subexpression":
+        kept: set[Path] = set()
+        tail: Path | None = base
+        for child in children:
+            if tail is None:   # working on a value made here: it reads no more of the input
+                return kept, None
+            more, tail = _walk(child, tail)
+            kept |= more
+        return kept, tail
+    if kind in _PROJECTING or kind == "pipe":
+        kept, tail = _walk(children[0], base) if children else (set(), base)
+        if tail is not None:
+            kept = kept | {tail}
+        return kept, None
+    if kind in _COMBINING:
+        kept = set()
+        for child in children:
+            more, tail = _walk(child, base)
+            kept |= more | ({tail} if tail is not None else set())
+        return kept, None
+    return {base}, None   # a node this walk does not know: keep everything below `base`
+
+
+# ---------------------------------------------------------------------------------------------
+# Trees
+
+
+def tree(paths: Iterable[Path]) -> Tree:
+    """The tree keeping each path's whole subtree; the empty path keeps everything."""
+    out: dict[str, Any] = {}
+    for path in sorted(set(paths), key=len):
+        if not path:
+            return WHOLE
+        node: Any = out
+        for key in path[:-1]:
+            child = node.get(key)
+            if child is WHOLE:
+                break
+            node = node.setdefault(key, {})
+        else:
+            node[path[-1]] = WHOLE
+    return out
+
+
+def merge(a: Tree, b: Tree) -> Tree:
+    """Keep what either keeps."""
+    if a is WHOLE or b is WHOLE:
+        return WHOLE
+    assert isinstance(a, dict) and isinstance(b, dict)
+    out = dict(a)
+    for key, sub in b.items():
+        out[key] = merge(out[key], sub) if key in out else sub
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The plan's expressions, by what they are evaluated against
+
+
+def _job_exprs(kind: plan.Kind) -> Iterator[plan.Expr]:
+    """Expressions over the job: verdict conditions (but their pod filters) and templates,
+    count values, pod selectors, policy action templates."""
+    for verdict in kind.verdicts:
+        for atom in _atoms(verdict.when):
+            if isinstance(atom, plan.JmesPath):
+                yield atom.expr
+            elif isinstance(atom, plan.Count):
+                yield from plan.expressions(atom.value)
+        yield from plan.expressions((verdict.reason, verdict.message))
+    yield from plan.expressions(tuple(template for _, template in kind.pod_labels))
+    yield from plan.expressions(tuple(_templates(p.action) for p in kind.policies))
+
+
+def _templates(action: plan.Action | None) -> tuple[Any, ...]:
+    out: tuple[Any, ...] = ()
+    while action is not None:
+        out += tuple(t for t in (action.reason, action.message) if t is not None)
+        action = action.fallback
+    return out
+
+
+def _pod_exprs(kind: plan.Kind) -> Iterator[plan.Expr]:
+    """Expressions over a pod: the task expression and the JMESPath terms of pod filters."""
+    if kind.task_expr is not None:
+        yield kind.task_expr
+    filters = [kind.primary_pods, *(p.filter for p in kind.policies)]
+    filters += [c.filter for v in kind.verdicts for c in _atoms(v.when)
+                if isinstance(c, (plan.Pods, plan.Count))]
+    yield from plan.expressions(tuple(f for f in filters if f is not None))
+
+
+def _atoms(c: Any) -> Iterator[Any]:
+    if isinstance(c, (plan.And, plan.Or)):
+        for arg in c.args:
+            yield from _atoms(arg)
+    elif isinstance(c, plan.Not):
+        yield from _atoms(c.arg)
+    elif c is not None:
+        yield c
+
+
+def _status_fields(kind: plan.Kind) -> list[plan.StatusField]:
+    status = kind.status
+    return [f for f in (status.phase, status.reason, status.message) if f is not None]

@@ -1,0 +1,192 @@
+"""The controller's cache of one watched resource: projected objects kept as compact bytes.
+
+Each watch (a kind's jobs, or the pods under one label key) fills one Store. Objects are cut to
+their projection (runtime.projection) and kept as JSON bytes, so memory grows with what the plan
+reads rather than with object size, and the cyclic garbage collector has nothing to walk.
+Readers decode the few objects a reconcile needs.
+
+Writes are ordered by resourceVersion: an older version never replaces a newer one, so the
+response to our own PATCH (written through at once) is not undone by the watch event that
+follows it. A relist replaces the whole set and reports what disappeared, so a deletion missed
+while the watch was down is still seen.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+Key = tuple[str, str]   # (namespace, name); namespace "" for cluster-scoped objects
+IndexFn = Callable[[Mapping[str, Any]], Iterable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    rv: int
+    data: bytes          # the projected object, JSON
+    digest: int          # of the parts that matter to a reconcile (see Store)
+    terms: tuple[tuple[str, Any], ...]   # (index name, value) pairs it is listed under
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What a put or delete did: whether the object is new, changed in a way that matters, or
+    gone, and the object itself (decoded) for the event handlers."""
+
+    key: Key
+    obj: Mapping[str, Any] | None
+    old: Mapping[str, Any] | None
+    matters: bool
+
+
+def resource_version(obj: Mapping[str, Any]) -> int:
+    """An object's resourceVersion as a number (Kubernetes compares them as integers)."""
+    meta = obj.get("metadata")
+    raw = meta.get("resourceVersion") if isinstance(meta, dict) else None
+    try:
+        return int(raw) if raw is not None else 0
+    except (TypeError, ValueError):
+        return 0
+
+
+def key_of(obj: Mapping[str, Any]) -> Key:
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+
+class Store:
+    """Projected objects of one resource, by (namespace, name), with secondary indexes.
+
+    `project` cuts an object down; `significant` cuts it further to what should wake a
+    reconcile (a job without our own annotations and condition), whose digest tells a change
+    worth handling from one we caused. `indexes` name functions giving the values an object is
+    listed under (e.g. its controller owner's uid).
+    """
+
+    def __init__(self, project: Callable[[Any], Any],
+                 significant: Callable[[Any], Any] | None = None,
+                 indexes: Mapping[str, IndexFn] | None = None) -> None:
+        self._project = project
+        self._significant = significant
+        self._indexes = dict(indexes or {})
+        self._items: dict[Key, Entry] = {}
+        self._by: dict[tuple[str, Any], set[Key]] = {}
+        self._lock = threading.Lock()
+        self.bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, key: Key) -> dict[str, Any] | None:
+        entry = self._items.get(key)
+        return None if entry is None else orjson.loads(entry.data)
+
+    def rv(self, key: Key) -> int | None:
+        entry = self._items.get(key)
+        return None if entry is None else entry.rv
+
+    def keys(self) -> list[Key]:
+        with self._lock:
+            return list(self._items)
+
+    def lookup(self, index: str, value: Any) -> list[dict[str, Any]]:
+        """The objects listed under `value` in `index`, decoded."""
+        with self._lock:
+            entries = [self._items[k] for k in self._by.get((index, value), ())]
+        return [orjson.loads(e.data) for e in entries]
+
+    def lookup_keys(self, index: str, value: Any) -> list[Key]:
+        with self._lock:
+            return sorted(self._by.get((index, value), ()))
+
+    def put(self, obj: Mapping[str, Any]) -> Change | None:
+        """Store an object (whole, as the API server sent it); None when it is not newer than
+        what is stored or nothing stored changed."""
+        projected = self._project(obj)
+        key = key_of(projected)
+        rv = resource_version(projected)
+        data = orjson.dumps(projected)
+        digest = hash(orjson.dumps(self._significant(projected)) if self._significant else data)
+        terms = tuple((name, value) for name, fn in self._indexes.items()
+                      for value in fn(projected))
+        with self._lock:
+            old = self._items.get(key)
+            if old is not None and (rv < old.rv or old.data == data):
+                return None
+            self._unindex(key, old)
+            self._items[key] = Entry(rv, data, digest, terms)
+            for term in terms:
+                self._by.setdefault(term, set()).add(key)
+            self.bytes += len(data) - (len(old.data) if old else 0)
+        previous = None if old is None else orjson.loads(old.data)
+        return Change(key, projected, previous, old is None or old.digest != digest)
+
+    def delete(self, key: Key) -> Change | None:
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is None:
+                return None
+            self._unindex(key, old)
+            self.bytes -= len(old.data)
+        return Change(key, None, orjson.loads(old.data), True)
+
+    def replace(self, objs: Iterable[Mapping[str, Any]], namespace: str | None = None) -> list[Change]:
+        """The whole set (of one namespace, when given) after a (re)list: what changed, and a
+        deletion for every object that is no longer there."""
+        changes: list[Change] = []
+        seen: set[Key] = set()
+        for obj in objs:
+            change = self.put(obj)
+            seen.add(key_of(obj) if change is None else change.key)
+            if change is not None:
+                changes.append(change)
+        for key in self.keys():
+            if key not in seen and (namespace is None or key[0] == namespace):
+                gone = self.delete(key)
+                if gone is not None:
+                    changes.append(gone)
+        return changes
+
+    def _unindex(self, key: Key, entry: Entry | None) -> None:
+        if entry is None:
+            return
+        for term in entry.terms:
+            keys = self._by.get(term)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._by[term]
+
+
+def controller_uid(obj: Mapping[str, Any]) -> list[str]:
+    """The uid of the object's controlling owner, if it has one (an index function)."""
+    meta = obj.get("metadata")
+    refs = meta.get("ownerReferences") if isinstance(meta, dict) else None
+    if not isinstance(refs, list):
+        return []
+    return [r["uid"] for r in refs if isinstance(r, dict) and r.get("controller") is True
+            and isinstance(r.get("uid"), str)]
+
+
+def owner_uids(obj: Mapping[str, Any]) -> list[str]:
+    """The uids of all the object's owners (`pods owned` is any owner reference)."""
+    meta = obj.get("metadata")
+    refs = meta.get("ownerReferences") if isinstance(meta, dict) else None
+    if not isinstance(refs, list):
+        return []
+    return sorted({r["uid"] for r in refs if isinstance(r, dict) and isinstance(r.get("uid"), str)})
+
+
+def label_values(key: str) -> IndexFn:
+    """An index function: (namespace, the value of label `key`), for objects that have it."""
+    def values(obj: Mapping[str, Any]) -> list[tuple[str, str]]:
+        meta = obj.get("metadata")
+        labels = meta.get("labels") if isinstance(meta, dict) else None
+        value = labels.get(key) if isinstance(labels, dict) else None
+        return [(key_of(obj)[0], value)] if isinstance(value, str) else []
+    return values

@@ -1,0 +1,252 @@
+"""Where a verdict is written on a job, as patches and Events: pure, from one evaluation.
+
+Level-based: each function compares what should be there with what is, and says nothing when
+they agree, so a reconcile of an unchanged job writes nothing and our own writes do not call for
+another pass. The conventions (docs/controller.md):
+
+- annotations `jobrules.dev/state` (the evaluator's memory) and `jobrules.dev/verdict` (phase,
+  reason, message, rule, final, since, observedGeneration: what `kubectl get -o
+  custom-columns` can show for any kind);
+- a condition of the kind's type (`JobRulesVerdict` by default): status "True" once the verdict
+  is Succeeded or Failed, else "Unknown"; a reason that fits the Kubernetes condition schema
+  (else the phase); `lastTransitionTime` kept unless the status flips; `observedGeneration`
+  where the kind's schema keeps it;
+- the kind's `status { ... }` fields;
+- Events for verdict changes and problems, named from the transition so a replay makes the
+  same Event again (which the API server refuses as existing).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Mapping
+
+from runtime import evaluator, functions, plan, state
+
+VERDICT_ANNOTATION = "jobrules.dev/verdict"
+REASON = re.compile(r"[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?")
+REASON_MAX = 1024
+MESSAGE_MAX = 32 * 1024
+EVENT_REASON_MAX = 128
+EVENT_NOTE_MAX = 1024
+TERMINAL = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True, slots=True)
+class EventSpec:
+    """An Event to create (events.k8s.io/v1), regarding the job."""
+
+    name: str           # deterministic: the same transition names the same Event
+    type: str           # Normal | Warning
+    reason: str
+    action: str         # Verdict | Problem | ...
+    note: str
+    related_pod: str | None = None
+
+
+def verdict_annotation(verdict: evaluator.Verdict, job: Mapping[str, Any], now: datetime) -> str:
+    """The verdict as JSON for `jobrules.dev/verdict`; `since` is kept while the phase stays."""
+    previous = _json(_annotations(job).get(VERDICT_ANNOTATION))
+    since = previous.get("since") if previous.get("phase") == verdict.phase else None
+    body = {"phase": verdict.phase, "reason": verdict.reason, "message": verdict.message,
+            "rule": verdict.rule, "final": verdict.final,
+            "since": since if isinstance(since, str) else functions.rfc3339(now),
+            "observedGeneration": _generation(job)}
+    return json.dumps({k: v for k, v in body.items() if v is not None}, separators=(",", ":"),
+                      sort_keys=True, ensure_ascii=False)
+
+
+def commit(job: Mapping[str, Any], new_state: state.State, verdict: str | None) -> dict | None:
+    """The merge patch of our annotations, guarded by the resourceVersion read (a precondition:
+    the API server answers 409 if the job changed since); None when they are already so.
+    `verdict` None leaves the verdict annotation out (`status { no annotations }`)."""
+    current = _annotations(job)
+    wanted = {state.ANNOTATION: state.encode(new_state)}
+    if verdict is not None and _same_verdict(current.get(VERDICT_ANNOTATION), verdict):
+        verdict = current[VERDICT_ANNOTATION]
+    if verdict is not None:
+        wanted[VERDICT_ANNOTATION] = verdict
+    changed = {k: v for k, v in wanted.items() if current.get(k) != v}
+    if not changed:
+        return None
+    return {"metadata": {"resourceVersion": _meta(job).get("resourceVersion"),
+                         "annotations": changed}}
+
+
+def _same_verdict(current: Any, wanted: str) -> bool:
+    """Equal but for `since` formatting noise: compare the decoded values."""
+    return _json(current) == _json(wanted)
+
+
+def condition(kind: plan.Kind, job: Mapping[str, Any], verdict: evaluator.Verdict,
+              now: datetime) -> list[dict[str, Any]] | None:
+    """The job's whole conditions list with ours set, or None when ours is already so (or
+    the kind writes none). The list is sent whole: most kinds' lists are atomic (docs)."""
+    ctype = kind.status.condition
+    if ctype is None:
+        return None
+    conditions = _conditions(job)
+    existing = next((c for c in conditions if c.get("type") == ctype), None)
+    status = "True" if verdict.phase in TERMINAL else "Unknown"
+    wanted: dict[str, Any] = {
+        "type": ctype, "status": status, "reason": reason(verdict),
+        "message": _bounded(_message(verdict), MESSAGE_MAX),
+        "lastTransitionTime": functions.rfc3339(now),
+        "observedGeneration": _generation(job),
+    }
+    if wanted["observedGeneration"] is None:
+        del wanted["observedGeneration"]
+    if existing is not None:
+        if existing.get("status") == status and existing.get("lastTransitionTime"):
+            wanted["lastTransitionTime"] = existing["lastTransitionTime"]
+        compared: tuple[str, ...] = ("type", "status", "reason", "message", "lastTransitionTime")
+        # observedGeneration only where the schema keeps it (metav1.Condition does; batch/v1
+        # and Kubeflow conditions do not, and prune it): else it would never compare equal.
+        if "observedGeneration" in existing:
+            compared += ("observedGeneration",)
+        if all(existing.get(k) == wanted.get(k) for k in compared):
+            return None
+    return [wanted if c is existing else c for c in conditions] + ([] if existing else [wanted])
+
+
+def fields(kind: plan.Kind, job: Mapping[str, Any], verdict: evaluator.Verdict) -> dict | None:
+    """The kind's `status { phase/reason/message at PATH }` writes that differ from the job,
+    as one nested merge patch; None when there are none.
+
+    With a phase field, reason and message are written with the phase, and only when the phase
+    is: for a phase listed in `only` (all without it), over a current value listed in `over`
+    (any without it) or already ours."""
+    status = kind.status
+    out: dict[str, Any] = {}
+    writes = [(status.reason, verdict.reason), (status.message, verdict.message)]
+    phase = status.phase
+    if phase is not None:
+        value, current = phase.map.get(verdict.phase, verdict.phase), _at(job, phase.path)
+        if phase.only is not None and verdict.phase not in phase.only:
+            return None
+        if phase.over is not None and current not in phase.over and current != value:
+            return None
+        writes.append((phase, value))
+    for field, wanted in writes:
+        if field is not None:
+            _put(out, field.path, wanted, _at(job, field.path))
+    return out or None
+
+
+def status_patch(kind: plan.Kind, job: Mapping[str, Any], verdict: evaluator.Verdict,
+                 now: datetime) -> dict | None:
+    """The merge patch of the condition and status fields (the shell sends it to /status where
+    the kind has that subresource, with the resourceVersion it holds as a precondition)."""
+    patch = fields(kind, job, verdict) or {}
+    conditions = condition(kind, job, verdict, now)
+    if conditions is not None:
+        patch.setdefault("status", {})["conditions"] = conditions
+    return patch or None
+
+
+def events(kind: plan.Kind, job: Mapping[str, Any], stored: str | None,
+           evaluation: evaluator.Evaluation, previous_phase: str | None,
+           decode_error: str | None) -> list[EventSpec]:
+    """Events for this evaluation: a verdict change, problems with expressions or the stored
+    state. Named from the job, the state read and what happened: a replay of the same
+    evaluation (after a crash before its commit) names the same Events."""
+    if not kind.status.events:
+        return []
+    meta = _meta(job)
+    seed = f"{meta.get('uid')}\0{stored or ''}"
+    out = []
+    verdict = evaluation.verdict
+    # A job's first verdict is news only when it is already an outcome (a controller started
+    # on a busy cluster would otherwise report every running job).
+    if verdict.phase != previous_phase and (previous_phase is not None
+                                            or verdict.phase in TERMINAL):
+        out.append(EventSpec(
+            _event_name(meta, seed, "verdict", verdict.phase),
+            "Warning" if verdict.phase == "Failed" else "Normal",
+            _bounded(reason(verdict), EVENT_REASON_MAX), "Verdict",
+            _bounded(_message(verdict), EVENT_NOTE_MAX)))
+    for problem in evaluation.problems[:5]:
+        out.append(EventSpec(_event_name(meta, seed, "problem", problem), "Warning",
+                             "RuleError", "Evaluate", _bounded(problem, EVENT_NOTE_MAX)))
+    if decode_error is not None:
+        out.append(EventSpec(_event_name(meta, seed, "state", decode_error), "Warning",
+                             "StateIgnored", "Evaluate", _bounded(decode_error, EVENT_NOTE_MAX)))
+    return out
+
+
+def reason(verdict: evaluator.Verdict) -> str:
+    """The verdict's reason if it fits the condition schema (`^[A-Za-z]([A-Za-z0-9_,:]*
+    [A-Za-z0-9_])?$`, at most 1,024), else its phase: free text would make a kind whose
+    conditions are metav1.Conditions (JobSet) reject the write."""
+    text = verdict.reason or ""
+    return text if len(text) <= REASON_MAX and REASON.fullmatch(text) else verdict.phase
+
+
+def _message(verdict: evaluator.Verdict) -> str:
+    """The verdict's message (with its reason first when that did not fit the condition's
+    reason), citing the rule that decided: `OOMKilled ... (rules/vcjob.rules:20:5)`."""
+    parts = [p for p in (verdict.reason if reason(verdict) != verdict.reason else None,
+                         verdict.message) if p]
+    text = ": ".join(parts) if parts else f"verdict {verdict.phase}"
+    return f"{text} ({verdict.rule})" if verdict.rule else text
+
+
+def _event_name(meta: Mapping[str, Any], seed: str, what: str, detail: str) -> str:
+    digest = hashlib.sha256(f"{seed}\0{what}\0{detail}".encode()).hexdigest()[:16]
+    return f"{str(meta.get('name') or 'job')[:200]}.{digest}"
+
+
+def _bounded(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def _annotations(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    annotations = _meta(obj).get("annotations")
+    return annotations if isinstance(annotations, dict) else {}
+
+
+def _generation(obj: Mapping[str, Any]) -> int | None:
+    generation = _meta(obj).get("generation")
+    return generation if isinstance(generation, int) and not isinstance(generation, bool) else None
+
+
+def _conditions(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
+    status = obj.get("status")
+    conditions = status.get("conditions") if isinstance(status, dict) else None
+    return [c for c in conditions if isinstance(c, dict)] if isinstance(conditions, list) else []
+
+
+def _json(text: Any) -> dict[str, Any]:
+    if not isinstance(text, str):
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _at(obj: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def _put(patch: dict[str, Any], path: tuple[str, ...], value: Any, current: Any) -> None:
+    if value == current:
+        return
+    node = patch
+    for key in path[:-1]:
+        node = node.setdefault(key, {})
+    node[path[-1]] = value

@@ -1,0 +1,100 @@
+"""runtime.store: projected objects kept as bytes, ordered by resourceVersion, indexed, and a
+relist that reports what disappeared."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from runtime import store
+
+
+def obj(name: str, rv: int, namespace: str = "ns", owner: str | None = None,
+        **labels: str) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, "resourceVersion": str(rv),
+                            "labels": labels, "managedFields": [{"big": "x" * 100}]}
+    if owner:
+        meta["ownerReferences"] = [{"uid": owner, "controller": True}]
+    return {"metadata": meta, "status": {"phase": "Running"}}
+
+
+def cut(o: dict[str, Any]) -> dict[str, Any]:
+    meta = {k: v for k, v in o["metadata"].items() if k != "managedFields"}
+    return {**o, "metadata": meta}
+
+
+def without_version(o: dict[str, Any]) -> dict[str, Any]:
+    return {**o, "metadata": {k: v for k, v in o["metadata"].items() if k != "resourceVersion"}}
+
+
+def make() -> store.Store:
+    return store.Store(cut, without_version, {"owner": store.controller_uid,
+                                              "label": store.label_values("app")})
+
+
+def test_objects_are_kept_projected_and_read_back() -> None:
+    s = make()
+    change = s.put(obj("a", 1))
+    assert change is not None and change.matters and change.old is None
+    assert s.get(("ns", "a")) == cut(obj("a", 1))
+    assert s.bytes == len(s._items[("ns", "a")].data) and len(s) == 1
+
+
+def test_an_older_version_never_replaces_a_newer_one() -> None:
+    s = make()
+    s.put(obj("a", 5))
+    assert s.put(obj("a", 4)) is None and s.rv(("ns", "a")) == 5
+    assert s.put(obj("a", 5)) is None           # the same again: nothing changed
+    later = obj("a", 6)
+    change = s.put(later)
+    assert change is not None and not change.matters   # only the version moved
+    later = obj("a", 7)
+    later["status"]["phase"] = "Failed"
+    assert s.put(later).matters                   # type: ignore[union-attr]
+
+
+def test_indexes_follow_changes() -> None:
+    s = make()
+    s.put(obj("a", 1, owner="u1", app="x"))
+    s.put(obj("b", 1, owner="u1", app="y"))
+    assert [o["metadata"]["name"] for o in s.lookup("owner", "u1")] in (["a", "b"], ["b", "a"])
+    assert s.lookup_keys("label", ("ns", "x")) == [("ns", "a")]
+    s.put(obj("a", 2, owner="u2", app="y"))
+    assert s.lookup_keys("owner", "u1") == [("ns", "b")]
+    assert s.lookup_keys("label", ("ns", "y")) == [("ns", "a"), ("ns", "b")]
+    s.delete(("ns", "b"))
+    assert s.lookup_keys("owner", "u1") == [] and s.lookup_keys("label", ("ns", "y")) == [("ns", "a")]
+
+
+def test_a_relist_reports_what_disappeared() -> None:
+    s = make()
+    for name in "abc":
+        s.put(obj(name, 1))
+    s.put(obj("z", 1, namespace="other"))
+    changes = s.replace([obj("a", 1), obj("b", 2)], namespace="ns")
+    gone = [c.key for c in changes if c.obj is None]
+    assert gone == [("ns", "c")]          # the other namespace is not this list's
+    assert sorted(s.keys()) == [("ns", "a"), ("ns", "b"), ("other", "z")]
+    assert [c.key for c in s.replace([])] == [("ns", "a"), ("ns", "b"), ("other", "z")]
+
+
+def test_concurrent_puts_keep_the_newest() -> None:
+    s = make()
+
+    def writer(start: int) -> None:
+        for rv in range(start, 2000, 4):
+            s.put(obj("a", rv))
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert s.rv(("ns", "a")) == 1999
+
+
+def test_resource_versions_compare_as_numbers() -> None:
+    assert store.resource_version({"metadata": {"resourceVersion": "10"}}) > \
+        store.resource_version({"metadata": {"resourceVersion": "9"}})
+    assert store.resource_version({"metadata": {}}) == 0
+    assert store.resource_version({"metadata": {"resourceVersion": "x"}}) == 0
