@@ -1,4 +1,4 @@
-"""`rulec`: check, compile, format and explain rules.
+"""`rulec`: check, compile, format and explain rules; print shell completions.
 
 Exit codes: 0 clean (or warnings only), 1 findings (errors, or warnings with --strict),
 2 usage, input/output or internal trouble. No user error prints a traceback; an internal one
@@ -25,7 +25,22 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "test": ("rulec.run", "run rule test suites"),
 }
 
-FORMATS = ("concise", "full", "json", "github")
+FORMATS = ("concise", "full", "json", "github", "sarif")
+SHELLS = ("bash", "zsh", "fish")
+
+
+class _Version(argparse.Action):
+    """`--version`, read from the package metadata only when asked."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from rulec import about
+
+        print(f"rulec {about.version()}")
+        parser.exit()
 
 
 class _Parser(argparse.ArgumentParser):
@@ -61,6 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _parser(argv: list[str]) -> argparse.ArgumentParser:
     parser = _Parser(prog="rulec", description="Declarative rules for Kubernetes batch jobs.")
+    parser.add_argument("--version", action=_Version, help="print the version and exit")
     sub = parser.add_subparsers(metavar="COMMAND", parser_class=_Parser)
 
     check = sub.add_parser("check", help="report problems in rules",
@@ -91,8 +107,15 @@ def _parser(argv: list[str]) -> argparse.ArgumentParser:
     explain.add_argument("code", help="a code such as R101, or its name such as unknown-kind")
     explain.set_defaults(func=_explain)
 
+    completion = sub.add_parser(
+        "completion", help="print a shell completion script",
+        description="Print a completion script for every command and option, e.g. "
+                    "`rulec completion bash > ~/.local/share/bash-completion/completions/rulec`.")
+    completion.add_argument("shell", choices=SHELLS)
+    completion.set_defaults(func=_completion)
+
     wanted = next((a for a in argv if not a.startswith("-")), None)
-    builtin = ("check", "compile", "fmt", "explain")
+    builtin = ("check", "compile", "fmt", "explain", "completion")
     for module in dict.fromkeys(m for m, _ in COMMANDS.values()):
         names = [n for n, (m, _) in COMMANDS.items() if m == module]
         if wanted is None or wanted in names or wanted not in builtin:
@@ -206,10 +229,32 @@ def _explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _completion(args: argparse.Namespace) -> int:
+    import shtab
+
+    parser = _parser([])  # every command module registered
+    for action in _actions(parser):
+        if action.metavar in ("PATH", "FILE"):
+            action.complete = shtab.FILE  # type: ignore[attr-defined]
+    sys.stdout.write(shtab.complete(parser, args.shell))
+    return 0
+
+
+def _actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    """The actions of `parser` and of all its subcommands."""
+    found: list[argparse.Action] = []
+    for action in parser._actions:
+        found.append(action)
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                found += _actions(sub)
+    return found
+
+
 def _print_diagnostics(result: Build, fmt: str, stream: TextIO | None = None) -> None:
     from rulec import diagnostics
 
-    if result.diagnostics or fmt == "json":
+    if result.diagnostics or fmt in ("json", "sarif"):
         (stream or sys.stdout).write(
             diagnostics.render(result.diagnostics, fmt, dict(result.sources)))
 

@@ -1,4 +1,5 @@
-"""Diagnostics: the code registry, the Diagnostic value, and its four renderings."""
+"""Diagnostics: the code registry, the Diagnostic value, and its renderings (SARIF in
+`rulec.sarif`)."""
 from __future__ import annotations
 
 import json
@@ -200,8 +201,12 @@ def did_you_mean(word: str, candidates: Iterable[str]) -> str | None:
 
 def render(diagnostics: Sequence[Diagnostic], fmt: str,
            sources: dict[str, SourceFile]) -> str:
-    """All diagnostics in one of the formats `concise`, `full`, `json`, `github`."""
+    """All diagnostics in one of the formats `concise`, `full`, `json`, `github`, `sarif`."""
     ordered = sorted(diagnostics, key=Diagnostic.sort_key)
+    if fmt == "sarif":
+        from rulec import sarif
+
+        return sarif.render(ordered)
     if fmt == "json":
         return json.dumps([_json(d) for d in ordered], indent=2, ensure_ascii=False) + "\n"
     if fmt == "github":

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from datetime import datetime, timezone
 from typing import Any, Callable, TextIO
 
@@ -59,6 +60,8 @@ def register(subparsers: Any) -> None:
     te.add_argument("-k", metavar="TEXT", dest="keyword", help="only cases whose name contains TEXT")
     te.add_argument("--update", action="store_true", help="rewrite golden files with actual output")
     te.add_argument("-q", "--quiet", action="store_true", help="print failures and the summary only")
+    te.add_argument("--format", choices=("text", "junit"), default="text",
+                    help="text as cases run, or a JUnit XML report at the end (default: text)")
     te.set_defaults(func=_guarded(_test), command="test")
 
 
@@ -111,11 +114,14 @@ def _mutate(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _test(args: argparse.Namespace, out: TextIO) -> int:
+    from rulec import junit
+
     files = suite.find(args.paths)
     if not files:
         raise api.InputError(f"no test suites (suite.yaml, *.suite.yaml) under {' '.join(args.paths)}")
-    passed = failed = 0
-    usage = False
+    text = args.format == "text"
+    notes = out if text else sys.stderr  # golden files written
+    runs: list[junit.SuiteRun] = []
     plans: dict[tuple[str, ...], Any] = {}  # suites of one folder share their compiled rules
     for path in files:
         try:
@@ -125,24 +131,28 @@ def _test(args: argparse.Namespace, out: TextIO) -> int:
                 plans[key] = inputs.load_plan(list(loaded.rules), loaded.folder)
         except api.InputError as err:
             print(f"rulec test: {err}", file=sys.stderr)
-            usage = True
+            runs.append(junit.SuiteRun(path, (), str(err)))
             continue
+        cases: list[tuple[suite.Outcome, float]] = []
         for case in loaded.cases:
             if args.keyword and args.keyword not in case.name:
                 continue
-            outcome = suite.run_case(loaded, case, plans[(loaded.folder, *loaded.rules)], args.update)
-            if outcome.passed:
-                passed += 1
-                if not args.quiet:
-                    out.write(f"PASS {path}: {case.name}\n")
-            else:
-                failed += 1
-                out.write(f"FAIL {path}: {case.name}\n")
+            start = time.perf_counter()
+            outcome = suite.run_case(loaded, case, plans[key], args.update)
+            cases.append((outcome, time.perf_counter() - start))
+            if text and (not outcome.passed or not args.quiet):
+                out.write(f"{'PASS' if outcome.passed else 'FAIL'} {path}: {case.name}\n")
+            if text and not outcome.passed:
                 out.write("".join(f"    {line}\n" for line in outcome.report.rstrip("\n").splitlines()))
             for written in outcome.updated:
-                out.write(f"     wrote {written}\n")
-    out.write(f"{passed} passed, {failed} failed\n")
-    if usage:
+                notes.write(f"     wrote {written}\n")
+        runs.append(junit.SuiteRun(path, tuple(cases)))
+    failed = sum(not o.passed for r in runs for o, _ in r.cases)
+    if text:
+        out.write(f"{sum(len(r.cases) for r in runs) - failed} passed, {failed} failed\n")
+    else:
+        out.write(junit.render(runs))
+    if any(r.error is not None for r in runs):
         return 2
     return 1 if failed else 0
 

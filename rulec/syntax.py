@@ -291,7 +291,7 @@ def _unexpected_word(source: SourceFile, word: str, span: Span, expected: set[st
                      p: "lark.Lark", state: object) -> Diagnostic:
     keywords = [w for w in (_keyword(n, p) for n in expected) if w]
     suggestion = diagnostics.did_you_mean(word, keywords)
-    if suggestion and word not in _all_keywords(p):
+    if suggestion and word not in all_keywords(p):
         close = suggestion.split("`")[1]
         category = next((short for short, _, group in _GROUPS
                          if close in group and group <= set(keywords)), "keyword")
@@ -400,8 +400,10 @@ def _keyword(name: str, p: "lark.Lark") -> str | None:
     return value if value and _WORD.fullmatch(value) else None
 
 
-def _all_keywords(p: "lark.Lark") -> frozenset[str]:
-    return frozenset(t.pattern.value for t in p.terminals
+def all_keywords(p: "lark.Lark | None" = None) -> frozenset[str]:
+    """The words a grammar (the language's own by default) spells as literal tokens: the
+    keywords, which the editor grammar (editors/vscode/) must highlight too."""
+    return frozenset(t.pattern.value for t in (p or parser()).terminals
                      if t.pattern.type == "str" and _WORD.fullmatch(t.pattern.value))
 
 

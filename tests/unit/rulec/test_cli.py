@@ -179,3 +179,81 @@ def test_installed_command_prints_no_traceback(files) -> None:
                           capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert f"{files['bad']}:2:12:" in proc.stdout
+
+
+def test_version(capsys) -> None:
+    from rulec import about
+
+    code, out, _ = run(capsys, "--version")
+    assert code == 0 and out == f"rulec {about.version()}\n"
+    assert about.version()[0].isdigit()
+
+
+def test_python_dash_m_rulec(files) -> None:
+    proc = subprocess.run([sys.executable, "-m", "rulec", "check", str(files["bad"])],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert proc.returncode == 1 and f"{files['bad']}:2:12: error[R002]" in proc.stdout
+    proc = subprocess.run([sys.executable, "-m", "rulec", "--version"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.startswith("rulec ")
+
+
+def _commands() -> dict[str, list[str]]:
+    """Every subcommand of the full parser (all modules registered) and its option strings."""
+    import argparse
+
+    parser = cli._parser([])
+    [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return {name: [o for a in p._actions for o in a.option_strings]
+            for name, p in sub.choices.items()}
+
+
+def test_the_full_parser_has_every_command() -> None:
+    assert set(_commands()) == {"check", "compile", "fmt", "explain", "completion", *cli.COMMANDS}
+
+
+def _bash_complete(script: Path, lines: list[str], cwd: Path) -> list[list[str]]:
+    """What bash offers for each command line, completing its last word (after the last space)."""
+    program = [f"source {script}", 'func=$(complete -p rulec | sed -E "s/.* -F ([^ ]+) .*/\\1/")']
+    for line in lines:
+        words = " ".join(f"'{w}'" for w in line.split(" "))
+        program += [f"COMP_WORDS=({words}); COMP_CWORD=$(( ${{#COMP_WORDS[@]}} - 1 ))",
+                    f"COMP_LINE='{line}'; COMP_POINT=${{#COMP_LINE}}; COMPREPLY=()",
+                    '"$func" rulec; printf "%s\\n" "${COMPREPLY[@]}"; echo "<end>"']
+    proc = subprocess.run(["bash", "--norc", "--noprofile", "-c", "\n".join(program)],
+                          capture_output=True, text=True, cwd=cwd, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return [[w for w in chunk.split("\n") if w] for chunk in proc.stdout.split("<end>\n")[:-1]]
+
+
+def test_bash_completion_of_commands_flags_choices_and_files(capsys, tmp_path: Path) -> None:
+    code, script, _ = run(capsys, "completion", "bash")
+    assert code == 0
+    path = tmp_path / "rulec.bash"
+    path.write_text(script)
+    (tmp_path / "jobs.rules").write_text(GOOD)
+    commands = _commands()
+    cases = {
+        "rulec ": sorted(commands),
+        "rulec ch": ["check"],
+        "rulec check --f": ["--format"],
+        "rulec check --format s": ["sarif"],
+        "rulec check jo": ["jobs.rules"],
+        "rulec test --format ": ["junit", "text"],
+        "rulec completion ": ["bash", "fish", "zsh"],
+        "rulec --v": ["--version"],
+        **{f"rulec {name} -": sorted(options) for name, options in commands.items()},
+    }
+    offered = _bash_complete(path, list(cases), tmp_path)
+    assert {line: sorted(got) for line, got in zip(cases, offered)} == cases
+
+
+@pytest.mark.parametrize("shell", ["zsh", "fish"])
+def test_other_shells_know_every_command_and_option(capsys, shell: str) -> None:
+    code, script, _ = run(capsys, "completion", shell)
+    assert code == 0
+    spell = (lambda o: o) if shell == "zsh" else (lambda o: f"-l {o[2:]}")
+    for name, options in _commands().items():
+        assert name in script
+        assert all(spell(o) in script for o in options if o.startswith("--")), name
+    assert "sarif" in script and "junit" in script

@@ -89,7 +89,9 @@ START, END = "<!-- codes:start -->\n", "<!-- codes:end -->\n"
 
 def _codes_table() -> str:
     rows = ["| code | name | severity | what |", "|---|---|---|---|"]
-    rows += [f"| {c.code} | `{c.name}` | {c.severity} | {c.summary} |" for c in diagnostics.CODES]
+    # Each code has an anchor of its own: the helpUri of each SARIF rule links to it.
+    rows += [f'| <a id="{c.code.lower()}"></a>{c.code} | `{c.name}` | {c.severity} | {c.summary} |'
+             for c in diagnostics.CODES]
     return "\n".join(rows) + "\n"
 
 

@@ -1,18 +1,21 @@
-"""The examples of docs/language.md compile without errors."""
+"""The examples of docs/language.md compile without errors; its CI snippets use only hooks and
+options that exist."""
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
 import pytest
+import yaml
 
-from rulec import api
+from rulec import api, cli
 from rulec.source import SourceFile
 
 ROOT = Path(__file__).resolve().parents[3]
 DOC = (ROOT / "docs" / "language.md").read_text(encoding="utf-8")
-BLOCKS = [b for b in re.findall(r"^```\n(.*?)^```", DOC, re.S | re.M)
-          if not b.startswith("rulec")]
+FENCED = re.findall(r"^```(\w*)\n(.*?)^```$", DOC, re.S | re.M)  # (language, text)
+BLOCKS = [b for lang, b in FENCED if not lang and not b.startswith("rulec")]
+YAML = [yaml.safe_load(b) for lang, b in FENCED if lang == "yaml"]
 KINDS = """
 job tfjob: kubeflow.org/v1 TFJob { succeeded when all pods succeeded }
 job pytorchjob: kubeflow.org/v1 PyTorchJob { succeeded when all pods succeeded }
@@ -39,3 +42,25 @@ def test_example_compiles(block: str) -> None:
         sources.append(SourceFile.from_text("kinds.rules", KINDS))
     build = api.build_sources(sources)
     assert not build.errors, [f"{d.span} {d.message}" for d in build.errors]
+
+
+def test_the_workflow_runs_rulec_as_it_parses() -> None:
+    [workflow] = [y for y in YAML if "jobs" in y]
+    runs = [step["run"] for job in workflow["jobs"].values() for step in job["steps"]
+            if step.get("run", "").startswith("rulec ")]
+    assert {r.split()[1] for r in runs} == {"check", "test"}
+    for run in runs:
+        argv = run.split(">")[0].split()[1:]
+        args = cli._parser(argv).parse_args(argv)
+        assert args.format in ("sarif", "junit") and args.paths == ["rules/"]
+
+
+def test_the_pre_commit_snippet_names_the_shipped_hooks(tmp_path: Path) -> None:
+    from pre_commit.clientlib import load_config, load_manifest
+
+    [config] = [y for y in YAML if "repos" in y]
+    path = tmp_path / ".pre-commit-config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    load_config(str(path))  # pre-commit's own validation; raises on a bad config
+    shipped = {h["id"] for h in load_manifest(str(ROOT / ".pre-commit-hooks.yaml"))}
+    assert {h["id"] for h in config["repos"][0]["hooks"]} == shipped
