@@ -1,0 +1,259 @@
+"""The controller on every shipped kind: a job from its real CRD and its pods, Running, then a pod
+failure with an exit code (and, where the operator decides, the operator's own failure): the
+verdict annotation, the condition, the status fields and an Event, each read back from the API
+server. The operators themselves do not run here (but for the batch/v1 Job controller): their
+status is written through the API, as they would write it."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import controllers
+import kube
+import pytest
+
+pytestmark = pytest.mark.integration
+
+Obj = dict[str, Any]
+NOW = "2024-05-01T12:00:00Z"
+
+
+def cond(type_: str, status: str, reason: str, message: str) -> Obj:
+    return {"type": type_, "status": status, "reason": reason, "message": message,
+            "lastTransitionTime": kube._now(), "lastUpdateTime": kube._now()}
+
+
+def set_status(api: Any, resource: kube.Resource, job: Obj, status: Obj, subresource: bool = True) -> None:
+    meta = job["metadata"]
+    kube.request(api, "PATCH", resource.path(meta["namespace"], meta["name"],
+                                             "status" if subresource else None),
+                 {"status": status}, content_type="application/merge-patch+json")
+
+
+def pod_of(job: Obj, name: str, labels: dict[str, str], containers: tuple[str, ...] = ("main",)) -> Obj:
+    meta = job["metadata"]
+    return kube.pod_manifest(meta["namespace"], name, owner=job, labels=labels, containers=containers)
+
+
+@dataclasses.dataclass(frozen=True)
+class Scenario:
+    kind: str                                   # the shipped kind's name
+    resource: kube.Resource
+    manifest: Callable[[str], Obj]              # namespace -> job
+    pods: Callable[[Obj], list[Obj]]            # the job -> its pods (none: the operator makes them)
+    running: Callable[[Any, Obj, list[Obj]], None]
+    failing: Callable[[Any, Obj, list[Obj]], None]
+    reason: str                                 # of the Failed verdict
+    message: str                                # a part of its message
+    condition: str | None = "JobRulesVerdict"
+    check_status: Callable[[Obj], None] | None = None
+
+
+def _pods_running(api: Any, job: Obj, pods: list[Obj]) -> None:
+    for p in pods:
+        kube.report_running(api, kube.get(api, kube.PODS.path(p["metadata"]["namespace"], p["metadata"]["name"])))
+
+
+def _first_pod_fails(code: int, reason: str = "Error") -> Callable[[Any, Obj, list[Obj]], None]:
+    def fail(api: Any, job: Obj, pods: list[Obj]) -> None:
+        p = pods[0]
+        kube.report_failed(api, kube.get(api, kube.PODS.path(p["metadata"]["namespace"], p["metadata"]["name"])),
+                           exit_code=code, reason=reason)
+    return fail
+
+
+def _then(*steps: Callable[[Any, Obj, list[Obj]], None]) -> Callable[[Any, Obj, list[Obj]], None]:
+    def run(api: Any, job: Obj, pods: list[Obj]) -> None:
+        for step in steps:
+            step(api, job, pods)
+    return run
+
+
+def _operator(resource: kube.Resource, status: Callable[[Obj], Obj], subresource: bool = True
+              ) -> Callable[[Any, Obj, list[Obj]], None]:
+    def write(api: Any, job: Obj, pods: list[Obj]) -> None:
+        set_status(api, resource, job, status(job), subresource)
+    return write
+
+
+# -- the kinds ----------------------------------------------------------------------------------
+
+VOLCANO = kube.Resource("batch.volcano.sh/v1alpha1", "jobs")
+TFJOBS = kube.Resource("kubeflow.org/v1", "tfjobs")
+PYTORCHJOBS = kube.Resource("kubeflow.org/v1", "pytorchjobs")
+MPIJOBS = kube.Resource("kubeflow.org/v1", "mpijobs")
+JOBSETS = kube.Resource("jobset.x-k8s.io/v1alpha2", "jobsets")
+WORKFLOWS = kube.Resource("argoproj.io/v1alpha1", "workflows")
+PIPELINERUNS = kube.Resource("tekton.dev/v1", "pipelineruns")
+
+TEMPLATE = {"spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}}
+
+
+def _kubeflow(kind: str, replicas: str, container: str, master: str) -> Callable[[str], Obj]:
+    def manifest(ns: str) -> Obj:
+        template = {"spec": {"containers": [{"name": container, "image": "busybox"}]}}
+        return {"apiVersion": "kubeflow.org/v1", "kind": kind,
+                "metadata": {"name": "train", "namespace": ns},
+                "spec": {replicas: {master: {"replicas": 1, "template": template}}}}
+    return manifest
+
+
+def _kubeflow_pods(container: str, master: str) -> Callable[[Obj], list[Obj]]:
+    def pods(job: Obj) -> list[Obj]:
+        labels = {"training.kubeflow.org/job-name": "train",
+                  "training.kubeflow.org/replica-type": master.lower(),
+                  "training.kubeflow.org/job-role": "master"}
+        return [pod_of(job, f"train-{master.lower()}-0", labels, (container,))]
+    return pods
+
+
+def _kubeflow_status(kind: str, failed: bool) -> Callable[[Obj], Obj]:
+    def status(job: Obj) -> Obj:
+        running = cond("Running", "False" if failed else "True", f"{kind}Running", "running")
+        conditions = [cond("Created", "True", f"{kind}Created", "created"), running]
+        if failed:
+            conditions.append(cond("Failed", "True", f"{kind}Failed",
+                                   f"{kind} train is failed because 1 Master replica(s) failed."))
+        return {"conditions": conditions}
+    return status
+
+
+def _kubeflow_scenario(name: str, kind: str, replicas: str, container: str, master: str,
+                       resource: kube.Resource) -> Scenario:
+    return Scenario(
+        name, resource, _kubeflow(kind, replicas, container, master),
+        _kubeflow_pods(container, master),
+        _then(_pods_running, _operator(resource, _kubeflow_status(kind, False))),
+        _then(_first_pod_fails(1), _operator(resource, _kubeflow_status(kind, True))),
+        f"{kind}Failed", "1 Master replica(s) failed")
+
+
+def _volcano_status(job: Obj) -> None:
+    state = job["status"]["state"]
+    assert state["phase"] == "Failed" and state["reason"] == "PodFailed"
+    assert "container main Error (exit 3)" in state["message"]
+
+
+def _job_pod_runs(api: Any, job: Obj, pods: list[Obj]) -> None:
+    [pod] = kube.job_pods(api, job)
+    kube.report_running(api, pod)
+
+
+def _job_pod_fails(api: Any, job: Obj, pods: list[Obj]) -> None:
+    [pod] = kube.job_pods(api, job)
+    kube.report_failed(api, kube.get(api, kube.PODS.path(pod["metadata"]["namespace"],
+                                                          pod["metadata"]["name"])), exit_code=3)
+
+
+SCENARIOS = [
+    # The Job controller runs here: it creates the pod and fails the Job itself.
+    Scenario("batchjob", kube.JOBS, lambda ns: kube.job_manifest(ns, "train", backoff_limit=0),
+             lambda job: [], _job_pod_runs, _job_pod_fails, "BackoffLimitExceeded",
+             "Job has reached the specified backoff limit"),
+    Scenario(
+        "vcjob", VOLCANO,
+        lambda ns: {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+                    "metadata": {"name": "train", "namespace": ns},
+                    "spec": {"minAvailable": 1, "tasks": [{"name": "master", "replicas": 1,
+                                                           "template": TEMPLATE}]}},
+        lambda job: [pod_of(job, "train-master-0", {"volcano.sh/job-name": "train",
+                                                   "volcano.sh/task-spec": "master"})],
+        _then(_pods_running, _operator(VOLCANO, lambda job: {"state": {"phase": "Running"}})),
+        _first_pod_fails(3),
+        "PodFailed", "task master pod train-master-0: container main Error (exit 3)",
+        condition=None, check_status=_volcano_status),
+    _kubeflow_scenario("tfjob", "TFJob", "tfReplicaSpecs", "tensorflow", "Chief", TFJOBS),
+    _kubeflow_scenario("pytorchjob", "PyTorchJob", "pytorchReplicaSpecs", "pytorch", "Master",
+                       PYTORCHJOBS),
+    _kubeflow_scenario("mpijob", "MPIJob", "mpiReplicaSpecs", "main", "Launcher", MPIJOBS),
+    Scenario(
+        "jobset", JOBSETS,
+        lambda ns: {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                    "metadata": {"name": "train", "namespace": ns},
+                    "spec": {"replicatedJobs": [{"name": "workers", "replicas": 1, "template": {
+                        "spec": {"template": TEMPLATE}}}]}},
+        lambda job: [kube.pod_manifest(job["metadata"]["namespace"], "train-workers-0-0-x", labels={
+            "jobset.sigs.k8s.io/jobset-name": "train",
+            "jobset.sigs.k8s.io/replicatedjob-name": "workers"})],
+        _pods_running,
+        _then(_first_pod_fails(2), _operator(JOBSETS, lambda job: {"conditions": [
+            cond("Failed", "True", "FailedJobs", "jobset failed due to one or more job failures")]})),
+        "FailedJobs", "jobset failed due to one or more job failures"),
+    Scenario(
+        "workflow", WORKFLOWS,
+        lambda ns: {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
+                    "metadata": {"name": "train", "namespace": ns},
+                    "spec": {"entrypoint": "main", "templates": [{"name": "main",
+                                                                 "container": {"image": "busybox"}}]}},
+        lambda job: [pod_of(job, "train-main-1", {"workflows.argoproj.io/workflow": "train"},
+                            ("wait", "main"))],
+        _then(_pods_running, _operator(WORKFLOWS, lambda job: {"phase": "Running"}, subresource=False)),
+        _then(_first_pod_fails(4), _operator(WORKFLOWS, lambda job: {
+            "phase": "Failed", "message": "child 'train-main-1' failed"}, subresource=False)),
+        "Failed", "child 'train-main-1' failed", condition=None),
+    Scenario(
+        "pipelinerun", PIPELINERUNS,
+        lambda ns: {"apiVersion": "tekton.dev/v1", "kind": "PipelineRun",
+                    "metadata": {"name": "build", "namespace": ns},
+                    "spec": {"pipelineRef": {"name": "build"}}},
+        lambda job: [kube.pod_manifest(job["metadata"]["namespace"], "build-compile-pod", labels={
+            "tekton.dev/pipelineRun": "build", "tekton.dev/pipelineTask": "compile"},
+            containers=("step-compile",))],
+        _then(_pods_running, _operator(PIPELINERUNS, lambda job: {"conditions": [
+            cond("Succeeded", "Unknown", "Running", "Tasks Completed: 0 (Failed: 0), Incomplete: 1")]})),
+        _then(_first_pod_fails(1), _operator(PIPELINERUNS, lambda job: {"conditions": [
+            cond("Succeeded", "False", "Failed", "Tasks Completed: 1 (Failed: 1, Cancelled 0)")]})),
+        "Failed", "Tasks Completed: 1 (Failed: 1", condition=None),
+]
+
+
+def _holds(check: Callable[[Obj], None] | None, obj: Obj) -> bool:
+    try:
+        check(obj)  # type: ignore[misc]
+    except (AssertionError, KeyError):
+        return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def shipped_plan(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return controllers.compile_plan(controllers.REPO / "rules",
+                                    tmp_path_factory.mktemp("plan") / "plan.json")
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.kind)
+def test_verdict_written_back(control_plane: Any, api: Any, namespace: str, shipped_plan: Path,
+                              tmp_path: Path, scenario: Scenario) -> None:
+    if scenario.kind == "batchjob" and not control_plane.has_controller_manager:
+        pytest.skip("kube-controller-manager is missing (KUBEBUILDER_ASSETS has none)")
+    job = kube.create(api, scenario.resource, scenario.manifest(namespace))
+    pods = [kube.create(api, kube.PODS, p) for p in scenario.pods(job)]
+    path = scenario.resource.path(namespace, job["metadata"]["name"])
+    with controllers.running(control_plane, shipped_plan, namespace, tmp_path) as controller:
+        scenario.running(api, job, pods)
+        running = controllers.wait_for_verdict(api, path, "Running")
+        assert controllers.annotation(running, "jobrules.dev/state")
+        scenario.failing(api, job, pods)
+        failed = controllers.wait_for_verdict(api, path, "Failed")
+        verdict = controllers.verdict(failed)
+        assert verdict["reason"] == scenario.reason
+        assert scenario.message in verdict["message"]
+        assert "rules/" in verdict["rule"] and verdict["rule"].count(":") == 2
+        if scenario.condition is not None:   # written after the annotations: wait for it
+            written = kube.wait_for(f"condition {scenario.condition}", lambda: (
+                c if (c := kube.condition(kube.get(api, path), scenario.condition or ""))
+                and c["status"] == "True" else None))
+            assert (written["status"], written["reason"]) == ("True", scenario.reason)
+            assert scenario.message in written["message"]
+        else:
+            assert kube.condition(failed, "JobRulesVerdict") is None
+        if scenario.check_status is not None:
+            kube.wait_for("the status fields", lambda: _holds(scenario.check_status, kube.get(api, path)))
+        reasons = kube.wait_for("the verdict Event", lambda: [
+            e for e in controllers.events_of(api, namespace, job["metadata"]["name"])
+            if e["action"] == "Verdict" and e["reason"] == scenario.reason])
+        assert reasons[0]["type"] == "Warning" and scenario.message in reasons[0]["note"]
+        assert "Traceback" not in controller.logs()
