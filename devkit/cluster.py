@@ -423,6 +423,9 @@ def _launch(root: Path, binaries: Binaries, crd_folder: Path | None, detached: b
         # One client, loopback only: fairness queues and endpoint upkeep cost CPU and buy nothing.
         "--enable-priority-and-fairness=false",
         "--endpoint-reconciler-type=none",
+        # Old revisions go within seconds, not five minutes: tests of watches that expire
+        # (410 Gone, then a relist) need not wait.
+        "--etcd-compaction-interval=10s",
         "--profiling=false",
     ])
 
@@ -559,6 +562,29 @@ def _established(api: Any, name: str) -> bool:
 
 # ---------------------------------------------------------------------------------------------
 # Finding and ending processes
+
+
+def restart(plane: ControlPlane, name: str, *, timeout: float = 60.0) -> None:
+    """Stop one process of the plane (SIGTERM, then SIGKILL) and start it again with the same
+    command line, as a node reboot or a crash-looping static pod would; etcd's data is kept.
+    Returns once the API server is ready again."""
+    [pid] = processes_using(plane.root, [name])
+    argv = [a.decode() for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10.0
+    while processes_using(plane.root, [name]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for left in processes_using(plane.root, [name]):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(left, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+    with open(plane.root / f"{name}.log", "ab") as log:
+        subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                         start_new_session=True, preexec_fn=_die_with_parent)
+    with contextlib.closing(plane.api_client()) as api:
+        _wait(f"{name} to come back", lambda: _get(api, "/readyz") == b"ok", plane.root, {},
+              time.monotonic() + timeout)
 
 
 def processes_using(root: Path, names: Sequence[str] = BINARY_NAMES) -> list[int]:

@@ -69,15 +69,19 @@ class Informer:
         return [("labelSelector", self.selector)] if self.selector else []
 
     def _run(self) -> None:
+        version: str | None = None   # None: list first
         while not self._stop.is_set():
             try:
-                version = self._list()
-                self._backoff.reset()
-                self._watch(version)
+                if version is None:
+                    version = self._list()
+                    self._backoff.reset()
+                version = self._watch(version)
             except kube.Gone:
+                version = None
                 self.on_event("relist", "gone")
                 log.info("%s: resource version expired; listing again", self.name)
             except kube.NotFound as err:
+                version = None
                 if not self.missing:
                     log.warning("%s: %s is not served (is its CRD installed?); retrying",
                                 self.name, self.path)
@@ -85,13 +89,15 @@ class Informer:
                 self.on_event("restart", "not-found")
                 self._pause(self._backoff.next())
             except (kube.ApiError, kube.TransportError) as err:
+                # A list fails again from the start; a watch resumes from the last version seen.
                 self.error = str(err)
                 self.on_event("restart", type(err).__name__)
                 log.warning("%s: %s; retrying", self.name, err)
                 retry = err.retry_after if isinstance(err, kube.ApiError) else None
                 self._pause(max(retry or 0.0, self._backoff.next()))
             except Exception:   # a bug: keep the loop alive, and say so loudly
-                log.exception("%s: the informer failed; retrying", self.name)
+                version = None
+                log.exception("%s: the informer failed; listing again", self.name)
                 self._pause(self._backoff.next())
 
     def _list(self) -> str:
@@ -106,22 +112,22 @@ class Informer:
         self.synced.set()
         return version
 
-    def _watch(self, version: str) -> None:
-        """Watch from `version` until told to stop; raises Gone to ask for a relist."""
-        while not self._stop.is_set():
-            query = [*self._query(), ("resourceVersion", version),
-                     ("allowWatchBookmarks", "true"),
-                     ("timeoutSeconds", str(random.randint(300, 600)))]
-            try:
-                for event in self.client.watch(self.path, query, read_timeout=self.read_timeout):
-                    if self._stop.is_set():
-                        return
-                    version = self._handle(event) or version
-            except kube.Timeout:
-                self.on_event("restart", "idle")
-                log.info("%s: no byte for %.0fs; watching again", self.name, self.read_timeout)
-                continue
-            self._backoff.reset()
+    def _watch(self, version: str) -> str:
+        """One watch from `version`, until the server ends it or it goes quiet; the last version
+        seen (bookmarks included). Raises Gone to ask for a relist."""
+        query = [*self._query(), ("resourceVersion", version), ("allowWatchBookmarks", "true"),
+                 ("timeoutSeconds", str(random.randint(300, 600)))]
+        try:
+            for event in self.client.watch(self.path, query, read_timeout=self.read_timeout):
+                if self._stop.is_set():
+                    break
+                version = self._handle(event) or version
+                self._backoff.reset()
+                self.error = ""
+        except kube.Timeout:
+            self.on_event("restart", "idle")
+            log.debug("%s: no byte for %.0fs; watching again", self.name, self.read_timeout)
+        return version
 
     def _handle(self, event: dict[str, Any]) -> str | None:
         """Apply one event; the resourceVersion it carries."""
