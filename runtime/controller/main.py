@@ -384,6 +384,7 @@ class Controller:
                resource_version: str | None = None) -> dict[str, Any]:
         """A guarded merge patch, its answer written through to the cache (so the next
         reconcile sees our write even before its watch event comes)."""
+        log.debug("patch %s %s", path, patch)
         try:
             written = self.client.merge_patch(path, patch, resource_version=resource_version)
         except kube.Conflict:
