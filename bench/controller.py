@@ -1,0 +1,320 @@
+"""Benchmark of the controller on a real control plane, beside the Job controller in the same run.
+
+    .venv/bin/python bench/controller.py [--jobs 1000] [--failures 200] [--rate 5] [--pods 10000]
+                                         [--no-fail]
+
+1. `--jobs` batch/v1 Jobs of one pod each (`podFailurePolicy: FailJob` on exit 137), their pods
+   created by kube-controller-manager's Job controller and reported Running through pods/status
+   (no kubelet here), with the controller (`python -m runtime.controller`, the shipped
+   batch-job rules) watching the namespace.
+2. `--failures` of those pods OOMKilled (137) through pods/status at `--rate` per second. A
+   separate raw watch on the Jobs records, for each, t1: our `jobrules.dev/verdict` Failed, and
+   t2: the Job controller's `FailureTarget` (then t3, its `Failed`), from t0, the PATCH's return.
+   Reported: p50/p99 of t1-t0 and t2-t0 and their ratio, the controller's CPU seconds per 1,000
+   pod events, and its writes to Jobs per pod failure.
+3. The controller restarted: time from start to ready (initial sync of every Job and pod).
+4. The controller's RSS after sync with no jobs, with `--jobs` pods, and with `--pods` pods
+   (bare pods carrying the Job controller's label, which the controller caches): MiB per 1,000
+   pods. Beside it, in this process, the same pods held as the controller holds them (projected,
+   as JSON bytes) and as whole decoded objects.
+
+Targets: our p50 below the Job controller's, our p99 <= 1 s, <= 5 MiB per 1,000 pods. Exits 1
+when one is missed, unless --no-fail.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import tracemalloc
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "integration"))
+
+import kube  # noqa: E402
+from devkit import cluster  # noqa: E402
+from rulec import api as rulec_api  # noqa: E402
+from rulec import emit  # noqa: E402
+from runtime import plan as planlib  # noqa: E402
+from runtime import projection  # noqa: E402
+from runtime import store as storelib  # noqa: E402
+from runtime.controller import kube as transport  # noqa: E402
+
+NAMESPACE = "bench"
+P99_LIMIT = 1.0
+MIB_PER_1000_PODS = 5.0
+FAIL_ON_137 = [{"action": "FailJob", "onExitCodes": {"operator": "In", "values": [137]}}]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--failures", type=int, default=200)
+    parser.add_argument("--rate", type=float, default=5.0)
+    parser.add_argument("--pods", type=int, default=10000)
+    parser.add_argument("--no-fail", action="store_true")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="jobrules-bench-controller-"))
+    plan_path = work / "plan.json"
+    built = rulec_api.build([str(ROOT / "rules" / "batch-job.rules")])
+    assert built.plan is not None
+    plan_path.write_text(emit.dumps(built.plan))
+    with cluster.running() as plane, plane.api_client() as api:
+        client = transport.Client.from_api_client(api)
+        kube.create(api, kube.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                           "metadata": {"name": NAMESPACE}})
+        kube.wait_for("the default ServiceAccount", lambda: kube.exists(
+            api, kube.SERVICE_ACCOUNTS.path(NAMESPACE, "default")))
+        env = {**os.environ, "KUBECONFIG": str(plane.kubeconfig), "JOBRULES_PLAN": str(plan_path),
+               "JOBRULES_NAMESPACES": NAMESPACE, "JOBRULES_LEADER_ELECT": "false",
+               "JOBRULES_LOG_LEVEL": "warning"}
+        figures: dict[str, Any] = {}
+        controller = Controller(env, work)
+        figures["rss_0"] = controller.rss_after_ready()
+        jobs = make_jobs(api, args.jobs)
+        pods = report_running(api, args.jobs)
+        wait_verdicts(client, args.jobs, "Running")
+        figures["rss_jobs"] = controller.rss()
+        figures.update(fail_pods(client, api, controller, pods[:args.failures], args.rate))
+        controller.stop()
+        began = time.monotonic()
+        controller = Controller(env, work)
+        figures["rss_after_restart"] = controller.rss_after_ready()
+        figures["initial_sync_s"] = time.monotonic() - began
+        figures.update(many_pods(api, controller, jobs[0], args.pods - args.jobs))
+        figures.update(cache_sizes(client, built.plan))
+        controller.stop()
+    return report(figures, args)
+
+
+class Controller:
+    """The controller process, with a health port to wait on and /proc to read."""
+
+    def __init__(self, env: dict[str, str], work: Path) -> None:
+        [self.port] = cluster.free_ports(1)
+        env = {**env, "JOBRULES_HEALTH_BIND": f"127.0.0.1:{self.port}"}
+        self.log = open(work / "controller.log", "ab")
+        self.process = subprocess.Popen([sys.executable, "-m", "runtime.controller"], env=env,
+                                        stdout=self.log, stderr=subprocess.STDOUT)
+
+    def get(self, path: str) -> str:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as r:
+                return r.read().decode()
+        except OSError:
+            return ""
+
+    def rss_after_ready(self) -> float:
+        kube.wait_for("the controller", lambda: "readyz check passed" in self.get("/readyz"), 600)
+        time.sleep(2)
+        return self.rss()
+
+    def rss(self) -> float:
+        """Resident set, MiB."""
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        raise RuntimeError("no VmRSS")
+
+    def cpu(self) -> float:
+        """User + system CPU seconds so far."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def metric(self, name: str, **labels: str) -> float:
+        total = 0.0
+        for line in self.get("/metrics").splitlines():
+            if line.startswith(name) and all(f'{k}="{v}"' in line for k, v in labels.items()):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
+
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGTERM)
+        self.process.wait(60)
+
+
+def _parallel(fn: Any, items: list[Any], threads: int = 16) -> list[Any]:
+    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+        return list(pool.map(fn, items))
+
+
+def make_jobs(api: Any, count: int) -> list[dict[str, Any]]:
+    began = time.monotonic()
+    jobs = _parallel(lambda i: kube.create(api, kube.JOBS, kube.job_manifest(
+        NAMESPACE, f"job-{i:05d}", backoff_limit=0, pod_failure_rules=FAIL_ON_137)), list(range(count)))
+    print(f"{count} Jobs created in {time.monotonic() - began:.1f}s", file=sys.stderr)
+    return jobs
+
+
+def report_running(api: Any, count: int) -> list[dict[str, Any]]:
+    pods = kube.wait_for(f"{count} pods", lambda: p if len(p := kube.list_pods(
+        api, NAMESPACE, "batch.kubernetes.io/controller-uid")) >= count else None, 600)
+    began = time.monotonic()
+    running = _parallel(lambda pod: kube.report_running(api, pod), pods)
+    print(f"{len(pods)} pods reported Running in {time.monotonic() - began:.1f}s", file=sys.stderr)
+    return sorted(running, key=lambda p: p["metadata"]["name"])
+
+
+def wait_verdicts(client: transport.Client, count: int, phase: str) -> None:
+    def done() -> bool:
+        jobs = client.list(kube.JOBS.path(NAMESPACE))["items"]
+        return sum(_verdict(j) == phase for j in jobs) >= count
+    kube.wait_for(f"{count} verdicts {phase}", done, 900)
+
+
+def _verdict(job: dict[str, Any]) -> str | None:
+    text = ((job.get("metadata") or {}).get("annotations") or {}).get("jobrules.dev/verdict")
+    return json.loads(text).get("phase") if text else None
+
+
+def _conditions(job: dict[str, Any]) -> set[str]:
+    return {c["type"] for c in (job.get("status") or {}).get("conditions") or []
+            if c.get("status") == "True"}
+
+
+def fail_pods(client: transport.Client, api: Any, controller: Controller, pods: list[dict[str, Any]],
+              rate: float) -> dict[str, Any]:
+    owner = {p["metadata"]["labels"]["batch.kubernetes.io/job-name"]: p for p in pods}
+    t0: dict[str, float] = {}
+    seen: dict[str, dict[str, float]] = {name: {} for name in owner}
+    stop = threading.Event()
+    version = client.list(kube.JOBS.path(NAMESPACE))["metadata"]["resourceVersion"]
+
+    def watch() -> None:
+        rv = version
+        while not stop.is_set():
+            try:
+                for event in client.watch(kube.JOBS.path(NAMESPACE), [("resourceVersion", rv)],
+                                          read_timeout=5):
+                    obj = event["object"]
+                    rv = obj["metadata"]["resourceVersion"]
+                    name = obj["metadata"].get("name")
+                    if name not in seen:
+                        continue
+                    now = time.monotonic()
+                    marks = seen[name]
+                    if _verdict(obj) == "Failed":
+                        marks.setdefault("ours", now)
+                    for kind in {"FailureTarget", "Failed"} & _conditions(obj):
+                        marks.setdefault(kind, now)
+                    if stop.is_set():
+                        return
+            except transport.Timeout:
+                continue
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    time.sleep(1)
+    cpu0, writes0 = controller.cpu(), controller.metric(
+        "jobrules_controller_api_requests_total", verb="patch")
+    began = time.monotonic()
+    for i, (name, pod) in enumerate(owner.items()):
+        due = began + i / rate
+        time.sleep(max(0.0, due - time.monotonic()))
+        kube.report_oom_killed(api, pod)
+        t0[name] = time.monotonic()
+    kube.wait_for("every verdict and Failed condition", lambda: all(
+        "ours" in m and "Failed" in m for m in seen.values()), 300)
+    time.sleep(2)
+    stop.set()
+    events = len(owner) * 2   # each pod: Failed, then its deletion or finalizer update
+    ours = [seen[n]["ours"] - t0[n] for n in owner]
+    target = [seen[n]["FailureTarget"] - t0[n] for n in owner if "FailureTarget" in seen[n]]
+    failed = [seen[n]["Failed"] - t0[n] for n in owner]
+    return {
+        "ours_p50": _pct(ours, 50), "ours_p99": _pct(ours, 99),
+        "target_p50": _pct(target, 50), "target_p99": _pct(target, 99),
+        "failed_p50": _pct(failed, 50), "failed_p99": _pct(failed, 99),
+        "cpu_per_1000_events": (controller.cpu() - cpu0) / events * 1000,
+        "writes_per_failure": (controller.metric("jobrules_controller_api_requests_total",
+                                                 verb="patch") - writes0) / len(owner),
+    }
+
+
+def _pct(values: list[float], pct: int) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, max(0, round(pct / 100 * len(values)) - 1))]
+
+
+def many_pods(api: Any, controller: Controller, job: dict[str, Any], extra: int) -> dict[str, Any]:
+    """Bare pods with the label the controller's pod watch selects on, up to the total asked."""
+    uid = job["metadata"]["uid"]
+    began = time.monotonic()
+    _parallel(lambda i: kube.create(api, kube.PODS, kube.pod_manifest(
+        NAMESPACE, f"extra-{i:05d}", labels={"batch.kubernetes.io/controller-uid": uid})),
+        list(range(extra)))
+    print(f"{extra} more pods created in {time.monotonic() - began:.1f}s", file=sys.stderr)
+    kube.wait_for("the controller to cache them", lambda: controller.metric(
+        "jobrules_controller_store_objects", resource="pods/batch.kubernetes.io/controller-uid@bench") >= extra, 300)
+    time.sleep(3)
+    return {"rss_many": controller.rss(), "many": extra}
+
+
+def cache_sizes(client: transport.Client, plan_json: dict[str, Any]) -> dict[str, Any]:
+    """The namespace's pods held as the controller holds them, and as whole objects."""
+    kind = planlib.loads(emit.dumps(plan_json)).kind_named("batchjob")
+    pods = client.list(kube.PODS.path(NAMESPACE))["items"]
+    raw = [orjson.dumps(p) for p in pods]
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    tree = projection.of_kind(kind).pod
+    store = storelib.Store(lambda obj: projection.project(obj, tree))
+    for data in raw:
+        store.put(orjson.loads(data))
+    projected = tracemalloc.get_traced_memory()[0] - before
+    whole = [orjson.loads(data) for data in raw]
+    both = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    del whole
+    return {"cache_pods": len(pods), "projected_mib": projected / 2**20,
+            "whole_mib": (both - projected) / 2**20,
+            "projected_bytes_per_pod": store.bytes / max(1, len(store))}
+
+
+def report(f: dict[str, Any], args: argparse.Namespace) -> int:
+    per_1000 = (f["rss_many"] - f["rss_after_restart"]) / (f["many"] / 1000)
+    rows = [
+        ("verdict after a pod failure, p50 / p99 s", f"{f['ours_p50']:.3f} / {f['ours_p99']:.3f}"),
+        ("Job controller FailureTarget, p50 / p99 s", f"{f['target_p50']:.3f} / {f['target_p99']:.3f}"),
+        ("Job controller Failed, p50 / p99 s", f"{f['failed_p50']:.3f} / {f['failed_p99']:.3f}"),
+        ("ours / FailureTarget at p50", f"{f['ours_p50'] / f['target_p50']:.2f}"),
+        ("controller CPU s per 1,000 pod events", f"{f['cpu_per_1000_events']:.2f}"),
+        ("job writes per pod failure", f"{f['writes_per_failure']:.2f}"),
+        ("initial sync (start to ready), s", f"{f['initial_sync_s']:.1f}"),
+        ("RSS MiB: no jobs / {0} pods / {1} pods".format(args.jobs, f["many"] + args.jobs),
+         f"{f['rss_0']:.1f} / {f['rss_after_restart']:.1f} / {f['rss_many']:.1f}"),
+        ("RSS MiB per 1,000 pods", f"{per_1000:.2f}"),
+        (f"{f['cache_pods']} pods held: projected bytes / whole dicts, MiB",
+         f"{f['projected_mib']:.1f} / {f['whole_mib']:.1f} ({f['projected_bytes_per_pod']:.0f} B per pod)"),
+    ]
+    width = max(len(r[0]) for r in rows)
+    for name, value in rows:
+        print(f"{name:<{width}}  {value}")
+    missed = []
+    if not f["ours_p50"] < f["target_p50"]:
+        missed.append("p50 not below the Job controller's")
+    if f["ours_p99"] > P99_LIMIT:
+        missed.append(f"p99 {f['ours_p99']:.3f} s > {P99_LIMIT} s")
+    if per_1000 > MIB_PER_1000_PODS:
+        missed.append(f"{per_1000:.2f} MiB per 1,000 pods > {MIB_PER_1000_PODS}")
+    print("MISSED: " + "; ".join(missed) if missed else "all targets met")
+    return 1 if missed and not args.no_fail else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
