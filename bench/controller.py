@@ -5,8 +5,9 @@
 
 1. `--jobs` batch/v1 Jobs of one pod each (`podFailurePolicy: FailJob` on exit 137), their pods
    created by kube-controller-manager's Job controller and reported Running through pods/status
-   (no kubelet here), with the controller (`python -m runtime.controller`, the shipped
-   batch-job rules) watching the namespace.
+   (no kubelet here), with the controller (`python -m runtime.controller`) watching the
+   namespace, on rules that decide the same failure from the pods (RULES below: the shipped
+   batch-job rules wait for the Job controller's own conditions, so they could only follow it).
 2. `--failures` of those pods OOMKilled (137) through pods/status at `--rate` per second. A
    separate raw watch on the Jobs records, for each, t1: our `jobrules.dev/verdict` Failed, and
    t2: the Job controller's `FailureTarget` (then t3, its `Failed`), from t0, the PATCH's return.
@@ -56,6 +57,19 @@ from runtime import store as storelib  # noqa: E402
 from runtime.controller import kube as transport  # noqa: E402
 
 NAMESPACE = "bench"
+RULES = """
+job batchjob: batch/v1 Job {
+    pods owned
+    pods label "batch.kubernetes.io/controller-uid" = <<metadata.uid>>
+    failed     when any pod failed with exit 137
+               reason "OOMKilled"
+               message "pod {pod}: container {container} {container_reason} (exit {exit_code})"
+    failed     when <<status.conditions[?type=='Failed' && status=='True']>>
+    succeeded  when <<status.conditions[?type=='Complete' && status=='True']>>
+    running    when any pod running
+    pending    otherwise
+}
+"""
 P99_LIMIT = 1.0
 MIB_PER_1000_PODS = 5.0
 FAIL_ON_137 = [{"action": "FailJob", "onExitCodes": {"operator": "In", "values": [137]}}]
@@ -71,8 +85,9 @@ def main() -> int:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="jobrules-bench-controller-"))
     plan_path = work / "plan.json"
-    built = rulec_api.build([str(ROOT / "rules" / "batch-job.rules")])
-    assert built.plan is not None
+    (work / "bench.rules").write_text(RULES)
+    built = rulec_api.build([str(work / "bench.rules")])
+    assert built.plan is not None, built.diagnostics
     plan_path.write_text(emit.dumps(built.plan))
     with cluster.running() as plane, plane.api_client() as api:
         client = transport.Client.from_api_client(api)
