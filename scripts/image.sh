@@ -43,12 +43,13 @@ need() {   # need COMMAND PACKAGE...: install the packages when the command is m
     fi
     say "installing $* with apt-get"
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
 # jobrules as a wheel, and every dependency as a wheel for bookworm's CPython 3.11 on this
 # architecture, whatever Python runs this script.
 wheels() {
+    python3 -m pip --version >/dev/null 2>&1 || need pip3 python3-pip
     say "wheels into dist/wheels"
     rm -rf dist/wheels build/lib
     python3 -m pip wheel -q --no-deps -w dist/wheels .
@@ -61,7 +62,8 @@ wheels() {
         dist/wheels/jobrules-"$version"-*.whl
 }
 
-# A bookworm root filesystem as a tar, without documentation, man pages or locales.
+# A bookworm root filesystem as a tar, without documentation, man pages or locales, and with an
+# empty /dev for the container runtime to fill (no device nodes: rootless runtimes cannot make them).
 rootfs() {   # rootfs VARIANT OUTPUT [mmdebstrap options...]
     local variant=$1 output=$2; shift 2
     mmdebstrap --quiet --variant="$variant" --skip=output/dev \
@@ -69,6 +71,8 @@ rootfs() {   # rootfs VARIANT OUTPUT [mmdebstrap options...]
         --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/locale/*' \
         --dpkgopt='path-exclude=/usr/share/info/*' \
         "$@" bookworm "$output" "${sources[@]}" </dev/null
+    mkdir -p "$scratch/empty/dev"
+    tar --append -f "$output" -C "$scratch/empty" --owner=0 --group=0 --mtime="@$SOURCE_DATE_EPOCH" ./dev
 }
 
 # The OCI layout DIR holding the root filesystem tar ROOTFS as one layer, tagged $tag.
@@ -91,8 +95,8 @@ image() {
     rootfs essential "$scratch/rootfs.tar" --include=python3,python3-venv \
         --customize-hook='copy-in dist/wheels /tmp' \
         --customize-hook='chroot "$1" python3 -m venv /opt/jobrules' \
-        --customize-hook='chroot "$1" /opt/jobrules/bin/pip install -q --no-cache-dir --no-index --find-links /tmp/wheels jobrules' \
-        --customize-hook='chroot "$1" /opt/jobrules/bin/pip uninstall -y -q pip setuptools' \
+        --customize-hook='chroot "$1" /opt/jobrules/bin/pip install -q --isolated --no-cache-dir --no-index --find-links /tmp/wheels jobrules' \
+        --customize-hook='chroot "$1" /opt/jobrules/bin/pip uninstall -q --isolated -y pip setuptools' \
         --customize-hook='chroot "$1" dpkg --purge python3-venv python3.11-venv python3-pip-whl python3-setuptools-whl >/dev/null' \
         --customize-hook='rm -rf "$1"/tmp/wheels "$1"/var/cache/apt/*.bin' \
         --customize-hook='echo "jobrules:x:65532:65532::/nonexistent:/usr/sbin/nologin" >> "$1"/etc/passwd' \
@@ -120,8 +124,10 @@ containerfile() {
     layout "$scratch/base" "$scratch/base.tar"
     say "buildah bud -f Containerfile"
     local storage=("--storage-driver=vfs" "--root=$scratch/storage" "--runroot=$scratch/run")
+    skopeo copy --quiet "oci:$scratch/base:$tag" \
+        "containers-storage:[vfs@$scratch/storage+$scratch/run]localhost/jobrules-base:bookworm"
     buildah "${storage[@]}" bud --quiet --isolation chroot --pull=never \
-        --build-arg BASE="oci:$scratch/base:$tag" -f Containerfile -t "localhost/jobrules:$version" . >&2
+        --build-arg BASE=localhost/jobrules-base:bookworm -f Containerfile -t "localhost/jobrules:$version" . >&2
     rm -rf dist/containerfile-image
     buildah "${storage[@]}" push --quiet "localhost/jobrules:$version" "oci:dist/containerfile-image:$tag" >&2
     say "built in $((SECONDS - started)) s: $(du -sh dist/containerfile-image | cut -f1) as an OCI layout"
