@@ -35,21 +35,20 @@ scratch=$(mktemp -d "${TMPDIR:-/tmp}/jobrules-image.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
 say() { printf 'image.sh: %s\n' "$*" >&2; }
 
-need() {   # need COMMAND PACKAGE...: install the packages when the command is missing
-    local command=$1; shift
-    command -v "$command" >/dev/null && return
+apt_install() {   # apt_install PACKAGE...: as root
     if (( EUID != 0 )); then
-        say "$command is missing: install it with 'sudo apt-get install $*'"; exit 2
+        say "missing: install it with 'sudo apt-get install $*'"; exit 2
     fi
     say "installing $* with apt-get"
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
+need() { command -v "$1" >/dev/null || apt_install "$1"; }   # need COMMAND (its package has its name)
 
 # jobrules as a wheel, and every dependency as a wheel for bookworm's CPython 3.11 on this
 # architecture, whatever Python runs this script.
 wheels() {
-    python3 -m pip --version >/dev/null 2>&1 || need pip3 python3-pip
+    python3 -m pip --version >/dev/null 2>&1 || apt_install python3-pip
     say "wheels into dist/wheels"
     rm -rf dist/wheels build/lib
     python3 -m pip wheel -q --no-deps -w dist/wheels .
@@ -88,9 +87,10 @@ layout() {   # layout DIR ROOTFS [umoci config options...]
 
 image() {
     local started=$SECONDS
-    need mmdebstrap mmdebstrap
-    need umoci umoci
-    need skopeo skopeo
+    (( EUID == 0 )) || { say "building the image needs root (mmdebstrap, umoci): run it with sudo"; exit 2; }
+    need mmdebstrap
+    need umoci
+    need skopeo
     say "root filesystem (Debian bookworm, python3, the wheels in a venv at /opt/jobrules)"
     rootfs essential "$scratch/rootfs.tar" --include=python3,python3-venv \
         --customize-hook='copy-in dist/wheels /tmp' \
@@ -118,7 +118,7 @@ image() {
 # base made here like Debian's slim images, so the file users build is built and run here too.
 containerfile() {
     local started=$SECONDS
-    need buildah buildah
+    need buildah
     say "bookworm base (minbase, as debian:bookworm-slim)"
     rootfs minbase "$scratch/base.tar"
     layout "$scratch/base" "$scratch/base.tar"
