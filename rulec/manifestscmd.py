@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rulec import inputs, manifests
+from rulec import api, inputs, manifests
 
 # Certificate modes of --certs; `self-managed` needs the controller (planned).
 CERT_MODES = "cert-manager[=ISSUER] | self-managed"
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         objects = manifests.render(plan, text, options)
         if args.output_dir:
             _write_folder(Path(args.output_dir), objects)
-    except (inputs.InputError, manifests.ManifestError) as err:
+    except (api.InputError, manifests.ManifestError) as err:
         print(f"rulec manifests: {err}", file=sys.stderr)
         return 2
     except OSError as err:
