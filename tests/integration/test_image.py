@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 BUILDS = ("debian-packages", "containerfile")   # the order scripts/image.sh prints them in
 
 # Runs in a new mount namespace as root: mount what a container runtime mounts, make the root
-# read-only, then become the image's user and exec its entrypoint.
+# and the pod's mounts read-only, then become the image's user and exec its entrypoint.
 LAUNCH = r"""
 set -eu
 root=$1 pod=$2 user=$3; shift 3
@@ -41,7 +41,7 @@ for node in null zero random urandom; do
 done
 mkdir "$root/dev/shm" && mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$root/dev/shm"
 mount -t proc proc "$root/proc"
-mkdir -p "$root$pod" && mount --bind "$pod" "$root$pod"
+mkdir -p "$root$pod" && mount --bind "$pod" "$root$pod" && mount -o remount,bind,ro "$root$pod"
 mount -o remount,bind,ro "$root"
 exec chroot --userspec="$user" "$root" "$@"
 """
@@ -99,9 +99,8 @@ def test_the_image_serves_admission_as_its_user_from_a_read_only_root(
     layout = REPO / reference.split(":")[1]
     print(f"\n{build}: OCI layout {size(layout)}, root filesystem {size(rootfs)}")
 
-    pod = tmp_path / "pod"   # what the pod mounts: plan, TLS files; the gunicorn log stays outside
+    pod = tmp_path / "pod"   # the pod's read-only mounts: plan, TLS files (and, from outside, the log)
     pod.mkdir()
-    os.chown(pod, 65532, 65532)
     image_env = dict(item.split("=", 1) for item in config["Env"])
     command = ["unshare", "--mount", "sh", "-c", LAUNCH, "launch", str(rootfs), str(pod),
                config["User"], *config["Entrypoint"], *config["Cmd"]]
