@@ -46,9 +46,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     certs.add_argument("--ca-bundle", metavar="FILE",
                        help="you issue it: PEM CA that signed the certificate you put in the "
                             f"Secret {manifests.TLS_SECRET}")
-    parser.add_argument("--namespace", default="jobrules-system",
+    parser.add_argument("--namespace", default="jobrules-system", metavar="NS",
                         help="namespace of the webhook (default: %(default)s)")
-    parser.add_argument("--replicas", type=int, default=2,
+    parser.add_argument("--replicas", type=int, default=2, metavar="N",
                         help="webhook replicas; more than 1 adds a PodDisruptionBudget "
                              "(default: %(default)s)")
     parser.add_argument("--namespace-exclude", metavar="NS", action="append", default=[],
