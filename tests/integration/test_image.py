@@ -96,6 +96,7 @@ def test_the_image_serves_admission_as_its_user_from_a_read_only_root(
     assert config["Entrypoint"] + config["Cmd"] == [
         "/opt/jobrules/bin/gunicorn", "-c", "python:runtime.webhook.gunicorn_conf"]
     rootfs = unpack(reference, tmp_path / "bundle")
+    assert (rootfs / "opt/jobrules/bin/jobrules-controller").is_file()   # its deployment is planned
     layout = REPO / reference.split(":")[1]
     print(f"\n{build}: OCI layout {size(layout)}, root filesystem {size(rootfs)}")
 
