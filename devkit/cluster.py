@@ -105,15 +105,24 @@ def find_binaries() -> Binaries:
     return Binaries(etcd, apiserver, controller_manager)
 
 
-def build_binaries() -> Path:
-    """Run tools/k8s/build.sh (a no-op when its cache is filled) and return the binaries' folder."""
+def find_kubectl() -> Path:
+    """kubectl next to the control-plane binaries (envtest ships one), else built into the cache."""
+    for folder in (os.environ.get("KUBEBUILDER_ASSETS"), os.environ.get("JOBRULES_K8S_BIN")):
+        if folder and _is_executable(Path(folder) / "kubectl"):
+            return Path(folder) / "kubectl"
+    return _executable(build_binaries("kubectl") / "kubectl")
+
+
+def build_binaries(*extra: str) -> Path:
+    """Run tools/k8s/build.sh (a no-op when its cache is filled) and return the binaries' folder;
+    `extra` names more kubernetes commands to build there (``kubectl``)."""
     if not BUILD_SCRIPT.is_file():
         raise ClusterError(
             "no control-plane binaries: set JOBRULES_K8S_BIN or KUBEBUILDER_ASSETS "
             f"(the build script {BUILD_SCRIPT} is not there to build them)"
         )
     print(f"using {BUILD_SCRIPT} (a first build takes a while) ...", file=sys.stderr)
-    done = subprocess.run(["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, text=True)
+    done = subprocess.run(["bash", str(BUILD_SCRIPT), *extra], stdout=subprocess.PIPE, text=True)
     if done.returncode != 0:
         raise ClusterError(f"{BUILD_SCRIPT} failed with exit code {done.returncode}")
     return Path(done.stdout.strip().splitlines()[-1])

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 # `register` adds all of its commands.
 COMMANDS: dict[str, tuple[str, str]] = {
     "webhook-config": ("rulec.webhookcmd", "print the MutatingWebhookConfiguration for a plan"),
+    "manifests": ("rulec.manifestscmd", "print the Kubernetes objects that deploy the webhook"),
     "eval": ("rulec.run", "evaluate a job and its pods: verdict, events, actions, new state"),
     "mutate": ("rulec.run", "apply the injections to a pod: JSON patch and patched pod"),
     "test": ("rulec.run", "run rule test suites"),

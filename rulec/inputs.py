@@ -77,6 +77,11 @@ def load_plan(paths: Iterable[str], relative_to: str | None = None) -> planlib.P
     With `relative_to`, rules are compiled under their paths relative to that folder, so rule
     positions (and the plan digest) do not depend on where the command was run from.
     """
+    return load_plan_text(paths, relative_to)[0]
+
+
+def load_plan_text(paths: Iterable[str], relative_to: str | None = None) -> tuple[planlib.Plan, str]:
+    """`load_plan`, and the plan's JSON text (the file's, or what `rulec compile` would write)."""
     given = list(paths)
     if not given:
         raise api.InputError("no rules given")
@@ -84,10 +89,11 @@ def load_plan(paths: Iterable[str], relative_to: str | None = None) -> planlib.P
     if plans:
         if len(given) != 1:
             raise api.InputError("give either one compiled plan (.json) or .rules files and folders")
+        text = read_text(plans[0])
         try:
-            return planlib.load_file(plans[0])
+            return planlib.loads(text), text
         except planlib.PlanError as err:
-            raise api.InputError(str(err)) from None
+            raise api.InputError(f"{plans[0]}: {err}") from None
     files = api.rule_files(given)
     sources = [api.read(f) for f in files]
     if not sources:
@@ -98,7 +104,8 @@ def load_plan(paths: Iterable[str], relative_to: str | None = None) -> planlib.P
     if built.plan is None:
         text = diagnostics.render(built.errors or built.diagnostics, "concise", dict(built.sources))
         raise api.InputError(f"the rules have errors:\n{text.rstrip()}")
+    text = emit.dumps(built.plan)
     try:
-        return planlib.loads(emit.dumps(built.plan))  # digest as for a plan from `rulec compile`
+        return planlib.loads(text), text   # digest as for a plan from `rulec compile`
     except planlib.PlanError as err:
         raise api.InputError(f"the compiled plan does not load: {err}") from None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,7 @@ MUTATE_PATH = "/mutate-pods"
 DEFAULT_NAME = "jobrules"
 WEBHOOK_NAME = "pods.jobrules.dev"   # must be a DNS subdomain of three segments or more
 ALWAYS_EXCLUDED = ("kube-system",)
+SKIP_LABEL = "jobrules.dev/skip"   # a pod with this label, whatever its value, is never sent
 
 _SERVICE = re.compile(
     r"(?P<namespace>[a-z0-9]([-a-z0-9]*[a-z0-9])?)/(?P<name>[a-z0-9]([-a-z0-9]*[a-z0-9])?)"
@@ -75,8 +76,11 @@ def match_condition(owners: Iterable[tuple[str, str]]) -> str:
 
 def render(plan: planlib.Plan, target: Target, ca_bundle: bytes | None = None, *,
            name: str = DEFAULT_NAME, webhook_name: str = WEBHOOK_NAME,
-           exclude_namespaces: Iterable[str] = ()) -> dict[str, Any]:
-    """The configuration, or a RegistrationError saying why the plan or target cannot have one."""
+           exclude_namespaces: Iterable[str] = (),
+           annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The configuration, or a RegistrationError saying why the plan or target cannot have one.
+
+    `annotations` are added to the object's (a CA injector's, for instance)."""
     timeout = plan.webhook.timeout_seconds
     if not 1 <= timeout <= 30:
         raise RegistrationError(f"webhook timeout {timeout}s: the API server accepts 1 to 30 seconds")
@@ -100,6 +104,8 @@ def render(plan: planlib.Plan, target: Target, ca_bundle: bytes | None = None, *
             "operator": "NotIn",
             "values": sorted(excluded),
         }]},
+        # The escape hatch: label a pod (or a pod template) and it is admitted without a call.
+        "objectSelector": {"matchExpressions": [{"key": SKIP_LABEL, "operator": "DoesNotExist"}]},
         "matchConditions": [{"name": "owned-by-injected-kind", "expression": match_condition(
             (kind.api_version, kind.kind) for kind in kinds)}],
         "matchPolicy": "Equivalent",
@@ -114,7 +120,8 @@ def render(plan: planlib.Plan, target: Target, ca_bundle: bytes | None = None, *
         "metadata": {
             "name": name,
             "labels": {"app.kubernetes.io/managed-by": "rulec"},
-            "annotations": {"jobrules.dev/plan-digest": plan.digest} if plan.digest else {},
+            "annotations": ({"jobrules.dev/plan-digest": plan.digest} if plan.digest else {})
+            | dict(annotations or {}),
         },
         "webhooks": webhooks,
     }

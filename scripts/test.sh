@@ -3,10 +3,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
-# Control-plane binaries: an envtest assets folder or a folder of your own wins; else build them
-# (about 11 minutes the first time on 2 cores, then cached).
+# Control-plane binaries and kubectl: an envtest assets folder or a folder of your own wins; else
+# build them (about 11 minutes the first time on 2 cores, then cached).
 if [[ -z ${KUBEBUILDER_ASSETS:-} && -z ${JOBRULES_K8S_BIN:-} ]]; then
-    JOBRULES_K8S_BIN=$(bash tools/k8s/build.sh | tail -n 1)
+    JOBRULES_K8S_BIN=$(bash tools/k8s/build.sh kubectl | tail -n 1)
     export JOBRULES_K8S_BIN
 fi
 exec .venv/bin/python -m pytest "$@"

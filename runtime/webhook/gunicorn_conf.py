@@ -45,6 +45,9 @@ keyfile = _settings.tls_key
 loglevel = _settings.log_level
 errorlog = "-"
 accesslog = None
+# gunicorn >= 25.1 opens a control socket (for gunicornc) under $XDG_RUNTIME_DIR or $HOME, and
+# logs an error where home is missing or read-only, as in the image; nothing here uses it.
+control_socket_disable = True
 if os.path.isdir("/dev/shm"):
     worker_tmp_dir = "/dev/shm"   # heartbeat files on tmpfs: no stalls on a slow disk
 

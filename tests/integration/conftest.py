@@ -32,6 +32,16 @@ class Session:
         return self.plane is None or self.plane.controller_manager
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `image` build the image (minutes): they run only when asked for, `-m image`."""
+    if "image" in (config.option.markexpr or ""):
+        return
+    building = [item for item in items if item.get_closest_marker("image")]
+    if building:
+        config.hook.pytest_deselected(items=building)
+        items[:] = [item for item in items if not item.get_closest_marker("image")]
+
+
 @pytest.fixture(scope="session")
 def control_plane(pytestconfig: pytest.Config) -> Iterator[Session]:
     if os.environ.get("JOBRULES_REUSE_CLUSTER") == "1" and os.environ.get("KUBECONFIG"):

@@ -121,13 +121,15 @@ def test_argo_pod_gets_completion_wiring_on_main_only(api: ApiClient, namespace:
 
 def test_pods_of_undeclared_kinds_are_not_even_sent(api: ApiClient, namespace: str, webhook: Served,
                                                     register: Register) -> None:
-    """The CEL match condition keeps them away from the webhook."""
+    """The CEL match condition keeps them away from the webhook, and so does the skip label."""
     register(webhook, webhook.workdir / "plan.json")
     wait_until_called(api, namespace)
     calls, patched = calls_to(webhook), requests(webhook, "patched")
-    for name, owned_by in (("lonely", None), ("replica", owner("apps/v1", "ReplicaSet")),
-                           ("cron", owner("batch/v1", "CronJob"))):
-        pod = kube.create(api, kube.PODS, kube.pod_manifest(namespace, name, owner=owned_by))
+    for name, owned_by, labels in (("lonely", None, {}), ("replica", owner("apps/v1", "ReplicaSet"), {}),
+                                   ("cron", owner("batch/v1", "CronJob"), {}),
+                                   ("skipped", JOB, {registration.SKIP_LABEL: ""})):
+        pod = kube.create(api, kube.PODS, kube.pod_manifest(namespace, name, owner=owned_by,
+                                                            labels=labels))
         assert mutator.RECORD_ANNOTATION not in pod["metadata"].get("annotations", {})
     assert calls_to(webhook) == calls
     kube.create(api, kube.PODS, kube.pod_manifest(namespace, "owned", owner=JOB))

@@ -17,7 +17,7 @@ import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -85,15 +85,22 @@ def issue(ca: cluster.CertificateAuthority, workdir: Path) -> None:
         os.replace(staged, workdir / name)
 
 
+GUNICORN = (sys.executable, "-m", "gunicorn", "-c", "python:runtime.webhook.gunicorn_conf")
+
+
 @contextlib.contextmanager
-def serve(plan: Path, workdir: Path, *, workers: int = 2, **env: str) -> Iterator[Served]:
-    """gunicorn -c python:runtime.webhook.gunicorn_conf on loopback with a throw-away CA; waits for /readyz."""
+def serve(plan: Path, workdir: Path, *, workers: int = 2, command: Sequence[str] = GUNICORN,
+          base_env: Mapping[str, str] = os.environ, **env: str) -> Iterator[Served]:
+    """gunicorn -c python:runtime.webhook.gunicorn_conf on loopback with a throw-away CA; waits for /readyz.
+
+    `command` runs it (the image's test runs it in the image's root filesystem) in `base_env`
+    plus the webhook's variables and `env`."""
     ca = cluster.CertificateAuthority.create("jobrules-webhook-ca")
     port, metrics_port = cluster.free_ports(2)
     (workdir / "metrics").mkdir(exist_ok=True)
     issue(ca, workdir)
     served_env = {
-        **os.environ,
+        **base_env,
         "JOBRULES_PLAN": str(plan),
         "JOBRULES_TLS_CERT": str(workdir / "tls.crt"),
         "JOBRULES_TLS_KEY": str(workdir / "tls.key"),
@@ -105,8 +112,7 @@ def serve(plan: Path, workdir: Path, *, workers: int = 2, **env: str) -> Iterato
         **env,
     }
     with open(workdir / "gunicorn.log", "wb") as log:
-        process = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", "python:runtime.webhook.gunicorn_conf"],
-                                   env=served_env, cwd=workdir, stdin=subprocess.DEVNULL, stdout=log,
+        process = subprocess.Popen(list(command), env=served_env, cwd=workdir, stdin=subprocess.DEVNULL, stdout=log,
                                    stderr=subprocess.STDOUT)
     served = Served(port, metrics_port, ca, workdir, process)
     try:
@@ -323,6 +329,17 @@ def test_a_broken_certificate_keeps_the_old_one(webhook: Served) -> None:
         assert peer_certificate(webhook) == before
     assert metric(webhook.metrics(), "jobrules_reload_failures_total", file="tls") >= 1
     assert "tls: cannot load" in webhook.log
+
+
+def test_no_control_socket_is_opened(tmp_path: Path) -> None:
+    """gunicorn >= 25.1 would open one under $XDG_RUNTIME_DIR or $HOME: the image has neither."""
+    home = tmp_path / "home"
+    home.mkdir()
+    with serve(write_plan(tmp_path / "plan.json"), tmp_path, HOME=str(home),
+               XDG_RUNTIME_DIR=str(home)) as served:
+        assert served.call("GET", "/healthz")[0] == 200
+        assert list(home.iterdir()) == []
+    assert "[ERROR]" not in served.log
 
 
 def test_sigterm_stops_gracefully(webhook: Served) -> None:

@@ -51,6 +51,19 @@ def test_url_registration() -> None:
     assert (hook["failurePolicy"], hook["timeoutSeconds"]) == ("Fail", 5)
 
 
+def test_a_label_on_the_pod_opts_it_out() -> None:
+    hook = only_webhook(registration.render(PLAN, registration.Url("https://h/")))
+    assert hook["objectSelector"] == {"matchExpressions": [
+        {"key": "jobrules.dev/skip", "operator": "DoesNotExist"}]}
+
+
+def test_annotations_join_the_plan_digest() -> None:
+    config = registration.render(PLAN, registration.Url("https://h/"),
+                                 annotations={"cert-manager.io/inject-ca-from": "ns/cert"})
+    assert config["metadata"]["annotations"] == {"jobrules.dev/plan-digest": "a" * 64,
+                                                 "cert-manager.io/inject-ca-from": "ns/cert"}
+
+
 def test_service_registration_excludes_its_own_namespace() -> None:
     target = registration.parse_service("jobrules-system/webhook")
     hook = only_webhook(registration.render(PLAN, target, None, exclude_namespaces=["infra", "kube-system"]))

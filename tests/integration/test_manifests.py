@@ -1,0 +1,186 @@
+"""`rulec manifests` against the real API server: the output installs as docs/deploy.md says
+(`kubectl apply --server-side -k DIR`), equals the stream, and its webhook configuration makes the
+API server call the webhook for pods the Job controller creates.
+
+The API server validates every object, compiles the CEL match conditions, and the PodSecurity
+admission plugin judges the webhook's pod against the `restricted` profile its Namespace
+enforces. cert-manager and prometheus-operator objects are validated against their real CRDs
+(`tests/integration/crds`). Pods never run here (no kubelet), so the last test serves the webhook
+on the host and points the rendered configuration at it by URL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import kube
+import pytest
+import yaml
+from kubernetes.client import ApiClient
+from test_webhook_cluster import wait_until_called
+from test_webhook_gunicorn import serve
+
+from devkit import cluster
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+ADDON_CRDS = Path(__file__).parent / "crds"
+RULEC = Path(sys.executable).parent / "rulec"
+INJECTION = """
+inject "traced" into pods of batchjob {
+    annotate "example.com/traced" = "yes"
+}
+"""
+FAIL_CLOSED = "webhook failure closed timeout 7s\n"
+
+Kubectl = Callable[..., str]
+
+
+@pytest.fixture(scope="session")
+def kubectl(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
+    """Run kubectl (next to the control-plane binaries, else built) against the test cluster."""
+    binary = cluster.find_kubectl()
+    kubeconfig = str(control_plane.plane.kubeconfig if control_plane.plane else os.environ["KUBECONFIG"])
+    env = {**os.environ, "KUBECACHEDIR": str(tmp_path_factory.mktemp("kubectl-cache"))}
+
+    def run(*args: str) -> str:
+        done = subprocess.run([str(binary), "--kubeconfig", kubeconfig, *args], env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, f"kubectl {' '.join(args)}:\n{done.stderr}"
+        return done.stdout
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def addon_crds(kubectl: Kubectl) -> None:
+    """cert-manager's Certificate and Issuer, prometheus-operator's ServiceMonitor."""
+    kubectl("apply", "--server-side", "--field-manager", "jobrules-tests", "-f", str(ADDON_CRDS))
+    kubectl("wait", "--for", "condition=Established", "--timeout", "60s",
+            "crd/certificates.cert-manager.io", "crd/issuers.cert-manager.io",
+            "crd/servicemonitors.monitoring.coreos.com")
+
+
+def rulec(*args: str, cwd: Path = REPO) -> str:
+    """`rulec manifests` as users run it; returns its stdout."""
+    done = subprocess.run([str(RULEC), "manifests", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def rules(tmp_path: Path, *extra: str) -> list[str]:
+    """rules/ plus files of `extra` rules (compiled together: one program)."""
+    paths = ["rules"]
+    for i, text in enumerate(extra):
+        path = tmp_path / f"extra-{i}.rules"
+        path.write_text(text, encoding="utf-8")
+        paths.append(str(path))
+    return paths
+
+
+def documents(text: str) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(text) if doc is not None]
+
+
+@pytest.fixture
+def installed(kubectl: Kubectl) -> Iterator[list[Path]]:
+    """Output folders applied by the test, deleted after it (namespace and configuration)."""
+    folders: list[Path] = []
+    yield folders
+    for folder in folders:
+        kubectl("delete", "-k", str(folder), "--ignore-not-found", "--wait=false")
+
+
+@pytest.mark.parametrize("variant", ["shipped", "injecting"])
+def test_the_output_installs_and_equals_its_kustomization(
+        api: ApiClient, kubectl: Kubectl, addon_crds: None, installed: list[Path], tmp_path: Path,
+        variant: str) -> None:
+    """shipped: rules/ as they are (no injection), cert-manager with every optional object.
+    injecting: rules/ plus a fail-closed injection into Job pods, a user CA, three replicas."""
+    namespace = f"jobrules-{uuid.uuid4().hex[:6]}"
+    if variant == "shipped":
+        args = ["--rules", "rules", "--certs", "cert-manager", "--network-policy", "--monitoring"]
+    else:
+        ca = tmp_path / "ca.crt"
+        ca.write_bytes(cluster.CertificateAuthority.create("jobrules-webhook-ca").cert_pem)
+        args = ["--rules", *rules(tmp_path, INJECTION, FAIL_CLOSED), "--ca-bundle", str(ca),
+                "--replicas", "3"]
+    args += ["--image", "registry.example.com/jobrules:0.1.0", "--namespace", namespace]
+    stream = documents(rulec(*args))
+    folder = tmp_path / "deploy"
+    rulec(*args, "--output-dir", str(folder))
+    assert documents(kubectl("kustomize", str(folder))) == stream
+
+    installed.append(folder)
+    started = time.perf_counter()
+    applied = kubectl("apply", "--server-side", "--field-manager", "rulec", "-k", str(folder))
+    print(f"\n{variant}: {len(stream)} objects applied in {time.perf_counter() - started:.1f} s")
+    assert len(applied.splitlines()) == len(stream)
+    assert all(line.endswith(" serverside-applied") for line in applied.splitlines()), applied
+
+    stored = json.loads(kubectl("get", "-k", str(folder), "-o", "json"))["items"]
+    assert [(o["kind"], o["metadata"]["name"]) for o in stored] == [
+        (o["kind"], o["metadata"]["name"]) for o in stream]
+    configuration = stored[-1]
+    assert configuration["kind"] == "MutatingWebhookConfiguration"
+    if variant == "injecting":
+        [hook] = configuration["webhooks"]
+        assert hook["matchConditions"] == stream[-1]["webhooks"][0]["matchConditions"]
+        assert hook["failurePolicy"] == "Fail" and hook["timeoutSeconds"] == 7
+        assert hook["clientConfig"]["service"]["namespace"] == namespace
+    else:
+        assert "webhooks" not in configuration   # no injection in rules/: nothing to call
+
+    # The webhook's pod as the Deployment would create it passes `restricted` (and, fail-closed,
+    # resolves its priority class); dry run, as there is no kubelet to run it.
+    [deployment] = [o for o in stream if o["kind"] == "Deployment"]
+    template = deployment["spec"]["template"]
+    pod = kube.create(api, kube.PODS, {
+        "apiVersion": "v1", "kind": "Pod", "spec": template["spec"],
+        "metadata": {"name": "webhook-probe", "namespace": namespace, **template["metadata"]},
+    }, dryRun="All")
+    assert pod["spec"]["securityContext"]["runAsUser"] == 65532
+    assert pod["spec"].get("priority") == (2000000000 if variant == "injecting" else 0)
+
+
+def test_the_rendered_configuration_has_the_api_server_call_the_webhook(
+        api: ApiClient, kubectl: Kubectl, namespace: str, controller_manager: None,
+        tmp_path: Path) -> None:
+    """The webhook serves the rendered ConfigMap's plan on the host; the rendered configuration,
+    its caBundle from --ca-bundle, is pointed there by URL; the Job controller creates a pod."""
+    args = ["--rules", *rules(tmp_path, INJECTION), "--image", "registry.example.com/jobrules:0.1.0"]
+    [configmap] = [o for o in documents(rulec(*args, "--certs", "cert-manager"))
+                   if o["kind"] == "ConfigMap"]
+    plan = tmp_path / "plan.json"
+    plan.write_text(configmap["data"]["plan.json"], encoding="utf-8")
+    workdir = tmp_path / "webhook"
+    workdir.mkdir()
+    with serve(plan, workdir) as served:
+        ca = tmp_path / "ca.crt"
+        ca.write_bytes(served.ca.cert_pem)
+        configuration = documents(rulec(*args, "--ca-bundle", str(ca)))[-1]
+        configuration["metadata"]["name"] = f"jobrules-{namespace}"
+        [hook] = configuration["webhooks"]
+        hook["clientConfig"]["url"] = served.url
+        del hook["clientConfig"]["service"]
+        # Other tests share the control plane: only this test's namespace.
+        hook["namespaceSelector"]["matchLabels"] = {"kubernetes.io/metadata.name": namespace}
+        kube.create(api, kube.MUTATING_WEBHOOKS, configuration)
+        try:
+            wait_until_called(api, namespace)
+            job = kube.create(api, kube.JOBS, kube.job_manifest(namespace, "train"))
+            [pod] = kube.job_pods(api, job)
+        finally:
+            kube.delete(api, kube.MUTATING_WEBHOOKS.path(name=configuration["metadata"]["name"]))
+    assert pod["metadata"]["annotations"]["example.com/traced"] == "yes"
+    assert pod["metadata"]["ownerReferences"][0]["kind"] == "Job"

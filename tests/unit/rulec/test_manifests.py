@@ -1,0 +1,440 @@
+"""rulec.manifests and `rulec manifests`: the objects that deploy the webhook, in apply order.
+
+Two goldens hold whole outputs (`tests/golden/manifests/`; refresh after an intended change with
+`JOBRULES_UPDATE_GOLDENS=1` and review the diff) for a fixed plan kept beside them, `plan.json`
+(the examples that inject, compiled, with `webhook failure closed`), so that changes to rules/
+or examples/ do not move them; the tests below hold each rule of the rendering.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from rulec import cli, inputs, manifests
+from runtime import plan as planlib
+from runtime.webhook.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[3]
+GOLDEN = ROOT / "tests" / "golden" / "manifests"
+RULES_PLAN = ROOT / "tests" / "golden" / "plans" / "rules.json"   # the plan of rules/
+EXAMPLES = ["examples/katib-metrics-collector", "examples/argo-wait-main"]   # with injections
+CA = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+IMAGE = "registry.example.com/jobrules:0.1.0"
+
+
+def shipped() -> tuple[planlib.Plan, str]:
+    text = RULES_PLAN.read_text(encoding="utf-8")
+    return planlib.loads(text), text
+
+
+def injecting(failure_policy: str = "Ignore") -> tuple[planlib.Plan, str]:
+    """The examples that inject (Katib's metrics collector, Argo's completion wiring)."""
+    _, text = inputs.load_plan_text([str(ROOT / p) for p in EXAMPLES], relative_to=str(ROOT))
+    data = json.loads(text)
+    data["webhook"]["failurePolicy"] = failure_policy
+    text = json.dumps(data, indent=2) + "\n"
+    return planlib.loads(text), text
+
+
+def options(**changes: Any) -> manifests.Options:
+    return manifests.Options(**{"image": IMAGE, "certificates": manifests.CertManager(), **changes})
+
+
+def render(plan: tuple[planlib.Plan, str] | None = None, **changes: Any) -> list[dict[str, Any]]:
+    return manifests.render(*(plan or shipped()), options(**changes))
+
+
+def find(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    [found] = [o for o in objects if o["kind"] == kind]
+    return found
+
+
+def pod_spec(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    return find(objects, "Deployment")["spec"]["template"]["spec"]
+
+
+@pytest.mark.parametrize("name, opts", [
+    ("cert-manager", options(network_policy=True, monitoring=True)),
+    ("ca-bundle", options(certificates=manifests.UserCertificate(CA), replicas=1, namespace="jobrules",
+                          exclude_namespaces=("monitoring",))),
+])
+def test_golden(name: str, opts: manifests.Options) -> None:
+    plan = (GOLDEN / "plan.json").read_text(encoding="utf-8")
+    text = manifests.dump(manifests.render(planlib.loads(plan), plan, opts))
+    path = GOLDEN / f"{name}.yaml"
+    if os.environ.get("JOBRULES_UPDATE_GOLDENS") == "1":
+        path.write_text(text, encoding="utf-8")
+    assert text == path.read_text(encoding="utf-8")
+
+
+# ---------------------------------------------------------------------------------------------
+# Which objects, in which order
+
+ORDER = ["Namespace", "ServiceAccount", "ConfigMap", "Issuer", "Certificate", "Deployment",
+         "Service", "PodDisruptionBudget", "NetworkPolicy", "ServiceMonitor",
+         "MutatingWebhookConfiguration"]
+CERTS = [manifests.CertManager(), manifests.CertManager(manifests.Issuer("Issuer", "corp-ca")),
+         manifests.CertManager(manifests.Issuer("ClusterIssuer", "corp-ca")),
+         manifests.UserCertificate(CA)]
+
+
+@pytest.mark.parametrize("certs, replicas, network_policy, monitoring",
+                         list(itertools.product(CERTS, [1, 2, 5], [False, True], [False, True])))
+def test_objects_and_their_order(certs: manifests.Certificates, replicas: int, network_policy: bool,
+                                 monitoring: bool) -> None:
+    objects = render(certificates=certs, replicas=replicas, network_policy=network_policy,
+                     monitoring=monitoring)
+    kinds = [o["kind"] for o in objects]
+    expected = {"Namespace", "ServiceAccount", "ConfigMap", "Deployment", "Service",
+                "MutatingWebhookConfiguration"}
+    if isinstance(certs, manifests.CertManager):
+        expected |= {"Certificate"} | ({"Issuer"} if certs.issuer is None else set())
+    expected |= {"PodDisruptionBudget"} if replicas > 1 else set()
+    expected |= {"NetworkPolicy"} if network_policy else set()
+    expected |= {"ServiceMonitor"} if monitoring else set()
+    assert kinds == [k for k in ORDER if k in expected]
+    assert find(objects, "Deployment")["spec"]["replicas"] == replicas
+    for obj in objects[1:-1]:   # all but the Namespace and the cluster-wide configuration
+        assert obj["metadata"]["namespace"] == "jobrules-system"
+        assert obj["metadata"]["labels"]["app.kubernetes.io/part-of"] == "jobrules"
+
+
+def test_the_namespace_enforces_the_restricted_pod_security_profile() -> None:
+    namespace = render(namespace="batch-infra")[0]
+    assert namespace["metadata"]["name"] == "batch-infra"
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+
+
+def test_the_webhook_has_an_identity_without_token_or_role() -> None:
+    objects = render()
+    account = find(objects, "ServiceAccount")
+    assert account["automountServiceAccountToken"] is False
+    spec = pod_spec(objects)
+    assert spec["serviceAccountName"] == account["metadata"]["name"]
+    assert spec["automountServiceAccountToken"] is False
+    assert not {"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"} & {o["kind"] for o in objects}
+
+
+# ---------------------------------------------------------------------------------------------
+# The plan ConfigMap
+
+
+def test_the_plan_travels_verbatim_with_its_digest() -> None:
+    plan, text = shipped()
+    configmap = find(render(), "ConfigMap")
+    assert configmap["metadata"]["name"] == "jobrules-plan"
+    assert configmap["data"] == {"plan.json": text}
+    assert configmap["metadata"]["annotations"] == {"jobrules.dev/plan-digest": plan.digest}
+
+
+@pytest.mark.parametrize("extra, fits", [(0, True), (1, False)])
+def test_a_plan_past_one_mebibyte_is_refused(extra: int, fits: bool) -> None:
+    plan, text = shipped()
+    # Pad the text (JSON allows trailing whitespace) to exactly the limit, key included.
+    padded = text + " " * (manifests.CONFIGMAP_LIMIT - len("plan.json") - len(text.encode()) + extra)
+    if fits:
+        assert find(manifests.render(plan, padded, options()), "ConfigMap")["data"]["plan.json"] == padded
+    else:
+        with pytest.raises(manifests.ManifestError, match=r"1,048,577 bytes: a ConfigMap holds at most 1,048,576"):
+            manifests.render(plan, padded, options())
+
+
+# ---------------------------------------------------------------------------------------------
+# The Deployment
+
+
+def test_the_environment_gives_the_settings_the_manifests_assume() -> None:
+    [container] = pod_spec(render())["containers"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert Settings.from_env(env) == manifests.SETTINGS
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    assert os.path.dirname(env["JOBRULES_PLAN"]) in mounts
+    assert os.path.dirname(env["JOBRULES_TLS_CERT"]) == os.path.dirname(env["JOBRULES_TLS_KEY"])
+    assert mounts[os.path.dirname(env["JOBRULES_TLS_CERT"])]["readOnly"] is True
+
+
+def test_the_pod_runs_non_root_on_a_read_only_root_with_writable_temp_dirs() -> None:
+    spec = pod_spec(render())
+    [container] = spec["containers"]
+    assert spec["securityContext"] == {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
+                                       "fsGroup": 65532, "seccompProfile": {"type": "RuntimeDefault"}}
+    assert container["securityContext"] == {"allowPrivilegeEscalation": False,
+                                            "readOnlyRootFilesystem": True,
+                                            "capabilities": {"drop": ["ALL"]}}
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    assert set(mounts.values()) == set(volumes)
+    assert "emptyDir" in volumes[mounts["/tmp"]]
+    assert volumes[mounts["/dev/shm"]]["emptyDir"]["medium"] == "Memory"
+    assert volumes["plan"]["configMap"]["name"] == "jobrules-plan"
+    assert volumes["tls"]["secret"]["secretName"] == "jobrules-webhook-tls"
+    assert container["resources"]["requests"].keys() == {"cpu", "memory"}
+
+
+def test_probes_and_a_drain_that_fits_the_grace_period() -> None:
+    spec = pod_spec(render())
+    [container] = spec["containers"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"https": 8443, "metrics": 9090}
+    for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        assert container[probe]["httpGet"] == {"path": path, "port": "https", "scheme": "HTTPS"}
+    pause = container["lifecycle"]["preStop"]["sleep"]["seconds"]
+    assert spec["terminationGracePeriodSeconds"] > pause + manifests.SETTINGS.graceful_timeout
+
+
+def test_replicas_spread_over_nodes_and_roll_without_dropping_one() -> None:
+    deployment = find(render(), "Deployment")
+    [spread] = deployment["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "kubernetes.io/hostname"
+    assert spread["labelSelector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
+    assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    assert find(render(), "PodDisruptionBudget")["spec"] == {
+        "minAvailable": 1, "selector": deployment["spec"]["selector"]}
+
+
+@pytest.mark.parametrize("policy, critical", [("Ignore", False), ("Fail", True)])
+def test_a_fail_closed_webhook_runs_at_cluster_critical_priority(policy: str, critical: bool) -> None:
+    spec = pod_spec(render(injecting(policy)))
+    assert spec.get("priorityClassName") == ("system-cluster-critical" if critical else None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Service, network policy, monitoring
+
+
+def test_the_service_sends_443_to_the_webhook_port_and_serves_metrics() -> None:
+    objects = render()
+    svc = find(objects, "Service")
+    assert svc["spec"]["selector"] == find(objects, "Deployment")["spec"]["selector"]["matchLabels"]
+    assert [(p["name"], p["port"], p["targetPort"]) for p in svc["spec"]["ports"]] == [
+        ("https", 443, "https"), ("metrics", 9090, "metrics")]
+
+
+def test_the_network_policy_lets_admission_in_metrics_from_one_namespace_and_nothing_out() -> None:
+    policy = find(render(network_policy=True, metrics_namespace="prometheus"), "NetworkPolicy")["spec"]
+    assert policy["policyTypes"] == ["Ingress", "Egress"] and policy["egress"] == []
+    admission, metrics = policy["ingress"]
+    assert admission == {"ports": [{"port": "https", "protocol": "TCP"}]}
+    assert metrics["from"] == [{"namespaceSelector": {"matchLabels": {
+        "kubernetes.io/metadata.name": "prometheus"}}}]
+
+
+def test_the_service_monitor_selects_the_service() -> None:
+    objects = render(monitoring=True)
+    monitor = find(objects, "ServiceMonitor")["spec"]
+    labels = find(objects, "Service")["metadata"]["labels"]
+    assert monitor["selector"]["matchLabels"].items() <= labels.items()
+    assert monitor["endpoints"][0]["port"] == "metrics"
+
+
+# ---------------------------------------------------------------------------------------------
+# Certificates and the webhook configuration
+
+
+@pytest.mark.parametrize("issuer, ref", [
+    (None, {"group": "cert-manager.io", "kind": "Issuer", "name": "jobrules-selfsigned"}),
+    (manifests.Issuer("Issuer", "corp"), {"group": "cert-manager.io", "kind": "Issuer", "name": "corp"}),
+    (manifests.Issuer("ClusterIssuer", "corp"),
+     {"group": "cert-manager.io", "kind": "ClusterIssuer", "name": "corp"}),
+])
+def test_cert_manager_issues_the_secret_and_injects_the_ca(issuer: manifests.Issuer | None,
+                                                           ref: dict[str, str]) -> None:
+    objects = render(injecting(), certificates=manifests.CertManager(issuer), namespace="infra")
+    cert = find(objects, "Certificate")
+    assert cert["spec"]["issuerRef"] == ref
+    assert cert["spec"]["secretName"] == pod_spec(objects)["volumes"][1]["secret"]["secretName"]
+    assert cert["spec"]["dnsNames"] == ["jobrules-webhook", "jobrules-webhook.infra.svc",
+                                        "jobrules-webhook.infra.svc.cluster.local"]
+    config = objects[-1]
+    assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == "infra/jobrules-webhook"
+    [hook] = config["webhooks"]
+    assert "caBundle" not in hook["clientConfig"]
+
+
+def test_a_user_certificate_is_trusted_through_its_ca_bundle() -> None:
+    objects = render(injecting(), certificates=manifests.UserCertificate(CA))
+    [hook] = objects[-1]["webhooks"]
+    assert base64.b64decode(hook["clientConfig"]["caBundle"]) == CA
+    assert "cert-manager.io/inject-ca-from" not in objects[-1]["metadata"]["annotations"]
+
+
+def test_the_configuration_calls_the_service_and_skips_its_namespace() -> None:
+    objects = render(injecting(), namespace="infra", exclude_namespaces=("monitoring",))
+    [hook] = objects[-1]["webhooks"]
+    assert hook["clientConfig"]["service"] == {"namespace": "infra", "name": "jobrules-webhook",
+                                               "port": 443, "path": "/mutate-pods"}
+    assert hook["namespaceSelector"]["matchExpressions"][0]["values"] == [
+        "infra", "kube-system", "monitoring"]
+    assert hook["objectSelector"] == {"matchExpressions": [
+        {"key": "jobrules.dev/skip", "operator": "DoesNotExist"}]}
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("corp", manifests.Issuer("Issuer", "corp")),
+    ("Issuer/corp", manifests.Issuer("Issuer", "corp")),
+    ("ClusterIssuer/letsencrypt.prod", manifests.Issuer("ClusterIssuer", "letsencrypt.prod")),
+])
+def test_parse_issuer(text: str, expected: manifests.Issuer) -> None:
+    assert manifests.parse_issuer(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "Corp", "Secret/corp", "ClusterIssuer/", "a/b/c", "corp-"])
+def test_parse_issuer_rejects(text: str) -> None:
+    with pytest.raises(manifests.ManifestError, match="expected NAME, Issuer/NAME or ClusterIssuer/NAME"):
+        manifests.parse_issuer(text)
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"namespace": "Jobrules"}, "namespace 'Jobrules': not a valid namespace name"),
+    ({"namespace": "a" * 64}, "not a valid namespace name"),
+    ({"exclude_namespaces": ("ok", "not_ok")}, "excluded namespace 'not_ok'"),
+    ({"metrics_namespace": "-x"}, "metrics namespace '-x'"),
+    ({"replicas": 0}, "replicas 0: must be at least 1"),
+    ({"image": ""}, "image '': expected an image reference"),
+    ({"image": "jobrules 0.1"}, "expected an image reference"),
+    ({"certificates": manifests.UserCertificate(b"not pem")}, "holds no PEM certificate"),
+])
+def test_bad_choices(changes: dict[str, Any], message: str) -> None:
+    with pytest.raises(manifests.ManifestError, match=message):
+        render(**changes)
+
+
+def test_a_timeout_the_api_server_refuses_is_a_manifest_error() -> None:
+    plan, text = shipped()
+    data = json.loads(text)
+    data["webhook"]["timeoutSeconds"] = 31
+    text = json.dumps(data)
+    with pytest.raises(manifests.ManifestError, match="1 to 30 seconds"):
+        manifests.render(planlib.loads(text), text, options())
+
+
+# ---------------------------------------------------------------------------------------------
+# YAML, files, kustomization
+
+
+def test_dump_round_trips_and_writes_the_plan_as_a_block() -> None:
+    objects = render(injecting(), network_policy=True, monitoring=True)
+    text = manifests.dump(objects)
+    assert list(yaml.safe_load_all(text)) == objects
+    assert "  plan.json: |\n    {\n" in text
+    assert "&id" not in text and "*id" not in text   # shared dicts written out, not aliased
+    assert text.startswith("---\napiVersion: v1\nkind: Namespace\n")
+
+
+def test_file_names_and_kustomization_keep_the_order() -> None:
+    objects = render(replicas=1)
+    names = manifests.file_names(objects)
+    assert names == ["00-namespace-jobrules-system.yaml", "01-serviceaccount-jobrules-webhook.yaml",
+                     "02-configmap-jobrules-plan.yaml", "03-issuer-jobrules-selfsigned.yaml",
+                     "04-certificate-jobrules-webhook.yaml", "05-deployment-jobrules-webhook.yaml",
+                     "06-service-jobrules-webhook.yaml",
+                     "07-mutatingwebhookconfiguration-jobrules.yaml"]
+    assert manifests.kustomization(names) == {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+        "sortOptions": {"order": "fifo"}, "resources": names}
+
+
+# ---------------------------------------------------------------------------------------------
+# The CLI
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(["manifests", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_prints_the_stream(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "--plan", str(RULES_PLAN), "--image", IMAGE, "--certs", "cert-manager",
+                         "--network-policy", "--monitoring")
+    assert code == 0
+    assert out == manifests.dump(render(network_policy=True, monitoring=True))
+    assert "no injection in the plan" in err
+
+
+def test_cli_compiles_rules_and_takes_a_ca_bundle(capsys: pytest.CaptureFixture[str],
+                                                   tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "ca.pem").write_bytes(CA)
+    monkeypatch.chdir(ROOT)
+    code, out, err = run(capsys, "--rules", *EXAMPLES, "--image", IMAGE, "--ca-bundle",
+                         str(tmp_path / "ca.pem"), "--replicas", "3", "--namespace", "infra",
+                         "--namespace-exclude", "monitoring")
+    assert (code, err) == (0, "")
+    objects = list(yaml.safe_load_all(out))
+    assert objects == render(injecting(), certificates=manifests.UserCertificate(CA), replicas=3,
+                             namespace="infra", exclude_namespaces=("monitoring",))
+
+
+def test_cli_cert_manager_with_an_issuer(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--plan", str(RULES_PLAN), "--image", IMAGE,
+                       "--certs", "cert-manager=ClusterIssuer/corp")
+    assert code == 0
+    objects = list(yaml.safe_load_all(out))
+    assert "Issuer" not in [o["kind"] for o in objects]
+    assert find(objects, "Certificate")["spec"]["issuerRef"]["kind"] == "ClusterIssuer"
+
+
+def test_cli_writes_a_folder_and_replaces_its_own_earlier_output(capsys: pytest.CaptureFixture[str],
+                                                                 tmp_path: Path) -> None:
+    folder = tmp_path / "deploy"
+    base = ["--plan", str(RULES_PLAN), "--image", IMAGE, "--certs", "cert-manager", "--output-dir", str(folder)]
+    code, out, err = run(capsys, *base, "--monitoring")
+    assert (code, out) == (0, "") and "wrote 10 objects and kustomization.yaml" in err
+    kustomization = yaml.safe_load((folder / "kustomization.yaml").read_text())
+    assert kustomization["resources"][-2] == "08-servicemonitor-jobrules-webhook.yaml"
+    streamed = render(monitoring=True)
+    assert [yaml.safe_load((folder / n).read_text()) for n in kustomization["resources"]] == streamed
+    assert sorted(os.listdir(folder)) == sorted(["kustomization.yaml", *kustomization["resources"]])
+
+    assert run(capsys, *base)[0] == 0   # again, without the ServiceMonitor: its file goes
+    assert sorted(os.listdir(folder)) == sorted(["kustomization.yaml", *manifests.file_names(render())])
+
+
+@pytest.mark.parametrize("contents", [{"notes.txt": "mine"}, {"00-namespace-x.yaml": "kind: Namespace"},
+                                      {"kustomization.yaml": "resources: []", "base.yaml": "{}"}])
+def test_cli_leaves_a_folder_of_other_files_alone(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                  contents: dict[str, str]) -> None:
+    for name, text in contents.items():
+        (tmp_path / name).write_text(text)
+    code, out, err = run(capsys, "--plan", str(RULES_PLAN), "--image", IMAGE, "--certs", "cert-manager",
+                         "--output-dir", str(tmp_path))
+    assert (code, out) == (2, "")
+    assert "not empty and not an earlier `rulec manifests` output" in err
+    assert sorted(os.listdir(tmp_path)) == sorted(contents)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--certs", "self-managed"], "certificates rotated by the controller are planned, not built yet"),
+    (["--certs", "vault"], "--certs 'vault': expected cert-manager[=ISSUER] | self-managed"),
+    (["--certs", "cert-manager=Secret/x"], "issuer 'Secret/x'"),
+    (["--ca-bundle", "missing.pem"], "missing.pem: No such file or directory"),
+    (["--certs", "cert-manager", "--replicas", "0"], "replicas 0"),
+    (["--certs", "cert-manager", "--plan-file-is-missing"], "unrecognized arguments"),
+])
+def test_cli_errors_exit_2_without_traceback(capsys: pytest.CaptureFixture[str], argv: list[str],
+                                             message: str) -> None:
+    code, out, err = run(capsys, "--plan", str(RULES_PLAN), "--image", IMAGE, *argv)
+    assert (code, out) == (2, "")
+    assert message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--plan", "missing.json", "--certs", "cert-manager"], "missing.json: cannot read"),
+    (["--rules", "missing.rules", "--certs", "cert-manager"], "missing.rules"),
+    (["--plan", "PLAN"], "one of the arguments --certs --ca-bundle is required"),
+    (["--certs", "cert-manager"], "one of the arguments --plan --rules is required"),
+])
+def test_cli_needs_a_plan_and_a_certificate_mode(capsys: pytest.CaptureFixture[str], argv: list[str],
+                                                 message: str) -> None:
+    argv = [str(RULES_PLAN) if a == "PLAN" else a for a in argv]
+    code, out, err = run(capsys, *argv, "--image", IMAGE)
+    assert (code, out) == (2, "")
+    assert message in err and "Traceback" not in err
