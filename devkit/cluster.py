@@ -574,7 +574,7 @@ def restart(plane: ControlPlane, name: str, *, timeout: float = 60.0) -> None:
     with open(plane.root / f"{name}.log", "ab") as log:
         subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                          start_new_session=True, preexec_fn=_die_with_parent)
-    with contextlib.closing(plane.api_client()) as api:
+    with plane.client() as api:
         _wait(f"{name} to come back", lambda: _get(api, "/readyz") == b"ok", plane.root, {},
               time.monotonic() + timeout)
 
