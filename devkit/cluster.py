@@ -322,10 +322,10 @@ def start(*, crds: bool = True, detached: bool = False, binaries: Binaries | Non
           timeout: float = 90.0) -> ControlPlane:
     """Start etcd, kube-apiserver and (when present) kube-controller-manager; wait until usable.
 
-    Usable means: ``/readyz`` is ok, every CRD from crds_dir() is Established and the controller
-    manager has created the ``default`` ServiceAccount. An attached control plane dies with this
-    process (atexit, and the kernel's parent-death signal as a last resort); a detached one runs
-    until stop() or ``down``.
+    Usable means: ``/readyz`` is ok, every CRD from crds_dir() is Established and answers a
+    LIST, and the controller manager has created the ``default`` ServiceAccount. An attached
+    control plane dies with this process (atexit, and the kernel's parent-death signal as a last
+    resort); a detached one runs until stop() or ``down``.
     """
     binaries = binaries or find_binaries()
     crd_folder = crds_dir() if crds else None
@@ -547,9 +547,15 @@ def _apply_crd(api: kube.Client, crd: dict[str, Any]) -> str:
 
 
 def _established(api: kube.Client, name: str) -> bool:
+    """Established, and listed: right after, a LIST may still get 429 "storage is
+    (re)initializing" while the API server's watch cache of the new resource fills."""
     crd = _get(api, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}") or {}
     conditions = (crd.get("status") or {}).get("conditions") or []
-    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+    if not any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
+        return False
+    spec = crd["spec"]
+    version = next(v["name"] for v in spec["versions"] if v.get("served"))
+    return _get(api, f"/apis/{spec['group']}/{version}/{spec['names']['plural']}?limit=1") is not None
 
 
 # ---------------------------------------------------------------------------------------------
