@@ -89,8 +89,7 @@ def main() -> int:
     built = rulec_api.build([str(work / "bench.rules")])
     assert built.plan is not None, built.diagnostics
     plan_path.write_text(emit.dumps(built.plan))
-    with cluster.running() as plane, plane.api_client() as api:
-        client = transport.Client.from_api_client(api)
+    with cluster.running() as plane, plane.client() as api, plane.client() as client:
         kube.create(api, kube.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
                                            "metadata": {"name": NAMESPACE}})
         kube.wait_for("the default ServiceAccount", lambda: kube.exists(

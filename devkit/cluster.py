@@ -35,13 +35,16 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+if TYPE_CHECKING:   # imported where used: `down` and `env` need no Kubernetes client
+    from runtime.controller import kube
 
 REPO = Path(__file__).resolve().parents[1]
 BUILD_SCRIPT = REPO / "tools" / "k8s" / "build.sh"
@@ -278,8 +281,8 @@ class ControlPlane:
     def pki(self) -> Path:
         return self.root / "pki"
 
-    def api_client(self) -> Any:
-        """A ``kubernetes.client.ApiClient`` authenticated as cluster admin."""
+    def client(self) -> kube.Client:
+        """A ``runtime.controller.kube.Client`` authenticated as cluster admin."""
         return _admin_client(self.server, self.pki)
 
     def to_json(self) -> str:
@@ -291,15 +294,17 @@ class ControlPlane:
         return cls(**{**data, "root": Path(data["root"])})
 
 
-def _admin_client(server: str, pki: Path) -> Any:
+def _admin_client(server: str, pki: Path) -> kube.Client:
     from kubernetes import client
+
+    from runtime.controller import kube
 
     config = client.Configuration()
     config.host = server
     config.ssl_ca_cert = str(pki / "ca.crt")
     config.cert_file = str(pki / "admin.crt")
     config.key_file = str(pki / "admin.key")
-    return client.ApiClient(config)
+    return kube.Client(config)
 
 
 _ATTACHED: dict[Path, ControlPlane] = {}
@@ -317,10 +322,10 @@ def start(*, crds: bool = True, detached: bool = False, binaries: Binaries | Non
           timeout: float = 90.0) -> ControlPlane:
     """Start etcd, kube-apiserver and (when present) kube-controller-manager; wait until usable.
 
-    Usable means: ``/readyz`` is ok, every CRD from crds_dir() is Established and the controller
-    manager has created the ``default`` ServiceAccount. An attached control plane dies with this
-    process (atexit, and the kernel's parent-death signal as a last resort); a detached one runs
-    until stop() or ``down``.
+    Usable means: ``/readyz`` is ok, every CRD from crds_dir() is Established and answers a
+    LIST, and the controller manager has created the ``default`` ServiceAccount. An attached
+    control plane dies with this process (atexit, and the kernel's parent-death signal as a last
+    resort); a detached one runs until stop() or ``down``.
     """
     binaries = binaries or find_binaries()
     crd_folder = crds_dir() if crds else None
@@ -445,7 +450,7 @@ def _launch(root: Path, binaries: Binaries, crd_folder: Path | None, detached: b
         # Parsing 3 MB of CRDs takes a second: do it while the API server boots.
         crds = pool.submit(crd_manifests, crd_folder) if crd_folder else None
         wait("kube-apiserver /readyz", lambda: _get(api, "/readyz") == b"ok")
-        version = request(api, "GET", "/version")["gitVersion"]
+        version = api.get("/version")["gitVersion"]
         # One at a time: concurrent CRD creations make the API server slower, not faster.
         for name in [_apply_crd(api, crd) for crd in (crds.result() if crds else [])]:
             wait(f"CRD {name} Established", functools.partial(_established, api, name))
@@ -505,34 +510,13 @@ def _log_tail(log: Path, lines: int = 20) -> str:
     return "\n".join([f"--- last lines of {log} ---", *text])
 
 
-def request(api: Any, method: str, path: str, body: Any = None, *,
-            query: Sequence[tuple[str, str]] = (), content_type: str = "application/json",
-            timeout: float | None = None) -> Any:
-    """One call through a ``kubernetes.client.ApiClient`` with a plain-dict body, skipping model
-    classes. JSON answers come back as dicts, others as bytes; errors raise ``ApiException``."""
-    from kubernetes.client.exceptions import ApiException
-
-    method, url, headers, body, post = api.param_serialize(
-        method, path, query_params=list(query), body=body, auth_settings=["BearerToken"],
-        header_params={"Content-Type": content_type, "Accept": "application/json, */*"})
-    response = api.call_api(method, url, headers, body, post, _request_timeout=timeout)
-    data = response.read()
-    if not 200 <= response.status <= 299:
-        raise ApiException.from_response(http_resp=response, body=data.decode(errors="replace"),
-                                          data=None)
-    if response.headers.get("Content-Type", "").startswith("application/json"):
-        return json.loads(data)
-    return data
-
-
-def _get(api: Any, path: str) -> Any:
-    """``request(GET)``, or None while the server is not there yet or answers with an error."""
-    from kubernetes.client.exceptions import ApiException
-    from urllib3.exceptions import HTTPError
+def _get(api: kube.Client, path: str) -> Any:
+    """A GET's answer, or None while the server is not there yet or answers with an error."""
+    from runtime.controller import kube
 
     try:
-        return request(api, "GET", path, timeout=5)
-    except (ApiException, HTTPError):
+        return api.request("GET", path, accept="*/*", timeout=5)
+    except kube.KubeError:
         return None
 
 
@@ -554,19 +538,24 @@ def crd_manifests(folder: Path) -> list[dict[str, Any]]:
     return crds
 
 
-def _apply_crd(api: Any, crd: dict[str, Any]) -> str:
+def _apply_crd(api: kube.Client, crd: dict[str, Any]) -> str:
     """Server-side apply one CRD (no size limit from a last-applied annotation); return its name."""
     name = crd["metadata"]["name"]
-    request(api, "PATCH", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}", crd,
-            query=[("fieldManager", FIELD_MANAGER), ("force", "true")],
-            content_type="application/apply-patch+yaml")
+    api.apply(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}", crd,
+              field_manager=FIELD_MANAGER, force=True)
     return name
 
 
-def _established(api: Any, name: str) -> bool:
+def _established(api: kube.Client, name: str) -> bool:
+    """Established, and listed: right after, a LIST may still get 429 "storage is
+    (re)initializing" while the API server's watch cache of the new resource fills."""
     crd = _get(api, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}") or {}
     conditions = (crd.get("status") or {}).get("conditions") or []
-    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+    if not any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
+        return False
+    spec = crd["spec"]
+    version = next(v["name"] for v in spec["versions"] if v.get("served"))
+    return _get(api, f"/apis/{spec['group']}/{version}/{spec['names']['plural']}?limit=1") is not None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -591,7 +580,7 @@ def restart(plane: ControlPlane, name: str, *, timeout: float = 60.0) -> None:
     with open(plane.root / f"{name}.log", "ab") as log:
         subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                          start_new_session=True, preexec_fn=_die_with_parent)
-    with contextlib.closing(plane.api_client()) as api:
+    with plane.client() as api:
         _wait(f"{name} to come back", lambda: _get(api, "/readyz") == b"ok", plane.root, {},
               time.monotonic() + timeout)
 

@@ -272,7 +272,7 @@ class WorkQueue(Generic[K]):
             self._add(key, now)
             return
         due = now + seconds
-        if key in self._due and self._due[key] >= due:
+        if key in self._due and self._due[key] <= due:
             return
         earliest = self._waiting[0][0] if self._waiting else None
         self._due[key] = due

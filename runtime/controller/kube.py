@@ -255,6 +255,7 @@ class Client:
         config.retries = False
         config.socket_options = tcp_keepalive_socket_options()
         config.connection_pool_maxsize = max(config.connection_pool_maxsize or 0, POOL_SIZE)
+        self.configuration = config   # the settings in use: copy them to derive a client
         self.host: str = config.host
         self._api = k8s.ApiClient(config)
         self._on_response = on_response

@@ -14,17 +14,16 @@ from dataclasses import dataclass
 
 import kube
 import pytest
-from kubernetes import config as kube_config
-from kubernetes.client import ApiClient
 
 from devkit import cluster
+from runtime.controller.kube import Client
 
 
 @dataclass(frozen=True, slots=True)
 class Session:
     """The control plane the tests talk to. ``plane`` is None when reusing one started elsewhere."""
 
-    api: ApiClient
+    api: Client
     plane: cluster.ControlPlane | None
 
     @property
@@ -45,18 +44,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def control_plane(pytestconfig: pytest.Config) -> Iterator[Session]:
     if os.environ.get("JOBRULES_REUSE_CLUSTER") == "1" and os.environ.get("KUBECONFIG"):
-        with kube_config.new_client_from_config(os.environ["KUBECONFIG"]) as api:
+        with Client.from_kubeconfig(os.environ["KUBECONFIG"]) as api:
             yield Session(api, None)
         return
     # Finding the binaries may mean building them for minutes, or warn of a missing one: show it.
     with pytestconfig.pluginmanager.getplugin("capturemanager").global_and_fixture_disabled():
         binaries = cluster.find_binaries()
-    with cluster.running(binaries=binaries) as plane, plane.api_client() as api:
+    with cluster.running(binaries=binaries) as plane, plane.client() as api:
         yield Session(api, plane)
 
 
 @pytest.fixture(scope="session")
-def api(control_plane: Session) -> ApiClient:
+def api(control_plane: Session) -> Client:
     return control_plane.api
 
 

@@ -138,7 +138,7 @@ def wait_for_verdict(api: Any, path: str, phase: str, timeout: float = 30.0) -> 
 
 
 def events_of(api: Any, namespace: str, name: str) -> list[dict[str, Any]]:
-    found = kube.request(api, "GET", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")
+    found = kube.get(api, f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")
     return [e for e in found["items"] if (e.get("regarding") or {}).get("name") == name
             and e.get("reportingController") == "jobrules.dev/controller"]
 

@@ -1,6 +1,7 @@
 """Raw-dict Kubernetes helpers for integration tests, and a stand-in for the kubelet.
 
-Objects are plain camelCase dicts read as raw JSON. With no kubelet in the test control plane,
+Objects are plain camelCase dicts, sent and read through the controller's transport
+(`runtime.controller.kube`). With no kubelet in the test control plane,
 the ``report_*`` functions write what a kubelet would write to ``pods/status``: the phase, the
 conditions and the container states of a pod that runs, succeeds, fails, is OOM-killed, evicted,
 or whose init container fails.
@@ -9,7 +10,6 @@ or whose init container fails.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime
 import socket
 import ssl
@@ -21,34 +21,11 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kubernetes.client import ApiClient
-from kubernetes.client.exceptions import ApiException
-
 from devkit import cluster
+from runtime.controller.kube import Client, NotFound, Resource
 
 T = TypeVar("T")
 Obj = dict[str, Any]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Resource:
-    """A REST resource: ``api_version`` as in objects (``v1``, ``batch/v1``) and its plural."""
-
-    api_version: str
-    plural: str
-
-    def path(self, namespace: str | None = None, name: str | None = None,
-             subresource: str | None = None) -> str:
-        prefix = "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
-        parts = [prefix]
-        if namespace is not None:
-            parts += ["namespaces", namespace]
-        parts.append(self.plural)
-        if name is not None:
-            parts.append(name)
-        if subresource is not None:
-            parts.append(subresource)
-        return "/".join(parts)
 
 
 NAMESPACES = Resource("v1", "namespaces")
@@ -61,41 +38,34 @@ TF_JOBS = Resource("kubeflow.org/v1", "tfjobs")
 WORKFLOWS = Resource("argoproj.io/v1alpha1", "workflows")
 
 
-request = cluster.request
+def get(api: Client, path: str) -> Obj:
+    return api.get(path)
 
 
-def get(api: ApiClient, path: str) -> Obj:
-    return request(api, "GET", path)
-
-
-def create(api: ApiClient, resource: Resource, body: Obj, **query: str) -> Obj:
+def create(api: Client, resource: Resource, body: Obj, **query: str) -> Obj:
     """Create ``body`` in its ``metadata.namespace`` (if any); ``query`` e.g. ``dryRun="All"``."""
     namespace = body["metadata"].get("namespace")
-    return request(api, "POST", resource.path(namespace), body, query=list(query.items()))
+    return api.create(resource.path(namespace), body, query=list(query.items()))
 
 
-def delete(api: ApiClient, path: str) -> None:
+def delete(api: Client, path: str) -> None:
     """Delete, in the background; an object already gone is fine."""
-    try:
-        request(api, "DELETE", path, {"propagationPolicy": "Background"})
-    except ApiException as error:
-        if error.status != 404:
-            raise
+    with contextlib.suppress(NotFound):
+        api.delete(path, propagation_policy="Background")
 
 
-def exists(api: ApiClient, path: str) -> bool:
+def exists(api: Client, path: str) -> bool:
     try:
         get(api, path)
-    except ApiException as error:
-        if error.status == 404:
-            return False
-        raise
+    except NotFound:
+        return False
     return True
 
 
-def list_pods(api: ApiClient, namespace: str, selector: str = "") -> list[Obj]:
+def list_pods(api: Client, namespace: str, selector: str = "") -> list[Obj]:
     query = [("labelSelector", selector)] if selector else []
-    return request(api, "GET", PODS.path(namespace), query=query)["items"]
+    items: list[Obj] = api.list(PODS.path(namespace), query=query)["items"]
+    return items
 
 
 def wait_for(what: str, check: Callable[[], T], timeout: float = 30.0) -> T:
@@ -108,7 +78,7 @@ def wait_for(what: str, check: Callable[[], T], timeout: float = 30.0) -> T:
     return result
 
 
-def wait_for_pods(api: ApiClient, namespace: str, selector: str, count: int = 1,
+def wait_for_pods(api: Client, namespace: str, selector: str, count: int = 1,
                   timeout: float = 30.0) -> list[Obj]:
     return wait_for(
         f"{count} pod(s) matching {selector!r} in {namespace}",
@@ -123,7 +93,7 @@ def condition(obj: Obj, type_: str) -> Obj | None:
     return next((c for c in conditions if c["type"] == type_), None)
 
 
-def wait_for_condition(api: ApiClient, path: str, type_: str, timeout: float = 30.0) -> Obj:
+def wait_for_condition(api: Client, path: str, type_: str, timeout: float = 30.0) -> Obj:
     """Wait until the object at ``path`` has condition ``type_`` with status True; return it."""
     def check() -> Obj | None:
         found = condition(get(api, path), type_)
@@ -168,7 +138,7 @@ def job_manifest(namespace: str, name: str, *, backoff_limit: int = 3,
             "metadata": {"name": name, "namespace": namespace}, "spec": spec}
 
 
-def job_pods(api: ApiClient, job: Obj, count: int = 1) -> list[Obj]:
+def job_pods(api: Client, job: Obj, count: int = 1) -> list[Obj]:
     """Wait until the Job controller has created ``count`` pods for ``job``; return them."""
     meta = job["metadata"]
     return wait_for_pods(api, meta["namespace"], f"batch.kubernetes.io/job-name={meta['name']}",
@@ -259,11 +229,10 @@ def _conditions(*, ready: bool, reason: str = "", initialized: bool = True) -> l
             item("ContainersReady", ready, reason), item("Ready", ready, reason)]
 
 
-def set_status(api: ApiClient, pod: Obj, status: Obj) -> Obj:
+def set_status(api: Client, pod: Obj, status: Obj) -> Obj:
     """Merge ``status`` into the pod's status through ``pods/status``; return the stored pod."""
     meta = pod["metadata"]
-    return request(api, "PATCH", PODS.path(meta["namespace"], meta["name"], "status"),
-                   {"status": status}, content_type="application/merge-patch+json")
+    return api.merge_patch(PODS.path(meta["namespace"], meta["name"], "status"), {"status": status})
 
 
 def _containers(pod: Obj, key: str = "containers") -> list[tuple[str, str]]:
@@ -274,7 +243,7 @@ def _init_done(pod: Obj, started: str) -> list[Obj]:
     return [_terminated(n, i, started, 0, "Completed") for n, i in _containers(pod, "initContainers")]
 
 
-def report_running(api: ApiClient, pod: Obj) -> Obj:
+def report_running(api: Client, pod: Obj) -> Obj:
     """All containers started and ready (init containers completed)."""
     started = _now()
     return set_status(api, pod, {
@@ -284,7 +253,7 @@ def report_running(api: ApiClient, pod: Obj) -> Obj:
     })
 
 
-def report_succeeded(api: ApiClient, pod: Obj) -> Obj:
+def report_succeeded(api: Client, pod: Obj) -> Obj:
     """Every container exited 0."""
     started = pod.get("status", {}).get("startTime") or _now()
     return set_status(api, pod, {
@@ -295,7 +264,7 @@ def report_succeeded(api: ApiClient, pod: Obj) -> Obj:
     })
 
 
-def report_failed(api: ApiClient, pod: Obj, *, exit_code: int = 1, reason: str = "Error",
+def report_failed(api: Client, pod: Obj, *, exit_code: int = 1, reason: str = "Error",
                   container: str | None = None, message: str | None = None) -> Obj:
     """``container`` (default: the first) terminated with ``exit_code``/``reason``; the others
     exited 0. The pod phase is Failed, as a kubelet reports it for ``restartPolicy: Never``."""
@@ -314,12 +283,12 @@ def report_failed(api: ApiClient, pod: Obj, *, exit_code: int = 1, reason: str =
     })
 
 
-def report_oom_killed(api: ApiClient, pod: Obj, *, container: str | None = None) -> Obj:
+def report_oom_killed(api: Client, pod: Obj, *, container: str | None = None) -> Obj:
     """The kernel's OOM killer ended ``container``: reason OOMKilled, exit code 137."""
     return report_failed(api, pod, exit_code=137, reason="OOMKilled", container=container)
 
 
-def report_evicted(api: ApiClient, pod: Obj, *,
+def report_evicted(api: Client, pod: Obj, *,
                    message: str = "The node was low on resource: memory.") -> Obj:
     """The kubelet evicted the pod under node pressure: phase Failed, reason Evicted, condition
     DisruptionTarget (reason TerminationByKubelet), containers killed with exit code 137."""
@@ -334,7 +303,7 @@ def report_evicted(api: ApiClient, pod: Obj, *,
     })
 
 
-def report_init_failed(api: ApiClient, pod: Obj, *, exit_code: int = 1, reason: str = "Error",
+def report_init_failed(api: Client, pod: Obj, *, exit_code: int = 1, reason: str = "Error",
                        container: str | None = None) -> Obj:
     """Init container ``container`` (default: the first) failed; app containers never started.
 

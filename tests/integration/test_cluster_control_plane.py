@@ -13,9 +13,9 @@ from pathlib import Path
 
 import kube
 import pytest
-from kubernetes import config as kube_config
 
 from devkit import cluster
+from runtime.controller.kube import Client
 
 pytestmark = pytest.mark.integration
 
@@ -108,7 +108,7 @@ def test_cli_up_env_down_leaves_nothing(tmp_path):
         plane = cluster.ControlPlane.from_json((tmp_path / "state.json").read_text())
         assert len(cluster.processes_using(root)) == (3 if plane.controller_manager else 2)
         assert run_cli("env", env=env).stdout == up.stdout
-        with kube_config.new_client_from_config(str(kubeconfig)) as api:
+        with Client.from_kubeconfig(kubeconfig) as api:
             names = {ns["metadata"]["name"] for ns in kube.get(api, "/api/v1/namespaces")["items"]}
         assert {"default", "kube-system"} <= names
     finally:

@@ -5,6 +5,7 @@ is lost, and no verdict Event is written twice for one transition."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import signal
 import time
@@ -15,6 +16,7 @@ import controllers
 import kube
 import pytest
 from devkit import cluster
+from runtime.controller.kube import Conflict
 
 pytestmark = pytest.mark.integration
 
@@ -127,12 +129,9 @@ WIDGETS = kube.Resource("example.com/v1", "widgets")
 
 
 def _install_widgets(api: Any) -> None:
-    try:
+    with contextlib.suppress(Conflict):   # installed by an earlier test
         kube.create(api, kube.Resource("apiextensions.k8s.io/v1", "customresourcedefinitions"),
                     WIDGET_CRD)
-    except kube.ApiException as err:
-        if err.status != 409:
-            raise
     kube.wait_for("the widget CRD", lambda: kube.condition(kube.get(
         api, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com"),
         "Established"))
@@ -154,8 +153,7 @@ def test_a_kind_added_to_the_plan_is_watched_without_a_restart(control_plane: An
         controllers.compile_plan(rules, plan)
         path = WIDGETS.path(namespace, "w")
         controllers.wait_for_verdict(api, path, "Running")
-        kube.request(api, "PATCH", WIDGETS.path(namespace, "w", "status"), {"status": {"broken": True}},
-                     content_type="application/merge-patch+json")
+        api.merge_patch(WIDGETS.path(namespace, "w", "status"), {"status": {"broken": True}})
         assert controllers.verdict(controllers.wait_for_verdict(api, path, "Failed"))["reason"] == "Broken"
         controllers.compile_plan(RULES, plan)   # and taken away again: its watch stops
         kube.wait_for("the widget watch to stop",

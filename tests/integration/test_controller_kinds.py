@@ -28,9 +28,8 @@ def cond(type_: str, status: str, reason: str, message: str) -> Obj:
 
 def set_status(api: Any, resource: kube.Resource, job: Obj, status: Obj, subresource: bool = True) -> None:
     meta = job["metadata"]
-    kube.request(api, "PATCH", resource.path(meta["namespace"], meta["name"],
-                                             "status" if subresource else None),
-                 {"status": status}, content_type="application/merge-patch+json")
+    api.merge_patch(resource.path(meta["namespace"], meta["name"], "status" if subresource else None),
+                    {"status": status})
 
 
 def pod_of(job: Obj, name: str, labels: dict[str, str], containers: tuple[str, ...] = ("main",)) -> Obj:

@@ -14,12 +14,11 @@ from typing import Any
 import kube
 import pytest
 from annotating_webhook import ANNOTATION
-from kubernetes.client import ApiClient
-from kubernetes.client.exceptions import ApiException
 from test_webhook_gunicorn import Served, metric, serve, write_plan
 
 from runtime import mutator, registration
 from runtime import plan as planlib
+from runtime.controller.kube import ApiError, Client
 
 pytestmark = pytest.mark.integration
 
@@ -27,7 +26,7 @@ Register = Callable[..., str]
 
 
 @pytest.fixture
-def register(api: ApiClient, namespace: str) -> Iterator[Register]:
+def register(api: Client, namespace: str) -> Iterator[Register]:
     """Register a webhook for pods of this test's namespace only; removed after the test."""
     names: list[str] = []
 
@@ -62,7 +61,7 @@ WORKFLOW = owner("argoproj.io/v1alpha1", "Workflow")
 WRAPPED = owner("batch.volcano.sh/v1alpha1", "Job")
 
 
-def wait_until_called(api: ApiClient, namespace: str) -> None:
+def wait_until_called(api: Client, namespace: str) -> None:
     """The API server picks up configurations asynchronously: probe with dry-run creations."""
     probe = kube.pod_manifest(namespace, "probe", owner=JOB)
 
@@ -81,7 +80,7 @@ def calls_to(served: Served) -> float:
     return metric(served.metrics(), "jobrules_webhook_request_duration_seconds_count")
 
 
-def test_job_pod_is_stored_with_the_native_sidecar(api: ApiClient, namespace: str, controller_manager: None,
+def test_job_pod_is_stored_with_the_native_sidecar(api: Client, namespace: str, controller_manager: None,
                                                    webhook: Served, register: Register) -> None:
     register(webhook, webhook.workdir / "plan.json")
     wait_until_called(api, namespace)
@@ -102,7 +101,7 @@ def test_job_pod_is_stored_with_the_native_sidecar(api: ApiClient, namespace: st
                   injection="log-agent") == 1   # dry-run probes are not counted
 
 
-def test_argo_pod_gets_completion_wiring_on_main_only(api: ApiClient, namespace: str,
+def test_argo_pod_gets_completion_wiring_on_main_only(api: Client, namespace: str,
                                                       webhook: Served, register: Register) -> None:
     register(webhook, webhook.workdir / "plan.json")
     wait_until_called(api, namespace)
@@ -119,7 +118,7 @@ def test_argo_pod_gets_completion_wiring_on_main_only(api: ApiClient, namespace:
     assert pod["metadata"]["annotations"][mutator.COMPLETION_ANNOTATION] == "main"
 
 
-def test_pods_of_undeclared_kinds_are_not_even_sent(api: ApiClient, namespace: str, webhook: Served,
+def test_pods_of_undeclared_kinds_are_not_even_sent(api: Client, namespace: str, webhook: Served,
                                                     register: Register) -> None:
     """The CEL match condition keeps them away from the webhook, and so does the skip label."""
     register(webhook, webhook.workdir / "plan.json")
@@ -136,7 +135,7 @@ def test_pods_of_undeclared_kinds_are_not_even_sent(api: ApiClient, namespace: s
     assert requests(webhook, "patched") == patched + 1
 
 
-def test_reinvocation_leaves_our_injection_as_it_was(api: ApiClient, namespace: str, webhook: Served,
+def test_reinvocation_leaves_our_injection_as_it_was(api: Client, namespace: str, webhook: Served,
                                                      register: Register, tmp_path: Path) -> None:
     """A webhook after ours changes the pod, so the API server calls ours again (IfNeeded): the
     stored pod is the once-injected one plus the other webhook's annotation."""
@@ -181,13 +180,13 @@ def same_but_token_volume(spec: dict[str, Any]) -> str:
     return re.sub(r"kube-api-access-\w+", "kube-api-access", json.dumps(spec, sort_keys=True))
 
 
-def _create_refused(api: ApiClient, pod: dict[str, Any]) -> ApiException:
-    with pytest.raises(ApiException) as refused:
+def _create_refused(api: Client, pod: dict[str, Any]) -> ApiError:
+    with pytest.raises(ApiError) as refused:
         kube.create(api, kube.PODS, pod)
     return refused.value
 
 
-def test_a_failing_rule_with_fail_closed_denies_with_its_location(api: ApiClient, namespace: str,
+def test_a_failing_rule_with_fail_closed_denies_with_its_location(api: Client, namespace: str,
                                                                   tmp_path: Path, register: Register) -> None:
     plan = write_plan(tmp_path / "plan.json", "Fail")
     with serve(plan, tmp_path) as served:
@@ -195,12 +194,12 @@ def test_a_failing_rule_with_fail_closed_denies_with_its_location(api: ApiClient
         wait_until_called(api, namespace)
         refused = _create_refused(api, kube.pod_manifest(namespace, "wrapped", owner=WRAPPED))
     assert refused.status == 500
-    message = json.loads(refused.body)["message"]
+    message = refused.message
     assert 'admission webhook "pods.jobrules.dev" denied the request' in message
     assert "rules/webhook-it.rules:31:1: injection wrapper: container 'main' has no command" in message
 
 
-def test_a_failing_rule_with_fail_open_admits_unpatched(api: ApiClient, namespace: str, webhook: Served,
+def test_a_failing_rule_with_fail_open_admits_unpatched(api: Client, namespace: str, webhook: Served,
                                                         register: Register) -> None:
     register(webhook, webhook.workdir / "plan.json")
     wait_until_called(api, namespace)
@@ -211,7 +210,7 @@ def test_a_failing_rule_with_fail_open_admits_unpatched(api: ApiClient, namespac
 
 
 @pytest.mark.parametrize("policy", ["Fail", "Ignore"])
-def test_a_dead_webhook(api: ApiClient, namespace: str, tmp_path: Path, register: Register,
+def test_a_dead_webhook(api: Client, namespace: str, tmp_path: Path, register: Register,
                         policy: str) -> None:
     """Fail-closed blocks pods of declared kinds with a clear message; fail-open admits them."""
     plan = write_plan(tmp_path / "plan.json", policy)
@@ -221,7 +220,7 @@ def test_a_dead_webhook(api: ApiClient, namespace: str, tmp_path: Path, register
     pod = kube.pod_manifest(namespace, "orphan", owner=JOB)
     if policy == "Fail":
         refused = _create_refused(api, pod)
-        message = json.loads(refused.body)["message"]
+        message = refused.message
         assert refused.status == 500
         assert 'failed calling webhook "pods.jobrules.dev"' in message
         assert "connection refused" in message

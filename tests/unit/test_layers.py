@@ -24,14 +24,19 @@ def _module(path: Path) -> str:
 
 
 def _imports(path: Path) -> set[str]:
+    """Absolute names of what `path` imports; `from a import b` also names `a.b` (b may be a
+    module); relative imports are resolved."""
     tree = ast.parse(path.read_text(), str(path))
+    package = _module(path).split(".")[:None if path.name == "__init__.py" else -1]
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names.add(node.module)
-            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            names.add(module)
+            names.update(f"{module}.{alias.name}" for alias in node.names)
     return names
 
 
@@ -71,8 +76,14 @@ def test_mutator_layers_import_only_downwards() -> None:
         assert not {n for n in imported if _under(n, above)}, layer
 
 
-def test_importing_the_runtime_loads_neither_rulec_nor_lark() -> None:
-    modules = [_module(p) for p in RUNTIME if p.name != "__main__.py"]   # those run a process
+def test_relative_imports_are_resolved() -> None:
+    assert "runtime.workqueue.Unfinished" in _imports(ROOT / "runtime" / "controller" / "metrics.py")
+    assert _module(ROOT / "runtime" / "controller" / "__init__.py") == "runtime.controller"
+
+
+def _loaded_by_importing(paths: list[Path], roots: tuple[str, ...]) -> list[str]:
+    """What of `roots` is in sys.modules after importing `paths` in a fresh interpreter."""
+    modules = [_module(p) for p in paths if p.name != "__main__.py"]   # those run a process
     script = (
         "import importlib, json, sys\n"
         f"for name in {modules!r}:\n"
@@ -80,13 +91,23 @@ def test_importing_the_runtime_loads_neither_rulec_nor_lark() -> None:
         "        importlib.import_module(name)\n"
         "    except Exception:\n"  # e.g. a config module that needs its environment
         "        pass\n"
-        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
-        f"{FORBIDDEN!r})))\n"
+        "print(json.dumps(sorted(m for m in sys.modules if any(m == r or m.startswith(r + '.') "
+        f"for r in {roots!r}))))\n"
     )
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           cwd=ROOT, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
+    loaded: list[str] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return loaded
+
+
+def test_importing_the_runtime_loads_neither_rulec_nor_lark() -> None:
+    assert _loaded_by_importing(RUNTIME, FORBIDDEN) == []
+
+
+def test_importing_the_pure_core_loads_no_shell_and_no_io_library() -> None:
+    """Not even indirectly, through a module it imports."""
+    assert _loaded_by_importing(PURE, IMPURE) == []
 
 
 def test_compiler_and_plan_share_one_span_type_without_loading_the_plan() -> None:
