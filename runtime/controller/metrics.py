@@ -145,5 +145,5 @@ EVENTS_DROPPED = Counter("jobrules_controller_events_dropped",
                          "Events not sent, by why (rate, queue, error).", ["reason"])
 LEADER = Gauge("jobrules_controller_leader",
                "1 while this replica holds the lease (or runs without election).")
-PLAN_INFO = Gauge("jobrules_plan_info", "1 for the plan in use, by digest.",
+PLAN_INFO = Gauge("jobrules_controller_plan_info", "1 for the plan in use, by digest.",
                   ["digest", "plan_version"])

@@ -1,9 +1,8 @@
 """runtime.controller.metrics: client-go's work-queue metrics fed by a real queue, and the API
 request counter fed by kube.Client's hook; read back as Prometheus scrapes them.
 
-Each case runs in a fresh interpreter: the webhook's metrics, which other tests load, register
-`jobrules_plan_info` in the same default registry as the controller's (a process of the product
-has only one of the two)."""
+Each case runs in a fresh interpreter, so its counters start from nothing and no other test's
+metrics share its registry."""
 from __future__ import annotations
 
 import subprocess
