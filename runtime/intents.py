@@ -1,0 +1,123 @@
+"""The intent journal: actions decided and committed but not yet done, kept on the job.
+
+The controller commits the evaluator's new state, the verdict and the intents in one patch
+guarded by the resourceVersion read, and only then acts (docs/controller.md, Actions). Each
+intent remembers which step of its action's recipe comes next and how often the current one
+failed; once every step is done it is cleared by another guarded patch. After a crash the journal
+is replayed: each step is idempotent (uid preconditions, deterministic names, a check that the
+effect has not happened), so a replay repeats no effect. Like the stored state, the annotation
+is read strictly and never raises: a journal that cannot be read is reported and dropped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
+
+from runtime import shape
+
+ANNOTATION = "jobrules.dev/intents"
+VERSION = 1
+
+
+class IntentError(shape.ShapeError):
+    """A journal that cannot be read."""
+
+
+@dataclass(frozen=True, slots=True)
+class Intent:
+    """One action to carry out: what, on what, and how far it got."""
+
+    id: str                         # deterministic: the same decision names the same intent
+    action: str                     # failJob, restartPod, ...
+    policy: str                     # the policy id (for messages and metrics)
+    rule: str                       # the policy's path:line:col
+    reason: str | None
+    message: str | None
+    task: str | None = None
+    pod: str | None = None          # the pod's name and uid, for pod actions
+    uid: str | None = None
+    step: int = 0                   # the next step of the recipe
+    attempts: int = 0               # permanent failures of the current step so far
+    since: str | None = None        # when the current step began (for `await ... within`)
+    observed: Mapping[str, Any] = field(default_factory=dict)   # the job as it was at commit
+
+    def advanced(self, now: str) -> Intent:
+        return replace(self, step=self.step + 1, attempts=0, since=now)
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    intents: tuple[Intent, ...]
+    error: str | None
+
+
+def intent_id(job_uid: str, stored: str | None, policy: str, target: str | None) -> str:
+    """From the job, the state the decision was made from, the policy and its target: a replay
+    of the same decision (after a crash before its commit) makes the same id, a later decision
+    another one."""
+    text = "\0".join((job_uid, stored or "", policy, target or ""))
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def encode(intents: tuple[Intent, ...]) -> str | None:
+    """Compact JSON for the annotation; None when there is nothing left (the key goes)."""
+    if not intents:
+        return None
+    return json.dumps({"v": VERSION, "open": [_json(i) for i in intents]},
+                      separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+
+
+def _json(i: Intent) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": i.id, "action": i.action, "policy": i.policy, "rule": i.rule}
+    for key, value in (("reason", i.reason), ("message", i.message), ("task", i.task),
+                       ("pod", i.pod), ("uid", i.uid), ("since", i.since)):
+        if value is not None:
+            out[key] = value
+    if i.step:
+        out["step"] = i.step
+    if i.attempts:
+        out["attempts"] = i.attempts
+    if i.observed:
+        out["observed"] = dict(i.observed)
+    return out
+
+
+def decode(text: str | None) -> Decoded:
+    if text is None or not text.strip():
+        return Decoded((), None)
+    try:
+        data = json.loads(text)
+    except ValueError as err:
+        return Decoded((), f"intents are not JSON ({err}); dropped")
+    try:
+        return Decoded(_from_json(data), None)
+    except shape.ShapeError as err:
+        return Decoded((), f"intents ignored: {err}")
+
+
+def _from_json(data: Any) -> tuple[Intent, ...]:
+    obj = shape.obj(data, "intents")
+    if obj.get("v") != VERSION:
+        raise IntentError(f"version {obj.get('v')!r} is not {VERSION}")
+    out = []
+    for item in shape.array(obj.get("open", []), "intents.open"):
+        i = shape.obj(item, "intent")
+        out.append(Intent(
+            id=shape.string(i.get("id"), "intent.id"),
+            action=shape.string(i.get("action"), "intent.action"),
+            policy=shape.string(i.get("policy"), "intent.policy"),
+            rule=shape.string(i.get("rule", ""), "intent.rule"),
+            reason=shape.opt_string(i.get("reason"), "intent.reason"),
+            message=shape.opt_string(i.get("message"), "intent.message"),
+            task=shape.opt_string(i.get("task"), "intent.task"),
+            pod=shape.opt_string(i.get("pod"), "intent.pod"),
+            uid=shape.opt_string(i.get("uid"), "intent.uid"),
+            step=shape.count(i.get("step", 0), "intent.step"),
+            attempts=shape.count(i.get("attempts", 0), "intent.attempts"),
+            since=shape.opt_string(i.get("since"), "intent.since"),
+            observed=dict(shape.obj(i.get("observed", {}), "intent.observed")),
+        ))
+    return tuple(out)
