@@ -42,7 +42,10 @@ class Build:
 
 
 def rule_files(paths: Iterable[str]) -> list[str]:
-    """The `.rules` files named by `paths` (files, or folders searched recursively), sorted."""
+    """The `.rules` files named by `paths` (files, or folders searched recursively), sorted.
+
+    In folders only regular files count: reading a FIFO or a device named `*.rules` would
+    block or never end. A path named explicitly is read whatever it is."""
     found: set[str] = set()
     for given in paths:
         path = os.path.normpath(given)
@@ -50,8 +53,8 @@ def rule_files(paths: Iterable[str]) -> list[str]:
             before = len(found)
             for root, dirs, files in os.walk(path):
                 dirs.sort()
-                found.update(os.path.normpath(os.path.join(root, f))
-                             for f in files if f.endswith(".rules"))
+                found.update(os.path.normpath(os.path.join(root, f)) for f in files
+                             if f.endswith(".rules") and os.path.isfile(os.path.join(root, f)))
             if len(found) == before:
                 raise InputError(f"{given}: no .rules files in this folder")
         elif os.path.exists(path):
@@ -68,7 +71,8 @@ def read(path: str) -> SourceFile:
         raise InputError(f"{path}: not UTF-8 text") from None
     except OSError as err:
         raise InputError(f"{path}: {err.strerror or err}") from None
-    return SourceFile.from_text(path, text.replace("\r\n", "\n"))
+    # A leading byte order mark, as some editors write, is not part of the text.
+    return SourceFile.from_text(path, text.removeprefix("\ufeff").replace("\r\n", "\n"))
 
 
 def build(paths: Iterable[str], crds: Iterable[str] = (), *, emit_plan: bool = True) -> Build:
