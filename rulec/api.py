@@ -85,7 +85,7 @@ def build_sources(sources: Iterable[SourceFile], crds: Iterable[str] = (), *,
                   emit_plan: bool = True) -> Build:
     ordered = sorted(sources, key=lambda s: s.path)
     try:
-        with _without_cyclic_gc():
+        with without_cyclic_gc():
             return _build(ordered, _schemas(tuple(crds)), emit_plan)
     except RecursionError:
         raise too_deep("compile") from None
@@ -111,12 +111,13 @@ def _build(ordered: list[SourceFile], schemas: Any, emit_plan: bool) -> Build:
 
 
 @contextlib.contextmanager
-def _without_cyclic_gc() -> Any:
-    """Pause the cyclic garbage collector while building.
+def without_cyclic_gc() -> Any:
+    """Pause the cyclic garbage collector while building (or reading a big input).
 
-    A build allocates hundreds of thousands of small acyclic objects (tokens, trees, nodes);
-    the collector's repeated passes over them cost more than lowering, checking and emitting
-    together. Anything cyclic is collected once the build is over.
+    A build allocates hundreds of thousands of small acyclic objects (tokens, trees, nodes),
+    and so does decoding a pod list; the collector's repeated passes over them cost more than
+    lowering, checking and emitting together, and as much as decoding. Anything cyclic is
+    collected once the work is over.
     """
     enabled = gc.isenabled()
     gc.disable()

@@ -281,3 +281,43 @@ def test_other_shells_know_every_command_and_option(capsys, shell: str) -> None:
         assert name in script
         assert all(spell(o) in script for o in options if o.startswith("--")), name
     assert "sarif" in script and "junit" in script
+
+
+def test_a_leading_byte_order_mark_is_accepted(capsys, tmp_path: Path) -> None:
+    from rulec import fmt
+
+    path = tmp_path / "bom.rules"
+    path.write_bytes(b"\xef\xbb\xbf" + fmt.format_text(GOOD).encode())
+    assert run(capsys, "check", str(path)) == (0, "", "")
+    assert run(capsys, "fmt", "--check", str(path))[0] == 0
+    assert path.read_bytes().startswith(b"\xef\xbb\xbf")  # formatted already: left alone
+
+
+def test_a_fifo_in_a_folder_is_skipped(capsys, tmp_path: Path) -> None:
+    import os
+
+    (tmp_path / "good.rules").write_text(GOOD)
+    os.mkfifo(tmp_path / "pipe.rules")
+    code, out, err = run(capsys, "check", str(tmp_path))  # would block reading the FIFO
+    assert code == 0 and out == "" and err == ""
+
+
+def test_crd_files_do_not_swallow_the_rules_paths(capsys, files, tmp_path: Path) -> None:
+    from devkit import cluster
+
+    crd = str(next(p for p in cluster.crd_files() if "volcano" in p.name))
+    folder = files["good"].parent
+    for argv in (["check", "--crd", crd, str(files["bad"])],
+                 ["check", "--crd", crd, crd, str(folder)],
+                 ["check", str(files["bad"]), "--crd", crd]):
+        code, out, err = run(capsys, *argv)
+        assert code == 1 and "bad.rules:2:12: error[R002]" in out, (argv, out, err)
+    code, _, err = run(capsys, "check", "--crd", crd)
+    assert code == 2 and "required: PATH" in err
+
+
+def test_compile_output_dash_is_standard_output(capsys, files, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run(capsys, "compile", str(files["good"]), "-o", "-")
+    assert code == 0 and json.loads(out)["kinds"][0]["name"] == "j"
+    assert not (tmp_path / "-").exists()
