@@ -164,11 +164,13 @@ def read_text(path: str | Path) -> str:
 
 
 def read_object(path: str | Path, what: str = "object") -> dict[str, Any]:
-    """One Kubernetes object from a YAML or JSON file (`what`: object or pod)."""
+    """One Kubernetes object from a YAML or JSON file (`what`: object, or a pod to mutate)."""
     docs = parse(read_text(path), str(path))
     if len(docs) != 1:
         raise InputError(f"{path}: expected one {what}, found {len(docs)} documents")
-    return (pod if what == "pod" else kube_object)(docs[0], str(path))
+    if what == "pod":
+        return pod(docs[0], str(path), named=False)
+    return kube_object(docs[0], str(path))
 
 
 def read_objects(path: str | Path) -> list[dict[str, Any]]:
@@ -191,14 +193,15 @@ def kube_object(doc: Any, where: str) -> dict[str, Any]:
     return obj
 
 
-def pod(doc: Any, where: str) -> dict[str, Any]:
-    """`doc` if it can be a pod: a mapping, of kind Pod when it says, with a metadata.name."""
+def pod(doc: Any, where: str, named: bool = True) -> dict[str, Any]:
+    """`doc` if it can be a pod: a mapping, of kind Pod when it says, with a metadata.name
+    when `named` (a pod being created may have only a generateName)."""
     obj = _mapping(doc, where)
     kind = obj.get("kind", "Pod")
     if kind != "Pod":
         raise InputError(f"{where}: not a pod: kind {kind!r}")
     _parts(obj, where)
-    if not isinstance((obj.get("metadata") or {}).get("name"), str):
+    if named and not isinstance((obj.get("metadata") or {}).get("name"), str):
         raise InputError(f"{where}: not a pod: no metadata.name")
     return obj
 

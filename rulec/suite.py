@@ -327,8 +327,9 @@ def _resolve(value: Any, folder: str, what: str) -> Any:
     if what in ("job", "owner", "pod"):
         if isinstance(value, str):
             return inputs.read_object(os.path.join(folder, value), "pod" if what == "pod" else "object")
-        check = inputs.pod if what == "pod" else inputs.kube_object
-        return check(value, f"`{what}`")
+        if what == "pod":
+            return inputs.pod(value, "`pod`", named=False)
+        return inputs.kube_object(value, f"`{what}`")
     if what == "pods":
         if isinstance(value, str):
             return inputs.read_objects(os.path.join(folder, value))

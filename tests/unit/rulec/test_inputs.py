@@ -146,3 +146,12 @@ def test_unreadable_files(tmp_path: Path) -> None:
     (tmp_path / "two.yaml").write_text("a: 1\n---\nb: 2\n")
     with pytest.raises(api.InputError, match="expected one object, found 2 documents"):
         inputs.read_object(tmp_path / "two.yaml")
+
+
+def test_a_pod_to_mutate_may_have_only_a_generate_name(tmp_path: Path) -> None:
+    path = tmp_path / "pod.yaml"
+    path.write_text(yaml.safe_dump({"kind": "Pod", "metadata": {"generateName": "train-"}}))
+    assert inputs.read_object(path, "pod")["metadata"] == {"generateName": "train-"}
+    path.write_text(yaml.safe_dump({"kind": "Job", "metadata": {"generateName": "train-"}}))
+    with pytest.raises(api.InputError, match="not a pod: kind 'Job'"):
+        inputs.read_object(path, "pod")
