@@ -22,8 +22,6 @@ from rulec import api, diagnostics, emit
 from rulec.source import SourceFile
 from runtime import plan as planlib
 
-InputError = api.InputError
-
 # No Kubernetes object nests anywhere near this deep; deeper input is refused when read, so that
 # nothing after the reader (expressions, patches, output) meets an absurd depth.
 MAX_DEPTH = 100
@@ -54,10 +52,10 @@ def parse(text: str, where: str) -> list[Any]:
         elif _LOOKS_LIKE_JSON.match(text):
             try:
                 docs = [_json(text, where)]
-            except InputError as err:
+            except api.InputError as err:
                 try:
                     docs = _yaml(text, where)
-                except InputError:
+                except api.InputError:
                     raise err from None
         else:
             docs = _yaml(text, where)
@@ -67,26 +65,26 @@ def parse(text: str, where: str) -> list[Any]:
 
 
 def _json(text: str, where: str) -> Any:
-    """orjson's reading: strict (no NaN, no lone surrogates), and twice as fast as json's."""
+    """orjson's reading: strict (no NaN, no lone surrogates), its errors at a line and column."""
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError as err:
-        raise InputError(f"{where}:{err.lineno}:{err.colno}: not JSON: {err.msg}") from None
+        raise api.InputError(f"{where}:{err.lineno}:{err.colno}: not JSON: {err.msg}") from None
 
 
 def _yaml(text: str, where: str) -> list[Any]:
     try:
         docs = list(yaml.load_all(text, Loader=_Loader))
     except yaml.MarkedYAMLError as err:
-        raise InputError(_yaml_message(err, where)) from None
+        raise api.InputError(_yaml_message(err, where)) from None
     except yaml.reader.ReaderError as err:
         line = text.count("\n", 0, err.position) + 1
         column = err.position - (text.rfind("\n", 0, err.position) + 1) + 1
         char = diagnostics.show_char(chr(err.character)) if isinstance(err.character, int) else ""
-        raise InputError(f"{where}:{line}:{column}: not YAML or JSON: unacceptable character "
+        raise api.InputError(f"{where}:{line}:{column}: not YAML or JSON: unacceptable character "
                          f"{char}: {err.reason}") from None
     except yaml.YAMLError as err:
-        raise InputError(f"{where}: not YAML or JSON: {_one_line(str(err))}") from None
+        raise api.InputError(f"{where}: not YAML or JSON: {_one_line(str(err))}") from None
     except RecursionError:
         raise _too_deep(where) from None
     if _SURROGATE_ESCAPE.search(text):  # refused by libyaml, read by PyYAML's own parser
@@ -113,8 +111,8 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def _too_deep(where: str) -> InputError:
-    return InputError(f"{where}: nested more than {MAX_DEPTH} levels deep (no Kubernetes object "
+def _too_deep(where: str) -> api.InputError:
+    return api.InputError(f"{where}: nested more than {MAX_DEPTH} levels deep (no Kubernetes object "
                       "is)")
 
 
@@ -148,7 +146,7 @@ def _check_strings(docs: list[Any], where: str) -> None:
             try:
                 node.encode("utf-8")
             except UnicodeEncodeError:
-                raise InputError(f"{where}: a string holds half of a surrogate pair "
+                raise api.InputError(f"{where}: a string holds half of a surrogate pair "
                                  f"({node.encode('utf-8', 'backslashreplace').decode()[:40]!r})"
                                  ) from None
 
@@ -157,17 +155,17 @@ def read_text(path: str | Path) -> str:
     try:
         return Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
-        raise InputError(f"{path}: not UTF-8 text (byte {err.object[err.start]:#04x} at offset "
+        raise api.InputError(f"{path}: not UTF-8 text (byte {err.object[err.start]:#04x} at offset "
                          f"{err.start})") from None
     except OSError as err:
-        raise InputError(f"{path}: cannot read: {err.strerror or err}") from None
+        raise api.InputError(f"{path}: cannot read: {err.strerror or err}") from None
 
 
 def read_object(path: str | Path, what: str = "object") -> dict[str, Any]:
     """One Kubernetes object from a YAML or JSON file (`what`: object, or a pod to mutate)."""
     docs = parse(read_text(path), str(path))
     if len(docs) != 1:
-        raise InputError(f"{path}: expected one {what}, found {len(docs)} documents")
+        raise api.InputError(f"{path}: expected one {what}, found {len(docs)} documents")
     if what == "pod":
         return pod(docs[0], str(path), named=False)
     return kube_object(docs[0], str(path))
@@ -185,9 +183,9 @@ def kube_object(doc: Any, where: str) -> dict[str, Any]:
     for key in ("apiVersion", "kind"):
         value = obj.get(key)
         if value is None:
-            raise InputError(f"{where}: not a Kubernetes object: no `{key}`")
+            raise api.InputError(f"{where}: not a Kubernetes object: no `{key}`")
         if not isinstance(value, str) or not value:
-            raise InputError(f"{where}: `{key}` is {_type(value) if value != '' else 'empty'}, "
+            raise api.InputError(f"{where}: `{key}` is {_type(value) if value != '' else 'empty'}, "
                              "not a name")
     _parts(obj, where)
     return obj
@@ -199,10 +197,10 @@ def pod(doc: Any, where: str, named: bool = True) -> dict[str, Any]:
     obj = _mapping(doc, where)
     kind = obj.get("kind", "Pod")
     if kind != "Pod":
-        raise InputError(f"{where}: not a pod: kind {kind!r}")
+        raise api.InputError(f"{where}: not a pod: kind {kind!r}")
     _parts(obj, where)
     if named and not isinstance((obj.get("metadata") or {}).get("name"), str):
-        raise InputError(f"{where}: not a pod: no metadata.name")
+        raise api.InputError(f"{where}: not a pod: no metadata.name")
     return obj
 
 
@@ -223,7 +221,7 @@ def unique(found: list[dict[str, Any]], where: str) -> list[dict[str, Any]]:
         identity = uid if uid else f"{meta.get('namespace') or ''}/{meta['name']}"
         if identity in seen:
             same = f"the uid {uid!r}" if identity == uid else "one namespace and name"
-            raise InputError(f"{where}: pods {seen[identity]!r} and {meta['name']!r} have {same}")
+            raise api.InputError(f"{where}: pods {seen[identity]!r} and {meta['name']!r} have {same}")
         seen[identity] = meta["name"]
     return found
 
@@ -233,11 +231,11 @@ def _flatten(docs: Iterable[Any], where: str) -> Iterable[tuple[Any, bool]]:
     for doc in docs:
         if isinstance(doc, list):
             yield from ((item, True) for item in doc)
-        elif isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List") or \
-                isinstance(doc, dict) and "items" in doc and "kind" not in doc:
+        elif isinstance(doc, dict) and (str(doc.get("kind", "")).endswith("List")
+                                        or "items" in doc and "kind" not in doc):
             items = doc.get("items")
             if not isinstance(items, list):
-                raise InputError(f"{where}: the `items` of a {doc.get('kind') or 'list'} are "
+                raise api.InputError(f"{where}: the `items` of a {doc.get('kind') or 'list'} are "
                                  f"{_type(items)}, not a list")
             yield from ((item, True) for item in items)
         else:
@@ -255,21 +253,21 @@ def _parts(obj: Mapping[str, Any], where: str) -> None:
         for key in keys:
             if key in holder and holder[key] is not None and not isinstance(holder[key], dict):
                 name = f"{parent}.{key}" if parent else key
-                raise InputError(f"{where}: `{name}` is {_type(holder[key])}, not a mapping")
+                raise api.InputError(f"{where}: `{name}` is {_type(holder[key])}, not a mapping")
     if isinstance(meta, dict):
         for key in ("name", "namespace", "uid"):
             if meta.get(key) is not None and not isinstance(meta[key], str):
-                raise InputError(f"{where}: `metadata.{key}` is {_type(meta[key])}, not a string")
+                raise api.InputError(f"{where}: `metadata.{key}` is {_type(meta[key])}, not a string")
         for key in ("labels", "annotations"):
             for name, value in (meta.get(key) or {}).items():
                 if not isinstance(value, str):
-                    raise InputError(f"{where}: `metadata.{key}` {name!r} is {_type(value)}, not a "
+                    raise api.InputError(f"{where}: `metadata.{key}` {name!r} is {_type(value)}, not a "
                                      "string (quote it in YAML)")
 
 
 def _mapping(doc: Any, where: str) -> dict[str, Any]:
     if not isinstance(doc, dict):
-        raise InputError(f"{where}: expected an object (a mapping), found {_type(doc)}")
+        raise api.InputError(f"{where}: expected an object (a mapping), found {_type(doc)}")
     return doc
 
 
@@ -292,7 +290,7 @@ def read_state(path: str) -> Any:
     text = read_text(path)
     try:
         state = _json(text.removeprefix("\ufeff"), path)
-    except InputError:
+    except api.InputError:
         return text
     _check_depth([state], path)
     return state
@@ -311,28 +309,28 @@ def load_plan_text(paths: Iterable[str], relative_to: str | None = None) -> tupl
     """`load_plan`, and the plan's JSON text (the file's, or what `rulec compile` would write)."""
     given = list(paths)
     if not given:
-        raise InputError("no rules given")
+        raise api.InputError("no rules given")
     plans = [p for p in given if p.endswith(".json")]
     if plans:
         if len(given) != 1:
-            raise InputError("give either one compiled plan (.json) or .rules files and folders")
+            raise api.InputError("give either one compiled plan (.json) or .rules files and folders")
         text = read_text(plans[0])
         try:
             return planlib.loads(text), text
         except planlib.PlanError as err:
-            raise InputError(f"{plans[0]}: {err}") from None
+            raise api.InputError(f"{plans[0]}: {err}") from None
     files = api.rule_files(given)
     sources = [api.read(f) for f in files]
     if not sources:
-        raise InputError(f"no .rules files in {' '.join(given)}")
+        raise api.InputError(f"no .rules files in {' '.join(given)}")
     if relative_to is not None:
         sources = [SourceFile.from_text(os.path.relpath(s.path, relative_to), s.text) for s in sources]
     built = api.build_sources(sources)
     if built.plan is None:
         text = diagnostics.render(built.errors or built.diagnostics, "concise", dict(built.sources))
-        raise InputError(f"the rules have errors:\n{text.rstrip()}")
+        raise api.InputError(f"the rules have errors:\n{text.rstrip()}")
     text = emit.dumps(built.plan)
     try:
         return planlib.loads(text), text   # digest as for a plan from `rulec compile`
     except planlib.PlanError as err:
-        raise InputError(f"the compiled plan does not load: {err}") from None
+        raise api.InputError(f"the compiled plan does not load: {err}") from None
