@@ -42,7 +42,10 @@ class Build:
 
 
 def rule_files(paths: Iterable[str]) -> list[str]:
-    """The `.rules` files named by `paths` (files, or folders searched recursively), sorted."""
+    """The `.rules` files named by `paths` (files, or folders searched recursively), sorted.
+
+    In folders only regular files count: reading a FIFO or a device named `*.rules` would
+    block or never end. A path named explicitly is read whatever it is."""
     found: set[str] = set()
     for given in paths:
         path = os.path.normpath(given)
@@ -50,8 +53,8 @@ def rule_files(paths: Iterable[str]) -> list[str]:
             before = len(found)
             for root, dirs, files in os.walk(path):
                 dirs.sort()
-                found.update(os.path.normpath(os.path.join(root, f))
-                             for f in files if f.endswith(".rules"))
+                found.update(os.path.normpath(os.path.join(root, f)) for f in files
+                             if f.endswith(".rules") and os.path.isfile(os.path.join(root, f)))
             if len(found) == before:
                 raise InputError(f"{given}: no .rules files in this folder")
         elif os.path.exists(path):
@@ -68,7 +71,8 @@ def read(path: str) -> SourceFile:
         raise InputError(f"{path}: not UTF-8 text") from None
     except OSError as err:
         raise InputError(f"{path}: {err.strerror or err}") from None
-    return SourceFile.from_text(path, text.replace("\r\n", "\n"))
+    # A leading byte order mark, as some editors write, is not part of the text.
+    return SourceFile.from_text(path, text.removeprefix("\ufeff").replace("\r\n", "\n"))
 
 
 def build(paths: Iterable[str], crds: Iterable[str] = (), *, emit_plan: bool = True) -> Build:
@@ -81,7 +85,7 @@ def build_sources(sources: Iterable[SourceFile], crds: Iterable[str] = (), *,
                   emit_plan: bool = True) -> Build:
     ordered = sorted(sources, key=lambda s: s.path)
     try:
-        with _without_cyclic_gc():
+        with without_cyclic_gc():
             return _build(ordered, _schemas(tuple(crds)), emit_plan)
     except RecursionError:
         raise too_deep("compile") from None
@@ -107,12 +111,13 @@ def _build(ordered: list[SourceFile], schemas: Any, emit_plan: bool) -> Build:
 
 
 @contextlib.contextmanager
-def _without_cyclic_gc() -> Any:
-    """Pause the cyclic garbage collector while building.
+def without_cyclic_gc() -> Any:
+    """Pause the cyclic garbage collector while building (or reading a big input).
 
-    A build allocates hundreds of thousands of small acyclic objects (tokens, trees, nodes);
-    the collector's repeated passes over them cost more than lowering, checking and emitting
-    together. Anything cyclic is collected once the build is over.
+    A build allocates hundreds of thousands of small acyclic objects (tokens, trees, nodes),
+    and so does decoding a pod list; the collector's repeated passes over them cost more than
+    lowering, checking and emitting together, and as much as decoding. Anything cyclic is
+    collected once the work is over.
     """
     enabled = gc.isenabled()
     gc.disable()

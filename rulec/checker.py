@@ -35,14 +35,42 @@ def walk(node: Any) -> Iterator[Any]:
     stack = [node]
     while stack:
         item = stack.pop()
+        yield item
+        stack.extend(reversed(_children(item)))
+
+
+def _children(node: Any) -> list[Any]:
+    """The AST nodes held by `node`'s fields, in field order (tuples of nodes flattened)."""
+    out: list[Any] = []
+    stack = [getattr(node, name) for name in reversed(node.__dataclass_fields__)]
+    while stack:
+        item = stack.pop()
         if isinstance(item, tuple):
             stack.extend(reversed(item))
-            continue
-        fields = getattr(item, "__dataclass_fields__", None)
-        if fields is None or isinstance(item, Span):
-            continue
-        yield item
-        stack.extend(reversed([getattr(item, name) for name in fields]))
+        elif hasattr(item, "__dataclass_fields__") and not isinstance(item, Span):
+            out.append(item)
+    return out
+
+
+def _nesting(root: Any, defines: dict[str, int]) -> tuple[int, Span]:
+    """How many levels of AST nodes `root` nests, each `is NAME` counting as the define's
+    filter (its depth in `defines`), and where the first level past MAX_NESTING is (when none
+    is, the deepest)."""
+    deepest, where = 0, root.span
+    stack: list[tuple[Any, int]] = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = _children(node)
+        if isinstance(node, ast.IsDefine):
+            depth += defines.get(node.name.value, 0)
+        elif not children:
+            continue  # a name, a number, an expression (checked on its own): no level
+        if depth > deepest:
+            if deepest <= expr.MAX_NESTING:
+                where = node.span
+            deepest = depth
+        stack.extend((child, depth + 1) for child in reversed(children))
+    return deepest, where
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,9 +105,13 @@ class _Checker:
                 self.parsed[e] = expr.parse(e, self.out)
                 expr.check_quotes(e, self.out)
                 expr.check_not_precedence(self.parsed[e], self.out)
+                expr.check_functions(self.parsed[e], self.out)
         self.declarations()
         self.define_cycles()
+        deep = self.nesting()
         for decl in self.decls:
+            if decl in deep:
+                continue  # checking it would recurse too deeply
             if isinstance(decl, ast.Kind):
                 self.kind(decl)
             elif isinstance(decl, ast.Injection):
@@ -143,6 +175,52 @@ class _Checker:
 
         for name in self.defines:
             visit(name, [])
+
+    def nesting(self) -> set[ast.Decl]:
+        """Report declarations nested more than MAX_NESTING levels, defines expanded (a use of
+        a define that is too deep itself is not reported again); returns the ones too deep."""
+        depths: dict[str, int] = {}
+        deep: set[ast.Decl] = set()
+        over: set[str] = set()
+        for decl in [*self._defines_in_order(),
+                     *(d for d in self.decls if not isinstance(d, ast.Define))]:
+            is_define = isinstance(decl, ast.Define)
+            depth, where = _nesting(decl.filter if is_define else decl, depths)
+            if is_define:
+                depths[decl.name.value] = depth
+            if depth <= expr.MAX_NESTING:
+                continue
+            deep.add(decl)
+            uses = {n.name.value for n in walk(decl) if isinstance(n, ast.IsDefine)}
+            if not uses & over:
+                self.report("nesting-too-deep", where,
+                            f"this nests {depth} levels deep"
+                            + (" with the defines it uses" if uses else "")
+                            + f"; at most {expr.MAX_NESTING} levels can be evaluated",
+                            help="use defines side by side rather than each inside the next"
+                            if uses else None)
+            if is_define:
+                over.add(decl.name.value)
+        return deep
+
+    def _defines_in_order(self) -> list[ast.Define]:
+        """The defines, each after the defines it uses (a cycle, reported apart, in any order)."""
+        order: list[ast.Define] = []
+        entered: set[str] = set()
+        for first in self.defines:
+            stack: list[tuple[str, bool]] = [(first, False)]
+            while stack:
+                name, done = stack.pop()
+                if done:
+                    order.append(self.defines[name])
+                    continue
+                if name in entered or name not in self.defines:
+                    continue
+                entered.add(name)
+                stack.append((name, True))
+                stack.extend((n.name.value, False) for n in walk(self.defines[name].filter)
+                             if isinstance(n, ast.IsDefine))
+        return order
 
     # ------------------------------------------------------------ kinds
     def kind(self, k: ast.Kind) -> None:
@@ -411,6 +489,25 @@ class _Checker:
             self.op(op, firsts)
         for name in i.wait or ():
             self.dns_label(name, "container")
+        self.sidecar_names(i)
+
+    def sidecar_names(self, i: ast.Injection) -> None:
+        """A sidecar named like a primary container of a kind it is injected into would be
+        taken for that container, already injected (R504)."""
+        for op in i.ops:
+            if not isinstance(op, ast.Sidecar):
+                continue
+            for name in i.kinds:
+                k = self.kinds.get(name.value)
+                primary = next((c for c in (k.primary_containers or ()) if c.value == op.name.value),
+                               None) if k is not None else None
+                if primary is not None:
+                    self.report("sidecar-shadows-container", op.name.span,
+                                f"sidecar `{op.name.value}` has the name of a primary container "
+                                f"of kind `{k.name.value}`",
+                                help="give the sidecar a name of its own",
+                                notes=(Note("the primary container", primary.span),))
+                    break
 
     def op(self, op: ast.Op, firsts: dict[tuple[str, str], Span]) -> None:
         def unique(space: str, name: ast.Text) -> None:
@@ -431,6 +528,7 @@ class _Checker:
             if literal is not None:
                 self.label_value(literal, op.value.span)
         elif isinstance(op, ast.Env):
+            self.env_name(op.name)
             self.containers(op.containers)
             self.template(op.value, with_container, "an `env` value")
         elif isinstance(op, ast.Volume):
@@ -438,6 +536,7 @@ class _Checker:
             unique("volume", op.name)
         elif isinstance(op, ast.Mount):
             self.dns_label(op.volume, "volume")
+            self.mount_path(op.path)
             self.containers(op.containers)
         elif isinstance(op, ast.Sidecar):
             self.dns_label(op.name, "sidecar")
@@ -445,12 +544,18 @@ class _Checker:
             if op.image is None:
                 self.report("missing-clause", op.name.span,
                             f"sidecar `{op.name.value}` has no `image`")
+            elif op.image.literal() == "":
+                self.report("empty-value", op.image.span,
+                            f"sidecar `{op.name.value}` has an empty image",
+                            help="the API server refuses a container without an image")
             for tpl in (op.image, *(op.command or ()), *(op.args or ())):
                 self.template(tpl, vocabulary.INJECT_PLACEHOLDERS, "a sidecar")
             for env in op.env:
+                self.env_name(env.name)
                 self.template(env.value, vocabulary.INJECT_PLACEHOLDERS, "a sidecar")
             for mount in op.mounts:
                 self.dns_label(mount.volume, "volume")
+                self.mount_path(mount.path)
         else:
             self.containers(op.containers)
             for tpl in op.argv or ():
@@ -572,6 +677,29 @@ class _Checker:
         if problem:
             self.report("invalid-label-value", span, f"invalid label value \"{value}\": {problem}")
 
+    def env_name(self, name: ast.Text) -> None:
+        """Names the API server accepts: not empty, printable ASCII, no `=` (R307)."""
+        value = name.value
+        odd = next((c for c in value if not " " <= c <= "~"), None)
+        if not value:
+            problem = "it is empty"
+        elif "=" in value:
+            problem = "it holds `=`, which ends a name in the environment"
+        elif odd is not None:
+            problem = f"it holds {diagnostics.show_char(odd)}, which is not printable ASCII"
+        else:
+            return
+        shown = f" \"{value}\"" if odd is None else ""
+        self.report("invalid-env-name", name.span,
+                    f"invalid environment variable name{shown}: {problem}",
+                    help="the API server refuses the pod, so every pod the injection matches "
+                         "would be refused")
+
+    def mount_path(self, path: ast.Text) -> None:
+        if not path.value:
+            self.report("empty-value", path.span, "the mount path is empty",
+                        help="mount the volume at an absolute path such as \"/var/run/x\"")
+
     def dns_label(self, name: ast.Text, what: str) -> None:
         problem = names.dns_label_problem(name.value)
         if problem:
@@ -644,6 +772,7 @@ class _Checker:
 
 
 # ---------------------------------------------------------------- helpers
+
 
 def _catches_all(earlier: ast.Policy, later: ast.Policy) -> bool:
     """Whether `earlier` matches every case `later` would (same event and scope, no filter)."""

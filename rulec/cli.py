@@ -63,6 +63,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args))
+    except _Usage as err:
+        print(err, file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
@@ -86,15 +89,16 @@ def _parser(argv: list[str]) -> argparse.ArgumentParser:
     check.add_argument("--format", choices=FORMATS, default="concise",
                        help="how diagnostics are printed (default: concise)")
     check.add_argument("--strict", action="store_true", help="warnings fail too (exit 1)")
-    check.set_defaults(func=_check)
+    check.set_defaults(func=_check, command="check")
 
     comp = sub.add_parser("compile", help="compile rules to a plan",
                           description="Compile .rules files to a plan (JSON).")
     _rules_args(comp)
-    comp.add_argument("-o", "--output", metavar="FILE", help="write the plan here (default: stdout)")
+    comp.add_argument("-o", "--output", metavar="FILE",
+                      help="write the plan here (default, and `-`: standard output)")
     comp.add_argument("--format", choices=FORMATS, default="concise",
                       help="how diagnostics are printed (default: concise)")
-    comp.set_defaults(func=_compile)
+    comp.set_defaults(func=_compile, command="compile")
 
     fmt = sub.add_parser("fmt", help="format rules canonically",
                          description="Rewrite .rules files in canonical layout, comments kept.")
@@ -130,17 +134,42 @@ def _parser(argv: list[str]) -> argparse.ArgumentParser:
     return parser
 
 
+class _CrdFiles(argparse.Action):
+    """`--crd FILE...` takes every value up to the next option, so `--crd a.yaml rules/` would
+    swallow the rules: a value that is a folder or a `.rules` file is kept as a rules path."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option: str | None = None) -> None:
+        given = list(values) if isinstance(values, list) else [str(values)]
+        rules = [v for v in given if v.endswith(".rules") or os.path.isdir(v)]
+        namespace.crd = [*namespace.crd, *(v for v in given if v not in rules)]
+        namespace.rules_after_crd = [*namespace.rules_after_crd, *rules]
+
+
 def _rules_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("paths", nargs="+", metavar="PATH", help=".rules files or folders")
-    p.add_argument("--crd", nargs="+", default=[], metavar="FILE",
+    p.add_argument("paths", nargs="*", metavar="PATH", help=".rules files or folders")
+    p.add_argument("--crd", nargs="+", default=[], action=_CrdFiles, metavar="FILE",
                    help="CRD manifests to check field paths against")
+    p.set_defaults(rules_after_crd=[])
+
+
+def _rule_paths(args: argparse.Namespace) -> list[str]:
+    """The rules paths, wherever they stood (see _CrdFiles); at least one."""
+    paths = [*args.paths, *args.rules_after_crd]
+    if not paths:
+        raise _Usage(f"rulec {args.command}: error: the following arguments are required: PATH")
+    return paths
+
+
+class _Usage(Exception):
+    """A usage error found after parsing: reported like argparse's own (exit 2)."""
 
 
 def _check(args: argparse.Namespace) -> int:
     from rulec import api, diagnostics
 
     try:
-        result = api.build(args.paths, args.crd, emit_plan=False)
+        result = api.build(_rule_paths(args), args.crd, emit_plan=False)
     except api.InputError as err:
         print(f"rulec: {err}", file=sys.stderr)
         return 2
@@ -155,7 +184,7 @@ def _compile(args: argparse.Namespace) -> int:
     from rulec import api, emit
 
     try:
-        result = api.build(args.paths, args.crd)
+        result = api.build(_rule_paths(args), args.crd)
     except api.InputError as err:
         print(f"rulec: {err}", file=sys.stderr)
         return 2
@@ -165,7 +194,7 @@ def _compile(args: argparse.Namespace) -> int:
         return 1
     _print_diagnostics(result, args.format, stream=sys.stderr)
     text = emit.dumps(result.plan)
-    if args.output:
+    if args.output and args.output != "-":
         try:
             with open(args.output, "w", encoding="utf-8") as f:
                 f.write(text)

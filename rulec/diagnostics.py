@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import unicodedata
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -39,6 +40,12 @@ CODES: tuple[Code, ...] = (
     Code("R004", "invalid-template", ERROR, "a `{` or `}` in a template that opens or closes nothing",
          "In a string, `{name}` is a placeholder and `{<<expr>>}` embeds JMESPath; write `{{` and "
          "`}}` for literal braces."),
+    Code("R005", "nesting-too-deep", ERROR, "a condition, filter or expression nested more than "
+         "100 levels deep",
+         "The runtime evaluates conditions, filters and JMESPath expressions by recursion, so "
+         "their nesting is bounded: at most 100 levels, counting the defines a filter uses as "
+         "the filters they stand for (a chain of defines each using the one before nests as "
+         "deep as it is long). The position is the first place past the limit."),
     # ---- R1xx: names and references
     Code("R101", "unknown-kind", ERROR, "a kind name that no `job` declares",
          "`inject ... into pods of NAME` must name kinds declared by `job NAME: ...` in one of the "
@@ -80,6 +87,14 @@ CODES: tuple[Code, ...] = (
          "`!metadata.deletionTimestamp` means `(!metadata).deletionTimestamp`, a field read "
          "from a boolean, which is always null. Write `!(metadata.deletionTimestamp)`, or "
          "compare: `metadata.deletionTimestamp == null`."),
+    Code("R205", "unknown-function", ERROR, "a JMESPath function that does not exist",
+         "Expressions may call JMESPath's own functions and the runtime's (`now`, `age`, "
+         "`duration`, `quantity`, `regex_match`). Any other name fails when the expression is "
+         "evaluated, which reads as null: the condition would never hold."),
+    Code("R206", "wrong-argument-count", ERROR, "a JMESPath function called with too many or too "
+         "few arguments",
+         "Each function takes a fixed number of arguments (a few, such as `merge`, at least "
+         "some number). A call with another number fails when evaluated, which reads as null."),
     # ---- R3xx: values
     Code("R301", "exit-code-range", ERROR, "an exit code outside 0-255",
          "Container exit codes are 0-255 (a signal N shows as 128+N), so such a code never matches."),
@@ -98,6 +113,14 @@ CODES: tuple[Code, ...] = (
          "letters, digits and `-`, starting and ending alphanumeric."),
     Code("R306", "value-out-of-range", ERROR, "a number or duration outside what it can mean",
          "For example `max 0`, a webhook timeout outside 1-30 seconds, or `restarts < 0`."),
+    Code("R307", "invalid-env-name", ERROR, "an environment variable name Kubernetes would reject",
+         "The API server refuses a pod whose environment variable name is empty, holds `=` or a "
+         "character that is not printable ASCII. An injection that writes one makes every pod "
+         "it matches be refused, and `webhook failure open` does not help: the webhook did "
+         "answer."),
+    Code("R308", "empty-value", ERROR, "an empty mount path or sidecar image",
+         "The API server refuses a pod with a volume mounted at `\"\"` or a container whose "
+         "image is empty, so every pod the injection matches would be refused."),
     # ---- R4xx: kinds, verdicts, policies
     Code("R401", "shadowed-policy", WARNING, "a policy that an earlier one always catches first",
          "Policies are tried in order and the first match wins. An earlier policy on the same "
@@ -137,6 +160,11 @@ CODES: tuple[Code, ...] = (
     Code("R503", "wrap-drops-command", WARNING, "a shell wrap without `{argv}`",
          "The shell template replaces the container's command and arguments; without `{argv}` the "
          "original program never runs."),
+    Code("R504", "sidecar-shadows-container", ERROR, "a sidecar named like a primary container",
+         "The mutator takes a container that already has the sidecar's name for the sidecar, "
+         "already injected: with `primary container \"main\"` and `sidecar \"main\"`, the user's "
+         "`main` is never given the sidecar and every operation on it finds nothing to change. "
+         "Name the sidecar after what it does."),
     # ---- R6xx: CRD schemas
     Code("R601", "unknown-field", ERROR, "a field path that the kind's CRD schema does not have",
          "With `--crd FILE`, status paths and the field paths read by JMESPath in a kind are looked "
@@ -197,6 +225,22 @@ def did_you_mean(word: str, candidates: Iterable[str]) -> str | None:
     return f"did you mean `{match[0]}`?" if match else None
 
 
+_CONTROL_NAMES = {0x00: "null", 0x09: "tab", 0x0A: "line feed", 0x0D: "carriage return",
+                  0x1B: "escape", 0x7F: "delete"}
+
+
+def show_char(ch: str) -> str:
+    """A character as a message shows it: `x` when it can be seen, else its code point and
+    name (`U+00A0 (no-break space)`): printed raw, an invisible or control character would
+    say nothing, or garble the terminal."""
+    if ch.isprintable() and ch != " ":
+        return f"`{ch}`"
+    if ch == "\ufeff":
+        return "U+FEFF (byte order mark)"
+    name = unicodedata.name(ch, "").lower() or _CONTROL_NAMES.get(ord(ch), "control character")
+    return f"U+{ord(ch):04X} ({name})"
+
+
 # ---------------------------------------------------------------- renderers
 
 def render(diagnostics: Sequence[Diagnostic], fmt: str,
@@ -227,7 +271,12 @@ def _plural(n: int, word: str) -> str:
 
 
 def _concise(d: Diagnostic) -> str:
-    return f"{d.span}: {d.severity}[{d.code}] {d.message}"
+    """One line per diagnostic, a suggestion at its end; then a line per note, at the note's
+    own position (so that editors jump to both), in the style of compilers' `note:` lines."""
+    suggestion = f" ({d.help})" if d.help and d.help.startswith("did you mean") else ""
+    lines = [f"{d.span}: {d.severity}[{d.code}] {d.message}{suggestion}"]
+    lines += [f"{n.span or d.span}: note: {n.message}" for n in d.notes]
+    return "\n".join(lines)
 
 
 def _full(d: Diagnostic, source: SourceFile | None) -> str:
@@ -236,7 +285,7 @@ def _full(d: Diagnostic, source: SourceFile | None) -> str:
     text = source.line_text(s.line) if source else ""
     gutter = " " * len(str(s.line))
     if source is not None and 1 <= s.line <= source.line_count:
-        shown = text.expandtabs(4)
+        shown = _visible(text.expandtabs(4))
         start = len(text[: s.column - 1].expandtabs(4))
         end_col = s.end_column if s.end_line == s.line else len(text) + 1
         end = len(text[: max(end_col, s.column + 1) - 1].expandtabs(4))
@@ -249,6 +298,13 @@ def _full(d: Diagnostic, source: SourceFile | None) -> str:
         where = f" ({note.span})" if note.span else ""
         lines.append(f"{gutter} = note: {note.message}{where}")
     return "\n".join(lines) + "\n"
+
+
+def _visible(line: str) -> str:
+    """A source line with its control characters as their pictures (U+2400...), one column
+    each, so that the carets below still line up."""
+    return "".join(chr(0x2400 + ord(c)) if ord(c) < 0x20 else "\u2421" if c == "\x7f" else c
+                   for c in line)
 
 
 def _json(d: Diagnostic) -> dict[str, object]:

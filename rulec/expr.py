@@ -1,6 +1,7 @@
 """JMESPath inside rules: parse errors at the exact file position, double-quoted "strings",
-`!` applied to less than was meant, and what types an expression can produce (to reject
-conditions that cannot be truth values)."""
+`!` applied to less than was meant, calls of functions the runtime does not have (or with the
+wrong number of arguments), and what types an expression can produce (to reject conditions
+that cannot be truth values)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,6 +10,16 @@ from typing import Any, Callable
 from rulec import ast, diagnostics
 from rulec.diagnostics import Diagnostic
 from rulec.source import Span, advance
+from runtime import functions
+
+# How deep conditions, filters and expressions may nest (R005): the runtime evaluates them by
+# recursion, and handles some hundreds of levels; no sensible rule comes near this.
+MAX_NESTING = 100
+# Every function the runtime's expressions can call: JMESPath's own and `functions.NAMES`,
+# each with its signature (one entry per argument; a last `variadic` one may repeat).
+SIGNATURES: dict[str, tuple[dict[str, Any], ...]] = {
+    name: tuple(entry["signature"])
+    for name, entry in functions.RuleFunctions.FUNCTION_TABLE.items()}
 
 # Fields that Kubernetes conventions make strings whose presence is not a truth value.
 STRING_FIELDS = frozenset({"phase", "reason", "message", "type"})
@@ -48,11 +59,14 @@ def position(e: ast.Expr, offset: int, length: int = 1) -> Span:
 
 
 def parse(e: ast.Expr, out: list[Diagnostic]) -> Parsed:
-    """The jmespath AST of `e`, or None after reporting why it does not parse."""
+    """The jmespath AST of `e`, or None after reporting why it does not parse (or nests too
+    deeply to evaluate)."""
     from jmespath import exceptions, parser
 
     try:
-        return Parsed(e, parser.Parser().parse(e.text).parsed)
+        tree = parser.Parser().parse(e.text).parsed
+    except RecursionError:
+        out.append(_too_deep(e, "too deeply for JMESPath to parse it"))
     except exceptions.EmptyExpressionError:
         out.append(diagnostics.make("jmespath-syntax", e.span, "empty JMESPath expression"))
     except exceptions.LexerError as err:
@@ -71,7 +85,66 @@ def parse(e: ast.Expr, out: list[Diagnostic]) -> Parsed:
         out.append(diagnostics.make(
             "jmespath-syntax", position(e, err.lex_position or 0, len(value)),
             f"invalid JMESPath: unexpected {shown}"))
+    else:
+        depth = _depth(tree)
+        if depth <= MAX_NESTING:
+            return Parsed(e, tree)
+        out.append(_too_deep(e, f"{depth} levels deep"))
     return Parsed(e, None)
+
+
+def _too_deep(e: ast.Expr, how: str) -> Diagnostic:
+    return diagnostics.make(
+        "nesting-too-deep", e.span, f"this expression nests {how}; at most {MAX_NESTING} levels "
+        "can be evaluated", help="split it: `define` filters, or several conditions")
+
+
+def _depth(tree: dict[str, Any]) -> int:
+    """How many levels of nodes the tree has (counted without recursion)."""
+    deepest = 0
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((c, depth + 1) for c in node.get("children", []) if isinstance(c, dict))
+    return deepest
+
+
+def check_functions(p: Parsed, out: list[Diagnostic]) -> None:
+    """Report calls of functions the runtime does not have, or with the wrong number of
+    arguments: either fails when evaluated, which reads as null."""
+    if p.tree is None or "(" not in p.expr.text:
+        return
+    calls = [n for n in _in_source_order(p.tree) if n["type"] == "function_expression"]
+    if not calls:
+        return
+    from jmespath import lexer
+
+    tokens = list(lexer.Lexer().tokenize(p.expr.text))
+    names = [t for t, after in zip(tokens, tokens[1:])
+             if t["type"] == "unquoted_identifier" and after["type"] == "lparen"]
+    for call, token in zip(calls, names):
+        name, given = call["value"], len(call["children"])
+        span = position(p.expr, token["start"], len(name))
+        signature = SIGNATURES.get(name)
+        if signature is None:
+            out.append(diagnostics.make(
+                "unknown-function", span, f"no JMESPath function is called `{name}`",
+                help=diagnostics.did_you_mean(name, SIGNATURES)
+                or "see the functions in docs/evaluation.md and the JMESPath specification"))
+            continue
+        variadic = bool(signature) and bool(signature[-1].get("variadic"))
+        if given == len(signature) or variadic and given > len(signature):
+            continue
+        wanted = len(signature)
+        takes = f"at least {wanted}" if variadic else "no" if wanted == 0 else str(wanted)
+        plural = "argument" if wanted == 1 else "arguments"
+        params = ", ".join("|".join(a["types"]) or "any" for a in signature) + (
+            ", ..." if variadic else "")
+        out.append(diagnostics.make(
+            "wrong-argument-count", span,
+            f"`{name}()` takes {takes} {plural}, and is given {given}",
+            help=f"{name}({params})"))
 
 
 def check_quotes(e: ast.Expr, out: list[Diagnostic]) -> None:
@@ -224,23 +297,54 @@ def _closing_quote(text: str, start: int) -> int:
 
 
 def check_condition(p: Parsed, out: list[Diagnostic], field_types: FieldTypes | None = None) -> None:
-    """Report a condition whose value can only be a string or a number."""
+    """Report a condition whose value can only be a string or a number, or a list of them
+    (true whenever it has an item, whatever the items say)."""
     if p.tree is None:
         return
-    produced = types(p.tree, item=False, field_types=field_types)
-    if "any" in produced or not produced <= SCALARS | {"null"} or not produced & SCALARS:
-        return
-    what = " or ".join(sorted(produced & SCALARS))
-    out.append(diagnostics.make(
-        "non-boolean-condition", p.expr.span,
-        f"this condition can only be a {what}, which is true whenever it is non-empty",
-        help="compare it, e.g. `status.phase == 'Failed'`, or test it with a function such "
-             "as `contains(...)`"))
+    produced = shape(p.tree, item=False, field_types=field_types)
+    if _scalar(produced.types):
+        what = " or ".join(sorted(produced.types & SCALARS))
+        out.append(diagnostics.make(
+            "non-boolean-condition", p.expr.span,
+            f"this condition can only be a {what}, which is true whenever it is non-empty",
+            help="compare it, e.g. `status.phase == 'Failed'`, or test it with a function such "
+                 "as `contains(...)`"))
+    elif produced.types <= {"array", "null"} and _scalar(produced.items):
+        what = " or ".join(f"{t}s" for t in sorted(produced.items & SCALARS))
+        out.append(diagnostics.make(
+            "non-boolean-condition", p.expr.span,
+            f"this condition can only be a list of {what}, which is true whenever it has an "
+            "item, whatever the items are",
+            help="compare inside the filter, e.g. `status.conditions[?type=='Ready' && "
+                 "status=='True']`"))
+
+
+def _scalar(produced: frozenset[str]) -> bool:
+    """Whether values of these types are only ever strings or numbers (or null)."""
+    return "any" not in produced and produced <= SCALARS | {"null"} and bool(produced & SCALARS)
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """What an expression can evaluate to: its JSON types and, when it is a list, its items'."""
+
+    types: frozenset[str]
+    items: frozenset[str] = ANY
+
+
+_UNKNOWN = Shape(ANY)
 
 
 def types(node: dict[str, Any], item: bool,
           field_types: FieldTypes | None = None) -> frozenset[str]:
-    """The JSON types `node` can evaluate to; `item` when evaluated on list items.
+    """The JSON types `node` can evaluate to; `item` when evaluated on list items."""
+    return shape(node, item, field_types).types
+
+
+def shape(node: dict[str, Any], item: bool, field_types: FieldTypes | None = None,
+          current: Shape = _UNKNOWN) -> Shape:
+    """What `node` can evaluate to; `item` when evaluated on list items, `current` what `@`
+    (the value a pipe feeds in) can be.
 
     `field_types` (from a CRD schema) types the plain field paths read from the root; other
     fields fall back to Kubernetes conventions (`STRING_FIELDS`).
@@ -250,27 +354,47 @@ def types(node: dict[str, Any], item: bool,
     path = _root_path(node) if field_types is not None and not item else None
     known = field_types(path) if path else None
     if known is not None:
-        return known | {"null"}
+        return Shape(known | {"null"})
     if kind == "literal":
-        return frozenset({_json_type(node["value"])})
+        value = node["value"]
+        items = frozenset(map(_json_type, value)) if isinstance(value, list) and value else ANY
+        return Shape(frozenset({_json_type(value)}), items)
     if kind in ("comparator", "not_expression"):
-        return frozenset({"boolean", "null"}) if kind == "comparator" else frozenset({"boolean"})
+        return Shape(frozenset({"boolean", "null"}) if kind == "comparator"
+                     else frozenset({"boolean"}))
     if kind in ("and_expression", "or_expression"):
-        return types(children[0], item, field_types) | types(children[1], item, field_types)
+        left = shape(children[0], item, field_types, current)
+        right = shape(children[1], item, field_types, current)
+        return Shape(left.types | right.types, left.items | right.items)
     if kind == "field":
         names = ITEM_STRING_FIELDS if item else STRING_FIELDS
-        return frozenset({"string", "null"}) if node["value"] in names else ANY
+        return Shape(frozenset({"string", "null"})) if node["value"] in names else _UNKNOWN
+    if kind in ("identity", "current"):
+        return current
     if kind == "subexpression":
-        return types(children[-1], item or _through_list(children[:-1]))
+        return shape(children[-1], item or _through_list(children[:-1]))
     if kind == "pipe":
-        return types(children[1], item or _through_list(children[:1]))
-    if kind in ("projection", "filter_projection", "flatten", "slice", "multi_select_list"):
-        return frozenset({"array", "null"})
+        left = shape(children[0], item, field_types, current)
+        return shape(children[1], item or _through_list(children[:1]), None, left)
+    if kind == "index_expression":
+        left = shape(children[0], item, field_types, current)
+        if children[1]["type"] == "index":
+            return Shape(left.items | {"null"})
+        return Shape(frozenset({"array", "null"}), left.items)
+    if kind in ("projection", "filter_projection"):
+        left = shape(children[0], item, field_types, current)
+        right = shape(children[1], True, None, Shape(left.items))
+        return Shape(frozenset({"array", "null"}), right.types - {"null"} or ANY)
+    if kind in ("value_projection", "flatten", "slice"):
+        return Shape(frozenset({"array", "null"}))
+    if kind == "multi_select_list":
+        items = frozenset().union(*(shape(c, item, field_types, current).types for c in children))
+        return Shape(frozenset({"array", "null"}), items or ANY)
     if kind == "multi_select_dict":
-        return frozenset({"object", "null"})
+        return Shape(frozenset({"object", "null"}))
     if kind == "function_expression":
-        return _FUNCTION_TYPES.get(node["value"], ANY)
-    return ANY
+        return Shape(_FUNCTION_TYPES.get(node["value"], ANY))
+    return _UNKNOWN
 
 
 def _root_path(node: dict[str, Any]) -> tuple[str, ...] | None:

@@ -1,23 +1,35 @@
 """Reading what `rulec eval`, `mutate` and `test` are given: rules or plans, objects, pod lists.
 
-Every problem is an `api.InputError` with a message naming the file, which the commands report as a
-usage/IO error (exit 2) without a traceback.
+Every problem is an `api.InputError` with one line naming the file (and the line and column
+where the text itself is wrong), which the commands report as a usage/IO error (exit 2)
+without a traceback.
+
+JSON is read as JSON (`kubectl get pods -o json` is the usual input, and megabytes of it go
+through YAML's scanner very slowly); YAML by libyaml's parser where PyYAML was built with it.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
+import orjson
 import yaml
 
 from rulec import api, diagnostics, emit
 from rulec.source import SourceFile
 from runtime import plan as planlib
 
+# No Kubernetes object nests anywhere near this deep; deeper input is refused when read, so that
+# nothing after the reader (expressions, patches, output) meets an absurd depth.
+MAX_DEPTH = 100
+_SURROGATE_ESCAPE = re.compile(r"\\(?:u|U0000)[dD][89a-fA-F]")
+_LOOKS_LIKE_JSON = re.compile(r"\s*[{\[]")
 
-class _Loader(yaml.SafeLoader):
+
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
     """YAML 1.2-ish: timestamps stay strings, as Kubernetes objects carry them."""
 
 
@@ -27,48 +39,261 @@ _Loader.yaml_implicit_resolvers = {
 }
 
 
-def parse_yaml(text: str, where: str) -> list[Any]:
-    """Every document of a YAML (or JSON) text."""
+def parse(text: str, where: str) -> list[Any]:
+    """Every document of a JSON or YAML text (empty documents left out).
+
+    A `.json` file is JSON. Another text that starts like JSON is read as JSON, and when it is
+    not JSON, as YAML (it may be a flow mapping such as `{a: 1}`); if that fails too, the JSON
+    error is reported."""
+    text = text.removeprefix("\ufeff")
+    with api.without_cyclic_gc():
+        if where.endswith(".json"):
+            docs = [_json(text, where)]
+        elif _LOOKS_LIKE_JSON.match(text):
+            try:
+                docs = [_json(text, where)]
+            except api.InputError as err:
+                try:
+                    docs = _yaml(text, where)
+                except api.InputError:
+                    raise err from None
+        else:
+            docs = _yaml(text, where)
+        docs = [d for d in docs if d is not None]
+        _check_depth(docs, where)
+    return docs
+
+
+def _json(text: str, where: str) -> Any:
+    """orjson's reading: strict (no NaN, no lone surrogates), its errors at a line and column."""
     try:
-        return [doc for doc in yaml.load_all(text, Loader=_Loader) if doc is not None]
+        return orjson.loads(text)
+    except orjson.JSONDecodeError as err:
+        raise api.InputError(f"{where}:{err.lineno}:{err.colno}: not JSON: {err.msg}") from None
+
+
+def _yaml(text: str, where: str) -> list[Any]:
+    try:
+        docs = list(yaml.load_all(text, Loader=_Loader))
+    except yaml.MarkedYAMLError as err:
+        raise api.InputError(_yaml_message(err, where)) from None
+    except yaml.reader.ReaderError as err:
+        line = text.count("\n", 0, err.position) + 1
+        column = err.position - (text.rfind("\n", 0, err.position) + 1) + 1
+        char = diagnostics.show_char(chr(err.character)) if isinstance(err.character, int) else ""
+        raise api.InputError(f"{where}:{line}:{column}: not YAML or JSON: unacceptable character "
+                         f"{char}: {err.reason}") from None
     except yaml.YAMLError as err:
-        raise api.InputError(f"{where}: not YAML or JSON: {err}") from None
+        raise api.InputError(f"{where}: not YAML or JSON: {_one_line(str(err))}") from None
+    except RecursionError:
+        raise _too_deep(where) from None
+    if _SURROGATE_ESCAPE.search(text):  # refused by libyaml, read by PyYAML's own parser
+        _check_strings(docs, where)
+    return docs
+
+
+def _yaml_message(err: yaml.MarkedYAMLError, where: str) -> str:
+    """`file:line:col: not YAML or JSON: problem (context at line:col)`, on one line."""
+    def at(mark: yaml.Mark | None) -> str | None:
+        return None if mark is None else f"{mark.line + 1}:{mark.column + 1}"
+
+    problem_at = at(err.problem_mark) or at(err.context_mark)
+    text = f"{where}:{problem_at}" if problem_at else where
+    text += f": not YAML or JSON: {_one_line(err.problem or err.context or 'unreadable')}"
+    if err.context and err.problem:
+        context_at = at(err.context_mark)
+        text += f" ({_one_line(err.context)}" + (
+            f" at {context_at})" if context_at and context_at != problem_at else ")")
+    return text
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _too_deep(where: str) -> api.InputError:
+    return api.InputError(f"{where}: nested more than {MAX_DEPTH} levels deep (no Kubernetes object "
+                      "is)")
+
+
+def _check_depth(docs: list[Any], where: str) -> None:
+    """Refuse nesting deeper than MAX_DEPTH, one level at a time (no recursion, and cheap)."""
+    level = [d for d in docs if isinstance(d, (dict, list))]
+    depth = 0
+    while level:
+        depth += 1
+        if depth > MAX_DEPTH:
+            raise _too_deep(where)
+        below: list[Any] = []
+        for node in level:
+            below.extend([v for v in (node.values() if type(node) is dict else node)
+                          if type(v) is dict or type(v) is list])
+        level = below
+
+
+def _check_strings(docs: list[Any], where: str) -> None:
+    """Refuse strings holding half of a UTF-16 surrogate pair (`"\\ud800"`): no output could
+    carry them."""
+    stack: list[Any] = list(docs)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, str):
+            try:
+                node.encode("utf-8")
+            except UnicodeEncodeError:
+                raise api.InputError(f"{where}: a string holds half of a surrogate pair "
+                                 f"({node.encode('utf-8', 'backslashreplace').decode()[:40]!r})"
+                                 ) from None
 
 
 def read_text(path: str | Path) -> str:
     try:
         return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise api.InputError(f"{path}: cannot read: {getattr(err, 'strerror', None) or err}") from None
+    except UnicodeDecodeError as err:
+        raise api.InputError(f"{path}: not UTF-8 text (byte {err.object[err.start]:#04x} at offset "
+                         f"{err.start})") from None
+    except OSError as err:
+        raise api.InputError(f"{path}: cannot read: {err.strerror or err}") from None
 
 
-def read_object(path: str | Path) -> dict[str, Any]:
-    """One Kubernetes object from a YAML or JSON file."""
-    docs = parse_yaml(read_text(path), str(path))
-    if len(docs) != 1 or not isinstance(docs[0], dict):
-        raise api.InputError(f"{path}: expected one object")
-    return docs[0]
-
-
-def objects(docs: Iterable[Any], where: str) -> list[dict[str, Any]]:
-    """Objects from documents: JSON arrays, `kind: List` (or any `items`) and single objects."""
-    out: list[dict[str, Any]] = []
-    for doc in docs:
-        if isinstance(doc, list):
-            out.extend(objects(doc, where))
-        elif isinstance(doc, dict) and isinstance(doc.get("items"), list) and \
-                str(doc.get("kind", "List")).endswith("List"):
-            out.extend(objects(doc["items"], where))
-        elif isinstance(doc, dict):
-            out.append(doc)
-        else:
-            raise api.InputError(f"{where}: expected objects, found {type(doc).__name__}")
-    return out
+def read_object(path: str | Path, what: str = "object") -> dict[str, Any]:
+    """One Kubernetes object from a YAML or JSON file (`what`: object, or a pod to mutate)."""
+    docs = parse(read_text(path), str(path))
+    if len(docs) != 1:
+        raise api.InputError(f"{path}: expected one {what}, found {len(docs)} documents")
+    if what == "pod":
+        return pod(docs[0], str(path), named=False)
+    return kube_object(docs[0], str(path))
 
 
 def read_objects(path: str | Path) -> list[dict[str, Any]]:
     """A pod list: a JSON array, a `kind: List`, or multi-document YAML."""
-    return objects(parse_yaml(read_text(path), str(path)), str(path))
+    return pods(parse(read_text(path), str(path)), str(path))
+
+
+def kube_object(doc: Any, where: str) -> dict[str, Any]:
+    """`doc` if it has the parts of a Kubernetes object that the commands read: a mapping with
+    an apiVersion and a kind, and mappings where metadata, labels, spec and status go."""
+    obj = _mapping(doc, where)
+    for key in ("apiVersion", "kind"):
+        value = obj.get(key)
+        if value is None:
+            raise api.InputError(f"{where}: not a Kubernetes object: no `{key}`")
+        if not isinstance(value, str) or not value:
+            raise api.InputError(f"{where}: `{key}` is {_type(value) if value != '' else 'empty'}, "
+                             "not a name")
+    _parts(obj, where)
+    return obj
+
+
+def pod(doc: Any, where: str, named: bool = True) -> dict[str, Any]:
+    """`doc` if it can be a pod: a mapping, of kind Pod when it says, with a metadata.name
+    when `named` (a pod being created may have only a generateName)."""
+    obj = _mapping(doc, where)
+    kind = obj.get("kind", "Pod")
+    if kind != "Pod":
+        raise api.InputError(f"{where}: not a pod: kind {kind!r}")
+    _parts(obj, where)
+    if named and not isinstance((obj.get("metadata") or {}).get("name"), str):
+        raise api.InputError(f"{where}: not a pod: no metadata.name")
+    return obj
+
+
+def pods(docs: Iterable[Any], where: str) -> list[dict[str, Any]]:
+    """Pods from documents (JSON arrays, `kind: List`, single pods), each checked by `pod`,
+    and `unique`."""
+    return unique([pod(doc, f"{where}: item {n}" if many else where)
+                   for n, (doc, many) in enumerate(_flatten(docs, where), 1)], where)
+
+
+def unique(found: list[dict[str, Any]], where: str) -> list[dict[str, Any]]:
+    """The pods, if no two have one uid (or, without uids, one namespace and name): the stored
+    state would take them for one pod."""
+    seen: dict[str, str] = {}
+    for p in found:
+        meta = p.get("metadata") or {}
+        uid = meta.get("uid")
+        identity = uid if uid else f"{meta.get('namespace') or ''}/{meta['name']}"
+        if identity in seen:
+            same = f"the uid {uid!r}" if identity == uid else "one namespace and name"
+            raise api.InputError(f"{where}: pods {seen[identity]!r} and {meta['name']!r} have {same}")
+        seen[identity] = meta["name"]
+    return found
+
+
+def _flatten(docs: Iterable[Any], where: str) -> Iterable[tuple[Any, bool]]:
+    """Each object of the documents, and whether it came out of a list."""
+    for doc in docs:
+        if isinstance(doc, list):
+            yield from ((item, True) for item in doc)
+        elif isinstance(doc, dict) and (str(doc.get("kind", "")).endswith("List")
+                                        or "items" in doc and "kind" not in doc):
+            items = doc.get("items")
+            if not isinstance(items, list):
+                raise api.InputError(f"{where}: the `items` of a {doc.get('kind') or 'list'} are "
+                                 f"{_type(items)}, not a list")
+            yield from ((item, True) for item in items)
+        else:
+            yield doc, False
+
+
+_PARTS: dict[str, tuple[str, ...]] = {"": ("metadata", "spec", "status"),
+                                      "metadata": ("labels", "annotations")}
+
+
+def _parts(obj: Mapping[str, Any], where: str) -> None:
+    meta = obj.get("metadata")
+    for parent, keys in _PARTS.items():
+        holder = obj if not parent else meta if isinstance(meta, dict) else {}
+        for key in keys:
+            if key in holder and holder[key] is not None and not isinstance(holder[key], dict):
+                name = f"{parent}.{key}" if parent else key
+                raise api.InputError(f"{where}: `{name}` is {_type(holder[key])}, not a mapping")
+    if isinstance(meta, dict):
+        for key in ("name", "namespace", "uid"):
+            if meta.get(key) is not None and not isinstance(meta[key], str):
+                raise api.InputError(f"{where}: `metadata.{key}` is {_type(meta[key])}, not a string")
+        for key in ("labels", "annotations"):
+            for name, value in (meta.get(key) or {}).items():
+                if not isinstance(value, str):
+                    raise api.InputError(f"{where}: `metadata.{key}` {name!r} is {_type(value)}, not a "
+                                     "string (quote it in YAML)")
+
+
+def _mapping(doc: Any, where: str) -> dict[str, Any]:
+    if not isinstance(doc, dict):
+        raise api.InputError(f"{where}: expected an object (a mapping), found {_type(doc)}")
+    return doc
+
+
+def _type(value: Any) -> str:
+    """A value's JSON type in words: `a string`, `a list`, `null`..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "a list" if isinstance(value, list) else "a mapping"
+
+
+def read_state(path: str) -> Any:
+    """A `--state` file: its JSON (a state, or an earlier eval output), or its text when it is
+    not JSON (the state decoder then reports it as a problem and starts afresh)."""
+    text = read_text(path)
+    try:
+        state = _json(text.removeprefix("\ufeff"), path)
+    except api.InputError:
+        return text
+    _check_depth([state], path)
+    return state
 
 
 def load_plan(paths: Iterable[str], relative_to: str | None = None) -> planlib.Plan:

@@ -2,8 +2,9 @@
 (GitLab, Jenkins, the test-report actions of GitHub).
 
 One `<testsuite>` per suite file, one `<testcase>` per case run; a failing case carries its
-diff (or the error that stopped it) as the text of its `<failure>`. A suite file that cannot be
-loaded is one test case with an `<error>`, so that a report does not silently lose it.
+diff (or the error that stopped it) as the text of its `<failure>`, a case whose inputs cannot
+be used an `<error>`. A suite file that cannot be loaded is one test case with an `<error>`, so
+that a report does not silently lose it.
 """
 from __future__ import annotations
 
@@ -36,14 +37,17 @@ def render(runs: Sequence[SuiteRun]) -> str:
         for outcome, seconds in run.cases:
             case = ET.SubElement(suite, "testcase", name=_text(outcome.case),
                                  classname=_text(run.path), time=f"{seconds:.3f}")
-            if not outcome.passed:
+            if outcome.error:
+                ET.SubElement(case, "error", message=_text(outcome.error), type="InputError")
+            elif not outcome.passed:
                 report = _text(outcome.report)
                 failure = ET.SubElement(case, "failure", type="mismatch",
                                         message=report.split("\n", 1)[0] or "failed")
                 failure.text = report
+        errors = sum(bool(o.error) for o, _ in run.cases)
         _count(suite, len(run.cases) + (run.error is not None),
-               sum(not o.passed for o, _ in run.cases), int(run.error is not None),
-               sum(s for _, s in run.cases))
+               sum(not o.passed for o, _ in run.cases) - errors,
+               errors + (run.error is not None), sum(s for _, s in run.cases))
     _count(root, *(sum(float(s.get(k, 0)) for s in root) for k in ("tests", "failures",
                                                                     "errors", "time")))
     ET.indent(root)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Callable
 
-from rulec import ast, diagnostics, template
+from rulec import ast, diagnostics, expr, template
 from rulec.diagnostics import Diagnostic, Note
 from rulec.source import Span
 from rulec.syntax import Comment, Parsed, token_span
@@ -38,11 +38,32 @@ def lower(parsed: Parsed, out: list[Diagnostic]) -> ast.File:
     tree = parsed.decls
     assert tree is not None
     lowering = _Lowering(parsed.source.path, out)
-    decls = tuple(lowering.decl(child) for child in tree.children)
+    decls = []
+    for child in tree.children:
+        try:
+            decls.append(lowering.decl(child))
+        except RecursionError:
+            out.append(_too_deep(parsed.source.path, child))
     allows = tuple(a for a in (_allow(c, parsed.source.text) for c in parsed.comments) if a)
     end = parsed.source.end_span()
-    return ast.File(Span(parsed.source.path, 1, 1, end.line, end.column), decls, allows,
+    return ast.File(Span(parsed.source.path, 1, 1, end.line, end.column), tuple(decls), allows,
                     tuple(lowering.exprs))
+
+
+def _too_deep(path: str, decl: Tree) -> Diagnostic:
+    """R005 for a declaration too deep to lower, at its first node past the limit."""
+    where, stack = decl, [(decl, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > expr.MAX_NESTING:
+            where = node
+            break
+        stack.extend((c, depth + 1) for c in getattr(node, "children", ()) if hasattr(c, "meta"))
+    m = where.meta
+    return diagnostics.make(
+        "nesting-too-deep", Span(path, m.line, m.column, m.end_line, m.end_column),
+        f"this nests more than {expr.MAX_NESTING} levels deep (hundreds of nested `not`, "
+        "parentheses or `then`); it cannot be read")
 
 
 def _allow(comment: Comment, text: str) -> ast.AllowComment | None:

@@ -88,13 +88,9 @@ def _eval(args: argparse.Namespace, out: TextIO) -> int:
     plan = inputs.load_plan(args.rules)
     job = inputs.read_object(args.object)
     candidates = inputs.read_objects(args.pods) if args.pods else []
-    prior = inputs.read_text(args.state) if args.state else None
-    if prior is not None:
-        try:
-            prior = json.loads(prior)
-        except json.JSONDecodeError:
-            pass  # reported by the state decoder as a problem, and treated as empty
-    result = suite.eval_result(plan, job, candidates, prior, _now(args.now), args.explain)
+    prior = inputs.read_state(args.state) if args.state else None
+    result = suite.eval_result(plan, job, candidates, prior, _now(args.now), args.explain,
+                               where=args.object)
     out.write(_json(result) if args.format == "json" else eval_text(result))
     for problem in result.get("problems", []):
         print(f"rulec eval: warning: {problem}", file=sys.stderr)
@@ -103,7 +99,7 @@ def _eval(args: argparse.Namespace, out: TextIO) -> int:
 
 def _mutate(args: argparse.Namespace, out: TextIO) -> int:
     plan = inputs.load_plan(args.rules)
-    pod = inputs.read_object(args.pod)
+    pod = inputs.read_object(args.pod, "pod")
     owner = inputs.read_object(args.owner) if args.owner else None
     result = suite.mutate_result(plan, pod, owner, args.namespace, args.explain)
     out.write(_json(result) if args.format == "json" else mutate_text(result))
@@ -140,19 +136,25 @@ def _test(args: argparse.Namespace, out: TextIO) -> int:
             start = time.perf_counter()
             outcome = suite.run_case(loaded, case, plans[key], args.update)
             cases.append((outcome, time.perf_counter() - start))
+            if outcome.error:
+                print(f"rulec test: {path}: case {case.name!r}: {outcome.error}", file=sys.stderr)
             if text and (not outcome.passed or not args.quiet):
-                out.write(f"{'PASS' if outcome.passed else 'FAIL'} {path}: {case.name}\n")
-            if text and not outcome.passed:
+                verdict = "ERROR" if outcome.error else "PASS" if outcome.passed else "FAIL"
+                out.write(f"{verdict} {path}: {case.name}\n")
+            if text and outcome.report and not outcome.passed:
                 out.write("".join(f"    {line}\n" for line in outcome.report.rstrip("\n").splitlines()))
             for written in outcome.updated:
                 notes.write(f"     wrote {written}\n")
         runs.append(junit.SuiteRun(path, tuple(cases)))
-    failed = sum(not o.passed for r in runs for o, _ in r.cases)
+    outcomes = [o for r in runs for o, _ in r.cases]
+    errors = sum(bool(o.error) for o in outcomes)
+    failed = sum(not o.passed for o in outcomes) - errors
     if text:
-        out.write(f"{sum(len(r.cases) for r in runs) - failed} passed, {failed} failed\n")
+        out.write(f"{len(outcomes) - failed - errors} passed, {failed} failed"
+                  + (f", {errors} errors" if errors else "") + "\n")
     else:
         out.write(junit.render(runs))
-    if any(r.error is not None for r in runs):
+    if errors or any(r.error is not None for r in runs):
         return 2
     return 1 if failed else 0
 

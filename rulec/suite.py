@@ -77,8 +77,9 @@ class Outcome:
     suite: str
     case: str
     passed: bool
-    report: str = ""  # a diff, or the error that stopped the case
+    report: str = ""  # a diff
     updated: tuple[str, ...] = field(default=())  # golden files written
+    error: str = ""  # an input the case could not use (a file, a missing `job`): exit 2
 
 
 def is_suite(name: str) -> bool:
@@ -86,13 +87,15 @@ def is_suite(name: str) -> bool:
 
 
 def find(paths: list[str]) -> list[str]:
-    """Suite files under the given paths; a file named explicitly is a suite whatever its name."""
+    """Suite files under the given paths; a file named explicitly is a suite whatever its name.
+    In folders only regular files count (a FIFO would block)."""
     found: list[str] = []
     for given in paths:
         if os.path.isdir(given):
             for root, dirs, files in os.walk(given):
                 dirs.sort()
-                found.extend(os.path.join(root, f) for f in sorted(files) if is_suite(f))
+                found.extend(os.path.join(root, f) for f in sorted(files)
+                             if is_suite(f) and os.path.isfile(os.path.join(root, f)))
         elif os.path.isfile(given):
             found.append(given)
         else:
@@ -105,7 +108,7 @@ def find(paths: list[str]) -> list[str]:
 
 
 def load(path: str) -> Suite:
-    docs = inputs.parse_yaml(inputs.read_text(path), path)
+    docs = inputs.parse(inputs.read_text(path), path)
     if len(docs) != 1 or not isinstance(docs[0], dict):
         raise api.InputError(f"{path}: a suite is one YAML mapping with `cases`")
     doc = {k: v for k, v in docs[0].items() if not str(k).startswith("x-")}  # x-*: anchors only
@@ -124,6 +127,7 @@ def load(path: str) -> Suite:
     if not isinstance(defaults, dict):
         raise api.InputError(f"{path}: `defaults` is a mapping")
     _keys(defaults, INPUTS, f"{path}: defaults")
+    _inputs(defaults, f"{path}: defaults")
     cases = doc.get("cases")
     if not isinstance(cases, list) or not cases:
         raise api.InputError(f"{path}: `cases` is a non-empty list")
@@ -141,9 +145,8 @@ def _case(raw: Any, index: int, path: str) -> Case:
         raise api.InputError(f"{where}: a case is a mapping with a `name`")
     where = f"{path}: case {raw['name']!r}"
     _keys(raw, CASE_KEYS, where)
-    own = {k: raw[k] for k in INPUTS if k in raw}
-    if "explain" in raw:
-        own["explain"] = bool(raw["explain"])
+    own = {k: raw[k] for k in INPUTS + ("explain",) if k in raw}
+    _inputs(own, where)
     if "steps" in raw:
         if "expect" in raw:
             raise api.InputError(f"{where}: give `expect` in each step, not beside `steps`")
@@ -156,6 +159,7 @@ def _case(raw: Any, index: int, path: str) -> Case:
                 raise api.InputError(f"{where}: steps[{i}] is a mapping")
             _keys(s, INPUTS + ("expect", "explain"), f"{where}: steps[{i}]")
             step_inputs = {k: s[k] for k in INPUTS + ("explain",) if k in s}
+            _inputs(step_inputs, f"{where}: steps[{i}]")
             out.append(Step({**own, **step_inputs} if i == 0 else step_inputs,
                             _expect(s.get("expect"), f"{where}: steps[{i}]")))
         return Case(raw["name"], tuple(out))
@@ -168,7 +172,53 @@ def _expect(raw: Any, where: str) -> Mapping[str, Any]:
     _keys(raw, EVAL_EXPECT + MUTATE_EXPECT + SHARED_EXPECT, f"{where}: expect")
     if any(k in raw for k in EVAL_EXPECT) and any(k in raw for k in MUTATE_EXPECT if k != "error"):
         raise api.InputError(f"{where}: expect mixes evaluation and mutation keys")
+    for key, want in raw.items():
+        if isinstance(want, dict) and set(want) == {"golden"} and not isinstance(want["golden"], str):
+            raise api.InputError(f"{where}: expect: {key}: `golden` is a file name")
+        _patterns(want, f"{where}: expect: {key}")
     return raw
+
+
+def _patterns(want: Any, where: str) -> None:
+    """Every `{regex: ...}` of an expectation compiles."""
+    stack = [want]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict) and set(item) == {"regex"}:
+            try:
+                re.compile(item["regex"])
+            except (re.error, TypeError) as err:
+                raise api.InputError(f"{where}: `regex` {item['regex']!r} is not a regular "
+                                     f"expression: {err}") from None
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def _inputs(given: Mapping[str, Any], where: str) -> None:
+    """The inputs that can be checked without reading files: times, durations, types."""
+    if "now" in given:
+        _time(given["now"], where)
+    if "after" in given:
+        after = given["after"]
+        try:
+            if isinstance(after, bool) or not isinstance(after, (str, int, float)):
+                raise ValueError
+            functions.seconds(str(after))
+        except ValueError:
+            raise api.InputError(f"{where}: `after` is a duration such as 30s or 1h30m, not "
+                                 f"{after!r}") from None
+    for key, allowed, what in (
+            ("job", (str, dict), "a file name or an object"),
+            ("pod", (str, dict), "a file name or an object"),
+            ("owner", (str, dict), "a file name or an object"),
+            ("pods", (str, list), "a file name or a list (of objects or file names)"),
+            ("state", (str, dict), "a file name or a state object"),
+            ("namespace", (str,), "a name"),
+            ("explain", (bool,), "true or false")):
+        if key in given and not isinstance(given[key], allowed):
+            raise api.InputError(f"{where}: `{key}` is {what}, not {given[key]!r}")
 
 
 def _keys(raw: Mapping[str, Any], allowed: tuple[str, ...], where: str) -> None:
@@ -184,16 +234,19 @@ def _keys(raw: Mapping[str, Any], allowed: tuple[str, ...], where: str) -> None:
 
 
 def eval_result(plan: planlib.Plan, job: dict[str, Any], candidates: list[dict[str, Any]],
-                prior: Any, now: datetime, explain: bool = False) -> dict[str, Any]:
+                prior: Any, now: datetime, explain: bool = False,
+                where: str = "the job") -> dict[str, Any]:
     """What `rulec eval` prints: the evaluation of a job and its pods, as JSON.
 
     `prior` is the stored state (its JSON, or an earlier eval output holding it); None reads the
     job's own state annotation. Pods that do not belong to the job are left out and reported.
+    `where` names the job in errors (its file).
     """
     try:
         kind = evaluator.kind_for(plan, job)
     except evaluator.UnknownKind as err:
-        raise api.InputError(str(err)) from None
+        known = ", ".join(f"{k.api_version} {k.kind}" for k in plan.kinds) or "none"
+        raise api.InputError(f"{where}: {err} (the rules declare: {known})") from None
     members = evaluator.pods_of(kind, job, candidates, now)
     if prior is None:
         text = ((job.get("metadata") or {}).get("annotations") or {}).get(state.ANNOTATION)
@@ -270,19 +323,21 @@ def _not_injected(plan: planlib.Plan, injection: planlib.Injection, pod: dict[st
 
 
 def _resolve(value: Any, folder: str, what: str) -> Any:
-    """An inline value, or the contents of the file it names."""
-    if isinstance(value, str) and what in ("job", "pod", "owner"):
-        return inputs.read_object(os.path.join(folder, value))
+    """An inline value, or the contents of the file it names; objects and pods checked."""
+    if what in ("job", "owner", "pod"):
+        if isinstance(value, str):
+            return inputs.read_object(os.path.join(folder, value), "pod" if what == "pod" else "object")
+        if what == "pod":
+            return inputs.pod(value, "`pod`", named=False)
+        return inputs.kube_object(value, f"`{what}`")
     if what == "pods":
         if isinstance(value, str):
             return inputs.read_objects(os.path.join(folder, value))
-        if not isinstance(value, list):
-            raise api.InputError(f"`pods` is a list (of objects or file names) or a file name")
-        out = []
-        for item in value:
-            out.extend(inputs.read_objects(os.path.join(folder, item)) if isinstance(item, str)
-                       else inputs.objects([item], "pods"))
-        return out
+        found: list[dict[str, Any]] = []
+        for n, item in enumerate(value):
+            found += (inputs.read_objects(os.path.join(folder, item)) if isinstance(item, str)
+                      else inputs.pods([item], f"`pods` item {n + 1}"))
+        return inputs.unique(found, "`pods`")
     if what == "state" and isinstance(value, str) and not value.lstrip().startswith("{"):
         return inputs.read_text(os.path.join(folder, value))
     return value
@@ -291,39 +346,43 @@ def _resolve(value: Any, folder: str, what: str) -> Any:
 def _time(value: Any, where: str) -> datetime:
     moment = functions.timestamp(value) if isinstance(value, str) else None
     if moment is None:
-        raise api.InputError(f"{where}: `now` is an RFC 3339 time such as 2024-05-01T12:00:00Z")
+        raise api.InputError(f"{where}: `now` is an RFC 3339 time such as 2024-05-01T12:00:00Z, "
+                             f"not {value!r}")
     return moment
 
 
 def run_case(suite: Suite, case: Case, plan: planlib.Plan, update: bool = False) -> Outcome:
-    """Run every step of a case; the first failing step decides the outcome."""
-    where = f"{suite.path}: {case.name}"
+    """Run every step of a case; the first failing step decides the outcome, and an input it
+    cannot use (a file, a missing `job`) makes it an error."""
     current: dict[str, Any] = dict(suite.defaults)
     previous: dict[str, Any] | None = None
     now: datetime | None = None
     updated: list[str] = []
+    label = ""
     try:
         for number, step in enumerate(case.steps, 1):
             given = step.inputs
             current.update({k: v for k, v in given.items() if k not in ("after", "state")})
             if "now" in given or now is None and "now" in current:
-                now = _time(current["now"], where)
+                now = _time(current["now"], suite.path)
             if "after" in given:
                 if now is None:
-                    raise api.InputError(f"{where}: `after` needs a `now` to start from")
+                    raise api.InputError("`after` needs a `now` to start from")
                 now += timedelta(seconds=functions.seconds(str(given["after"])))
             label = f"step {number}: " if len(case.steps) > 1 else ""
             if _is_mutation(step.expect, current):
                 actual = _mutate_step(suite, plan, current, given, previous)
             else:
-                actual = _eval_step(suite, plan, current, given, previous, now, where)
+                actual = _eval_step(suite, plan, current, given, previous, now)
             ok, report, written = compare(step.expect, actual, suite.folder, update)
             updated += written
             if not ok:
                 return Outcome(suite.path, case.name, False, label + report, tuple(updated))
             previous = actual
-    except (api.InputError, ValueError, patchlib.PatchError) as err:
-        return Outcome(suite.path, case.name, False, f"error: {err}", tuple(updated))
+    except api.InputError as err:
+        return Outcome(suite.path, case.name, False, "", tuple(updated), error=label + str(err))
+    except patchlib.PatchError as err:
+        return Outcome(suite.path, case.name, False, f"{label}error: {err}", tuple(updated))
     return Outcome(suite.path, case.name, True, "", tuple(updated))
 
 
@@ -341,19 +400,19 @@ def _mutate_step(suite: Suite, plan: planlib.Plan, current: Mapping[str, Any], g
     elif "pod" in current:
         pod = _resolve(current["pod"], suite.folder, "pod")
     else:
-        raise api.InputError(f"{suite.path}: a mutation case needs a `pod`")
+        raise api.InputError("a mutation case needs a `pod`")
     owner = _resolve(current["owner"], suite.folder, "owner") if "owner" in current else None
     return mutate_result(plan, pod, owner, current.get("namespace"),
                          bool(current.get("explain")))
 
 
 def _eval_step(suite: Suite, plan: planlib.Plan, current: Mapping[str, Any], given: Mapping[str, Any],
-               previous: dict[str, Any] | None, now: datetime | None, where: str) -> dict[str, Any]:
+               previous: dict[str, Any] | None, now: datetime | None) -> dict[str, Any]:
     """An evaluation; the prior state is the step's own, else the previous step's result."""
     if "job" not in current:
-        raise api.InputError(f"{where}: an evaluation case needs a `job`")
+        raise api.InputError("an evaluation case needs a `job` (here or in defaults)")
     if now is None:
-        raise api.InputError(f"{where}: an evaluation case needs `now` (here or in defaults)")
+        raise api.InputError("an evaluation case needs `now` (here or in defaults)")
     if "state" in given:
         prior = _resolve(given["state"], suite.folder, "state")
     elif previous is not None and "state" in previous:
@@ -362,8 +421,9 @@ def _eval_step(suite: Suite, plan: planlib.Plan, current: Mapping[str, Any], giv
         prior = _resolve(current["state"], suite.folder, "state") if "state" in current else None
     job = _resolve(current["job"], suite.folder, "job")
     candidates = _resolve(current.get("pods", []), suite.folder, "pods")
-    return eval_result(plan, job, candidates, prior, now,
-                       bool(current.get("explain")))
+    return eval_result(plan, job, candidates, prior, now, bool(current.get("explain")),
+                       where=os.path.join(suite.folder, current["job"])
+                       if isinstance(current["job"], str) else "`job`")
 
 
 # ---------------------------------------------------------------------------------------------

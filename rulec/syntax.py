@@ -255,9 +255,24 @@ def syntax_error(source: SourceFile, err: "lark.exceptions.UnexpectedInput",
     pos = err.pos_in_stream if isinstance(err, lark.exceptions.UnexpectedCharacters) else (
         None if err.token.type == "$END" else err.token.start_pos)
     if pos is not None and text.startswith("<<", pos):
-        return _error(source.span(pos, pos + 2), "this `<<` is never closed by `>>`", state,
-                      help="a JMESPath expression runs from `<<` to the next `>>` outside "
-                           "its quoted strings and literals")
+        closed = _expression(p).match(text, pos)
+        if closed is None:
+            return _error(source.span(pos, pos + 2), "this `<<` is never closed by `>>`", state,
+                          help="a JMESPath expression runs from `<<` to the next `>>` outside "
+                               "its quoted strings and literals")
+        expected = _accepts(state, getattr(err, "allowed", None) or getattr(err, "expected", ()))
+        span = source.span(pos, closed.end())
+        words = {_literal(n, p) for n in expected}
+        shown = _show(closed.group())[1:-1]
+        if "where" in words:
+            return _error(span, "a JMESPath test of the pod needs `where` before it", state,
+                          help=f"write `where {shown}`")
+        if "with" in words:
+            return _error(span, "a JMESPath test of the pod needs `with where` before it", state,
+                          help=f"write `with where {shown}`, or `and {shown}` for a test of "
+                               "the job")
+        return _error(span, f"unexpected JMESPath expression; expected {_expected(expected, p)}",
+                      state)
     if pos is not None and text.startswith('"', pos) and \
             isinstance(err, lark.exceptions.UnexpectedCharacters):
         end = text.find("\n", pos)
@@ -271,7 +286,7 @@ def syntax_error(source: SourceFile, err: "lark.exceptions.UnexpectedInput",
             return _unexpected_word(source, word.group(), source.span(word.start(), word.end()),
                                     expected, p, state)
         return _error(source.span(err.pos_in_stream, err.pos_in_stream + 1),
-                      f"unexpected character `{text[err.pos_in_stream]}`; "
+                      f"unexpected character {diagnostics.show_char(text[err.pos_in_stream])}; "
                       f"expected {_expected(expected, p)}", state)
     assert isinstance(err, lark.exceptions.UnexpectedToken)
     expected = _accepts(state, err.expected)
@@ -384,6 +399,12 @@ def _open_brace(state: object) -> "lark.Token | None":
         elif isinstance(item, lark.Token) and item.type == "RBRACE" and open_braces:
             open_braces.pop()
     return open_braces[-1] if open_braces else None
+
+
+@cache
+def _expression(p: "lark.Lark") -> "re.Pattern[str]":
+    """The pattern of a whole `<<...>>` expression (the grammar's EXPR)."""
+    return re.compile(p.get_terminal("EXPR").pattern.to_regexp())
 
 
 def _literal(name: str, p: "lark.Lark") -> str | None:

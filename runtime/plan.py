@@ -435,6 +435,8 @@ def loads(text: str) -> Plan:
         data = json.loads(text)
     except json.JSONDecodeError as err:
         raise PlanError(f"not JSON: {err}") from None
+    except RecursionError:
+        raise PlanError("nested too deeply to be a plan") from None
     return load(data, digest=hashlib.sha256(text.encode()).hexdigest())
 
 

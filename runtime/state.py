@@ -149,6 +149,8 @@ def decode(text: str | None) -> Decoded:
         data = json.loads(text)
     except json.JSONDecodeError as err:
         return Decoded(EMPTY, f"stored state is not JSON ({err}); starting afresh")
+    except RecursionError:  # an annotation anyone may write: nesting is no reason to fail
+        return Decoded(EMPTY, "stored state nests too deeply to be a state; starting afresh")
     try:
         return Decoded(from_json(data), None)
     except shape.ShapeError as err:

@@ -122,6 +122,18 @@ def test_status_phase_lists() -> None:
     ("<<`true`>>", False),
     ("<<metadata.deletionTimestamp>>", False),
     ("<<status.phase && spec.suspend>>", False),
+    # A string behind `| [0]`, and lists of strings out of projections (truthy when non-empty).
+    ("<<status.conditions[?type=='Failed'].reason | [0]>>", True),
+    ("<<status.conditions[?type=='Ready'].status>>", True),
+    ("<<status.conditions[*].status>>", True),
+    ("<<status.conditions[].type>>", True),
+    ("<<[status.phase, status.reason]>>", True),
+    ("<<[status.phase][0]>>", True),
+    ("<<status.conditions[?type=='Failed']>>", False),
+    ("<<status.conditions[*]>>", False),
+    ("<<status.replicaStatuses[*].active>>", False),
+    ("<<status.conditions[?type=='Ready'].status | [0] == 'True'>>", False),
+    ("<<length(status.conditions[?type=='Ready'].status) > `0`>>", False),
 ])
 def test_non_boolean_conditions(condition: str, bad: bool) -> None:
     assert ("R203" in codes(kind(f"    failed when {condition}"))) == bad
@@ -466,3 +478,97 @@ def test_filters_judged_disjoint_never_match_one_pod(w1: str, w2: str) -> None:
     overlap = any(len(mutator.mutate(mutator.prepare(loaded), pod).applied) == 2 for pod in _PODS)
     conflict = "R501" in codes(_BOTH.format(w1=w1, w2=w2, k1="x", k2="x"))
     assert conflict or not overlap
+
+
+@pytest.mark.parametrize("condition, found_codes", [
+    ("<<foo(status)>>", ["R205"]),
+    ("<<lenght(status.conditions) > `0`>>", ["R205"]),
+    ("<<regex_match('x')>>", ["R206"]),
+    ("<<regex_match('x', status.reason, 'y')>>", ["R206"]),
+    ("<<now(`1`) == ''>>", ["R206"]),
+    ("<<merge() == `{}`>>", ["R206"]),
+    ("<<not_null(status.a, status.b, status.c)>>", []),
+    ("<<merge(status, spec) == `{}`>>", []),
+    ("<<regex_match('Err', status.reason) && age(status.startTime) > duration('1h')>>", []),
+    ("<<quantity(spec.memory) > `1024` && contains(keys(status), 'x')>>", []),
+    ("<<length(map(&name, status.x)) > `0` && sort_by(status.x, &name)[0].ok>>", []),
+    # Calls inside filters and functions nested in arguments are found, each at its name.
+    ("<<status.conditions[?starts_with(typ, 'x', 'y')]>>", ["R206"]),
+    ("<<contains(keys(status), to_string(nope(status)))>>", ["R205"]),
+])
+def test_functions_and_their_argument_counts(condition: str, found_codes: list[str]) -> None:
+    assert [c for c in codes(kind(f"    failed when {condition}")) if c != "R203"] == found_codes
+
+
+def test_function_findings_point_at_the_name() -> None:
+    text = kind("    failed when <<status.x == `1` && lenght(status.y) > `0`>>")
+    assert found(text) == [("R205", 4, 38)]
+    assert expr.SIGNATURES["regex_match"] and "now" in expr.SIGNATURES and "foo" not in expr.SIGNATURES
+
+
+def test_function_names_come_from_the_runtime() -> None:
+    from runtime import functions
+
+    assert set(functions.NAMES) <= set(expr.SIGNATURES)
+    assert {"length", "contains", "starts_with", "merge", "not_null"} <= set(expr.SIGNATURES)
+
+
+# ---------------------------------------------------------------- injected values
+
+INJECT_KIND = 'job w: argoproj.io/v1alpha1 Workflow {\n    primary container "main"\n' \
+              '    succeeded when all pods succeeded\n}\n'
+
+
+@pytest.mark.parametrize("op, found_codes", [
+    ('env "" = "v"', ["R307"]),
+    ('env "A=B" = "v"', ["R307"]),
+    ('env "A\\tB" = "v"', ["R307"]),
+    ('env "café" = "v"', ["R307"]),
+    ('env "LOG LEVEL" = "v"', []),  # printable ASCII: accepted since Kubernetes 1.32
+    ('env "_A.b-1" = "v"', []),
+    ('volume "v" empty dir\n    mount volume "v" at ""', ["R308"]),
+    ('volume "v" empty dir\n    mount volume "v" at "/x"', []),
+    ('sidecar "s" { image "" }', ["R308"]),
+    ('sidecar "s" { image <<owner.spec.image>> }', []),
+    ('sidecar "s" { image "x" env "" = "v" env "B=C" = "v" }', ["R307", "R307"]),
+    ('volume "v" empty dir\n    sidecar "s" { image "x" mount volume "v" at "" }', ["R308"]),
+    ('sidecar "main" { image "x" }', ["R504"]),
+    ('sidecar "wait" { image "x" }', []),
+])
+def test_injected_values_the_api_server_refuses(op: str, found_codes: list[str]) -> None:
+    assert codes(INJECT_KIND + f'inject "i" into pods of w {{\n    {op}\n}}\n') == found_codes
+
+
+def test_sidecar_named_like_a_primary_container_of_one_of_its_kinds() -> None:
+    other = 'job b: batch/v1 Job {\n    succeeded when all pods succeeded\n}\n'
+    text = INJECT_KIND + other + 'inject "i" into pods of b, w {\n    sidecar "main" { image "x" }\n}\n'
+    build = api.build_sources([SourceFile.from_text("t.rules", text)], emit_plan=False)
+    [d] = build.diagnostics
+    assert (d.code, d.span.line, d.span.column) == ("R504", 9, 13)
+    assert "kind `w`" in d.message and d.notes[0].span.line == 2
+    assert codes(other + 'inject "i" into pods of b {\n    sidecar "main" { image "x" }\n}\n') == []
+
+
+# ---------------------------------------------------------------- nesting
+
+@pytest.mark.parametrize("depth, bad", [(90, False), (98, False), (99, True), (150, True)])
+def test_nesting_limit_counts_levels(depth: int, bad: bool) -> None:
+    # The kind and the verdict are the first two levels, then the nots, then the quantifier.
+    text = kind("    failed when " + "not " * depth + "any pod failed")
+    assert ("R005" in codes(text)) == bad
+
+
+def test_define_chains_count_as_the_filters_they_stand_for() -> None:
+    chain = ["define d0 = exit 1"] + [f"define d{i} = is d{i - 1}" for i in range(1, 120)]
+    text = "\n".join(chain) + "\n" + kind("    failed when any pod failed is d119")
+    assert found(text) == [("R005", 101, 15)]  # only the first define past the limit
+    side_by_side = ["define d0 = exit 1"] + [f"define d{i} = is d0" for i in range(1, 120)]
+    text = "\n".join(side_by_side) + "\n" + kind("    failed when any pod failed is d119")
+    assert found(text) == []
+
+
+def test_deep_jmespath_is_reported_at_the_expression() -> None:
+    assert found(kind("    failed when <<status" + " | status" * 120 + ">>")) == [("R005", 4, 17)]
+    assert found(kind("    failed when <<" + "(" * 3000 + "a" + ")" * 3000 + ">>")) == [
+        ("R005", 4, 17)]
+    assert "R005" not in codes(kind("    failed when <<status" + " | status" * 60 + " == 'x'>>"))

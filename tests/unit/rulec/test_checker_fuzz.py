@@ -1,5 +1,5 @@
 """Fuzzing `rulec check` with damaged copies of the shipped rules: it never crashes, exits
-0/1, and every finding points inside the file."""
+0/1, and every finding (and note) points inside the file."""
 from __future__ import annotations
 
 import re
@@ -15,8 +15,9 @@ SAMPLES = sorted((ROOT / "rules").glob("*.rules")) or sorted(
     (ROOT / "tests" / "golden" / "fmt").glob("*.rules"))
 TEXTS = [p.read_text() for p in SAMPLES]
 TOKEN = re.compile(r"<<.*?>>|\"(?:[^\"\\\n]|\\.)*\"|\w[\w.-]*|\S", re.S)
-FINDING = re.compile(r"^(?P<path>.+?):(?P<line>\d+):(?P<col>\d+): (?:error|warning)\[R\d{3}\] ",
-                     re.M)
+# A finding, or one of its notes (concise output puts each on a line of its own).
+FINDING = re.compile(r"^(?P<path>.+?):(?P<line>\d+):(?P<col>\d+): "
+                     r"(?:(?:error|warning)\[R\d{3}\]|note:) ", re.M)
 ALPHABET = st.sampled_from(list('{}[]()<>"\'`#\\,.:=!-|&@ \n\t') + ["<<", ">>", "->", "..",
                                                                     "when", "on", "pod", "x"])
 

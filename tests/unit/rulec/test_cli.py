@@ -84,14 +84,38 @@ def test_empty_folder_is_exit_2(capsys, tmp_path: Path) -> None:
     assert code == 2 and "no .rules files" in err
 
 
-def test_long_chains_compile_and_absurd_nesting_is_exit_2(capsys, tmp_path: Path) -> None:
+def test_long_chains_compile_and_absurd_nesting_is_a_finding_with_its_position(
+        capsys, tmp_path: Path) -> None:
     wide = tmp_path / "wide.rules"
     wide.write_text("job j: v1 Pod { failed when " + " or ".join(["any pod failed"] * 3000) + " }")
     assert run(capsys, "check", str(wide))[0] == 0
     deep = tmp_path / "deep.rules"
     deep.write_text("job j: v1 Pod { failed when " + "not " * 3000 + "any pod failed }")
-    code, _, err = run(capsys, "check", str(deep))
-    assert code == 2 and "nest too deeply" in err and "Traceback" not in err
+    code, out, err = run(capsys, "check", str(deep))
+    # The first `not` past the limit: the kind and the verdict are the first two levels.
+    assert code == 1 and f"{deep}:1:{29 + 4 * 98}: error[R005]" in out
+    assert "Traceback" not in err and "internal error" not in err
+
+
+@pytest.mark.parametrize("text, where", [
+    # 3,000 defines, each using the one before: reported at the first one past the limit.
+    ("\n".join(["define d0 = exit 1"] + [f"define d{i} = is d{i - 1}" for i in range(1, 3000)])
+     + "\njob j: v1 Pod { failed when any pod failed is d2999 }", ":101:15: error[R005]"),
+    # 20,000 steps of a pipe: the expression is too deep for the runtime.
+    ("job j: v1 Pod { failed when <<status" + " | status" * 20000 + ">> }", ":1:29: error[R005]"),
+    # 3,000 parentheses: too deep for JMESPath's parser.
+    ("job j: v1 Pod { failed when <<" + "(" * 3000 + "a" + ")" * 3000 + ">> }",
+     ":1:29: error[R005]"),
+    ("job j: v1 Pod { failed when any pod failed\n on pod failed -> restart job max 1"
+     + " then restart job max 1" * 3000 + " }", ":2:"),
+])
+def test_deep_nesting_is_reported_where_it_is(capsys, tmp_path: Path, text: str,
+                                              where: str) -> None:
+    deep = tmp_path / "deep.rules"
+    deep.write_text(text)
+    code, out, err = run(capsys, "check", str(deep))
+    assert code == 1 and f"{deep}{where}" in out and "R005" in out, out + err
+    assert "Traceback" not in err and "internal error" not in err
 
 
 @pytest.mark.parametrize("nesting", ["not " * 3000 + "any pod failed",
@@ -257,3 +281,43 @@ def test_other_shells_know_every_command_and_option(capsys, shell: str) -> None:
         assert name in script
         assert all(spell(o) in script for o in options if o.startswith("--")), name
     assert "sarif" in script and "junit" in script
+
+
+def test_a_leading_byte_order_mark_is_accepted(capsys, tmp_path: Path) -> None:
+    from rulec import fmt
+
+    path = tmp_path / "bom.rules"
+    path.write_bytes(b"\xef\xbb\xbf" + fmt.format_text(GOOD).encode())
+    assert run(capsys, "check", str(path)) == (0, "", "")
+    assert run(capsys, "fmt", "--check", str(path))[0] == 0
+    assert path.read_bytes().startswith(b"\xef\xbb\xbf")  # formatted already: left alone
+
+
+def test_a_fifo_in_a_folder_is_skipped(capsys, tmp_path: Path) -> None:
+    import os
+
+    (tmp_path / "good.rules").write_text(GOOD)
+    os.mkfifo(tmp_path / "pipe.rules")
+    code, out, err = run(capsys, "check", str(tmp_path))  # would block reading the FIFO
+    assert code == 0 and out == "" and err == ""
+
+
+def test_crd_files_do_not_swallow_the_rules_paths(capsys, files, tmp_path: Path) -> None:
+    from devkit import cluster
+
+    crd = str(next(p for p in cluster.crd_files() if "volcano" in p.name))
+    folder = files["good"].parent
+    for argv in (["check", "--crd", crd, str(files["bad"])],
+                 ["check", "--crd", crd, crd, str(folder)],
+                 ["check", str(files["bad"]), "--crd", crd]):
+        code, out, err = run(capsys, *argv)
+        assert code == 1 and "bad.rules:2:12: error[R002]" in out, (argv, out, err)
+    code, _, err = run(capsys, "check", "--crd", crd)
+    assert code == 2 and "required: PATH" in err
+
+
+def test_compile_output_dash_is_standard_output(capsys, files, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run(capsys, "compile", str(files["good"]), "-o", "-")
+    assert code == 0 and json.loads(out)["kinds"][0]["name"] == "j"
+    assert not (tmp_path / "-").exists()

@@ -103,3 +103,36 @@ def test_language_reference_lists_every_code() -> None:
         DOC.write_text(head + START + _codes_table() + END + tail, encoding="utf-8")
         text = DOC.read_text(encoding="utf-8")
     assert START + _codes_table() + END in text
+
+
+def test_concise_carries_the_suggestion_and_every_note_at_its_position() -> None:
+    d = diagnostics.make("conflicting-injection", Span("a.rules", 13, 5, 13, 9), "set differently",
+                         help="did you mean `x`?", notes=(
+                             diagnostics.Note("set here", Span("b.rules", 8, 5, 8, 9)),
+                             diagnostics.Note("no place of its own")))
+    assert diagnostics.render([d], "concise", {}) == (
+        "a.rules:13:5: error[R501] set differently (did you mean `x`?)\n"
+        "b.rules:8:5: note: set here\n"
+        "a.rules:13:5: note: no place of its own\n")
+    other = diagnostics.make("unknown-kind", Span("a.rules", 1, 1, 1, 2), "x", help="add a kind")
+    assert diagnostics.render([other], "concise", {}) == "a.rules:1:1: error[R101] x\n"
+
+
+@pytest.mark.parametrize("char, shown", [
+    ("a", "`a`"), ("é", "`é`"), ("@", "`@`"),
+    (" ", "U+0020 (space)"), ("\u00a0", "U+00A0 (no-break space)"),
+    ("\u200b", "U+200B (zero width space)"), ("\ufeff", "U+FEFF (byte order mark)"),
+    ("\x00", "U+0000 (null)"), ("\t", "U+0009 (tab)"), ("\x7f", "U+007F (delete)"),
+    ("\x01", "U+0001 (control character)"),
+])
+def test_characters_are_shown_so_that_they_can_be_seen(char: str, shown: str) -> None:
+    assert diagnostics.show_char(char) == shown
+
+
+def test_full_shows_control_characters_as_their_pictures() -> None:
+    from rulec.source import SourceFile
+
+    source = SourceFile.from_text("a.rules", "job j: v1 Pod {\x00 }\n")
+    d = diagnostics.make("syntax-error", Span("a.rules", 1, 16, 1, 17), "unexpected")
+    text = diagnostics.render([d], "full", {"a.rules": source})
+    assert "1 | job j: v1 Pod {\u2400 }\n  |                ^\n" in text and "\x00" not in text

@@ -85,13 +85,25 @@ def test_golden_updates_go_to_stderr(capsys, tmp_path: Path) -> None:
     assert code == 0 and "wrote" in err and JUnitXml.fromstring(out).tests == 1
 
 
+def test_a_case_whose_inputs_cannot_be_used_is_an_error_case(capsys, tmp_path: Path) -> None:
+    path = suite(tmp_path, CASES + "  - {name: lost, pods: [missing.yaml], expect: {phase: Failed}}\n")
+    code, report, err = junit_test(capsys, path)
+    assert code == 2 and "case 'lost': " in err and "missing.yaml: cannot read" in err
+    assert (report.tests, report.failures, report.errors) == (3, 1, 1)
+    assert outcomes(report)[2] == (str(path), "lost", "error")
+    [[_, _, lost]] = list(report)
+    [error] = lost.result
+    assert "missing.yaml: cannot read" in error.message
+
+
 # Case names and reports are the user's text: anything, even characters XML cannot carry.
+_outcome = st.builds(
+    lambda name, passed, report, error: Outcome("s", name, passed and not error, report,
+                                                error=error),
+    st.text(), st.booleans(), st.text(), st.just("") | st.text(min_size=1))
 _runs = st.lists(st.builds(
     lambda path, cases, error: junit.SuiteRun(path, tuple(cases), error),
-    st.text(min_size=1),
-    st.lists(st.tuples(st.builds(lambda name, passed, report: Outcome("s", name, passed, report),
-                                 st.text(), st.booleans(), st.text()),
-                       st.floats(0, 1e4)), max_size=4),
+    st.text(min_size=1), st.lists(st.tuples(_outcome, st.floats(0, 1e4)), max_size=4),
     st.none() | st.text()), max_size=4)
 
 
@@ -99,12 +111,14 @@ _runs = st.lists(st.builds(
 @given(_runs)
 def test_any_results_give_a_report_with_their_counts(runs: list[junit.SuiteRun]) -> None:
     report = JUnitXml.fromstring(junit.render(runs))
-    assert report.tests == sum(len(r.cases) + (r.error is not None) for r in runs)
-    assert report.failures == sum(not o.passed for r in runs for o, _ in r.cases)
-    assert report.errors == sum(r.error is not None for r in runs)
-    parsed = outcomes(report)
-    expected = [(junit._text(r.path), "(loading the suite)", "error") for r in runs
-                if r.error is not None]
-    assert [p for p in parsed if p[2] == "error"] == expected
-    assert [(p[1], p[2]) for p in parsed if p[2] != "error"] == \
-        [(junit._text(o.case), "pass" if o.passed else "failure") for r in runs for o, _ in r.cases]
+    cases = [o for r in runs for o, _ in r.cases]
+    assert report.tests == len(cases) + sum(r.error is not None for r in runs)
+    assert report.failures == sum(not o.passed and not o.error for o in cases)
+    assert report.errors == sum(r.error is not None for r in runs) + sum(bool(o.error) for o in cases)
+    expected = []
+    for r in runs:
+        if r.error is not None:
+            expected.append((junit._text(r.path), "(loading the suite)", "error"))
+        expected += [(junit._text(r.path), junit._text(o.case),
+                      "error" if o.error else "pass" if o.passed else "failure") for o, _ in r.cases]
+    assert outcomes(report) == expected

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -250,3 +251,141 @@ def test_steps_carry_state_and_time(capsys, tmp_path: Path) -> None:
         expect: {events: [], actions: []}
 """)
     assert rulec(capsys, "test", tmp_path)[0] == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Unusable input: one line naming the file (and the position, where the text is wrong), exit 2
+
+
+def _job() -> dict:
+    return yaml.safe_load((VOLCANO / "job.yaml").read_text())
+
+
+def _pod() -> dict:
+    return yaml.safe_load((VOLCANO / "pods" / "master-oomkilled.yaml").read_text())
+
+
+# Nesting too deep even for json.dumps: written into the text where this marker stands.
+DEEP = "<1,200 levels>"
+
+
+def _text(doc: object) -> str:
+    return json.dumps(doc).replace(json.dumps(DEEP), '{"a": ' * 1200 + "{}" + "}" * 1200)
+
+
+def _with(doc: dict, path: str, value: object) -> dict:
+    *parents, last = path.split(".")
+    node = doc
+    for key in parents:
+        node = node.setdefault(key, {})
+    node[last] = value
+    return doc
+
+
+@pytest.mark.parametrize("object_, pods, message", [
+    (_with(_job(), "metadata", "oops"), None, "job.json: `metadata` is a string, not a mapping"),
+    ({k: v for k, v in _job().items() if k != "apiVersion"}, None,
+     "job.json: not a Kubernetes object: no `apiVersion`"),
+    ({"a": 1}, None, "job.json: not a Kubernetes object: no `apiVersion`"),
+    (_with(_job(), "spec", DEEP), None, "job.json:1:{col}: not JSON: depth limit exceeded"),
+    (_job(), [_with(_pod(), "status", "x")], "pods.json: item 1: `status` is a string, not a mapping"),
+    (_job(), [_with(_pod(), "metadata.labels", ["a"])],
+     "pods.json: item 1: `metadata.labels` is a list, not a mapping"),
+    (_job(), [{"a": 1}], "pods.json: item 1: not a pod: no metadata.name"),
+    (_job(), {"kind": "List", "items": 5}, "pods.json: the `items` of a List are a number, not a list"),
+    (_job(), [_pod(), _pod()], "pods.json: pods 'tensorflow-models200312190939-master-0' and "
+     "'tensorflow-models200312190939-master-0' have the uid"),
+    (_job(), [_with(_pod(), "spec", DEEP)], "pods.json:1:{col}: not JSON: depth limit exceeded"),
+    (_job(), [_with(_pod(), "spec", json.loads("[" * 101 + "]" * 101))],
+     "pods.json: nested more than 100 levels deep"),
+    (_with(_job(), "kind", "Deployment"), None,
+     "job.json: no rules for batch.volcano.sh/v1alpha1 Deployment (the rules declare: "
+     "batch.volcano.sh/v1alpha1 Job)"),
+])
+def test_eval_refuses_unusable_objects_in_one_line(capsys, tmp_path: Path, object_, pods,
+                                                    message: str) -> None:
+    (tmp_path / "job.json").write_text(_text(object_))
+    argv = ["eval", "--rules", VOLCANO / "vcjob.rules", "--object", tmp_path / "job.json",
+            "--now", NOW]
+    if pods is not None:
+        (tmp_path / "pods.json").write_text(_text(pods))
+        argv += ["--pods", tmp_path / "pods.json"]
+    code, out, err = rulec(capsys, *argv)
+    assert code == 2 and out == "", err
+    pattern = re.escape(f"rulec eval: {tmp_path}/{message}").replace(re.escape("{col}"), r"\d+")
+    assert re.match(pattern, err), err  # {col}: where the 1,025th level opens
+    assert err.count("\n") == 1 and "internal error" not in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("status", [{"phase": "Failed", "containerStatuses": [1]},
+                                    {"phase": "Failed", "containerStatuses": "x"},
+                                    {"phase": "Failed", "conditions": "x", "reason": 5}])
+def test_eval_reads_odd_fields_deeper_in_a_pod_as_absent(capsys, tmp_path: Path, status) -> None:
+    (tmp_path / "pods.json").write_text(json.dumps([_with(_pod(), "status", status)]))
+    out, err = evaluate(capsys, pods=tmp_path / "pods.json")
+    assert json.loads(out)["phase"] == "Failed" and "internal error" not in err
+
+
+@pytest.mark.parametrize("text", [_text(_with(_pod(), "spec", DEEP)),
+                                  "".join("  " * i + "a:\n" for i in range(1200)),
+                                  "spec: " + "[" * 1200 + "]" * 1200])
+def test_mutate_refuses_absurd_nesting_in_one_line(capsys, tmp_path: Path, text: str) -> None:
+    (tmp_path / "pod.yaml").write_text(text)
+    code, _, err = rulec(capsys, "mutate", "--rules", ARGO, "--pod", tmp_path / "pod.yaml")
+    assert code == 2 and err.startswith(f"rulec mutate: {tmp_path}/pod.yaml")
+    assert any(m in err for m in ("nested more than 100 levels", "exceeded maximum nesting depth",
+                                  "depth limit exceeded"))
+    assert err.count("\n") == 1 and "internal error" not in err
+
+
+def test_yaml_errors_are_one_line_with_their_position(capsys, tmp_path: Path) -> None:
+    (tmp_path / "job.yaml").write_text("apiVersion: v1\nkind: [Job\n")
+    code, _, err = rulec(capsys, "eval", "--rules", VOLCANO, "--object", tmp_path / "job.yaml")
+    assert code == 2 and err == (f"rulec eval: {tmp_path}/job.yaml:3:1: not YAML or JSON: did not "
+                                 "find expected ',' or ']' (while parsing a flow sequence at 2:7)\n")
+
+
+@pytest.mark.parametrize("cases, message", [
+    ("cases:\n  - {name: x, expect: {phase: {regex: '(('}}}\n",
+     "case 'x': expect: phase: `regex` '((' is not a regular expression: missing ), unterminated "
+     "subpattern at position 1"),
+    ("cases:\n  - {name: x, now: soon, expect: {phase: Failed}}\n",
+     "case 'x': `now` is an RFC 3339 time such as 2024-05-01T12:00:00Z, not 'soon'"),
+    ("cases:\n  - {name: x, after: 5 minutes, expect: {phase: Failed}}\n",
+     "case 'x': `after` is a duration such as 30s or 1h30m, not '5 minutes'"),
+    ("cases:\n  - {name: x, pods: 7, expect: {phase: Failed}}\n",
+     "case 'x': `pods` is a file name or a list (of objects or file names), not 7"),
+    ("cases:\n  - {name: x, steps: [{expect: {phase: Failed}}, {after: [1], expect: {}}]}\n",
+     "case 'x': steps[1]: `after` is a duration"),
+    ("cases:\n  - {name: x, explain: yes please, expect: {phase: Failed}}\n",
+     "case 'x': `explain` is true or false"),
+    ("cases:\n  - {name: x, expect: {pod: {golden: 3}}}\n", "case 'x': expect: pod: `golden` is a file name"),
+])
+def test_malformed_suite_values_exit_2(capsys, tmp_path: Path, cases: str, message: str) -> None:
+    suite = write_suite(tmp_path, cases)
+    code, out, err = rulec(capsys, "test", tmp_path)
+    assert code == 2 and f"rulec test: {suite}: {message}" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("defaults, case, message", [
+    ("{pods: pods.yaml, now: '2020-03-12T11:15:00Z'}", "{name: x, expect: {phase: Failed}}",
+     "an evaluation case needs a `job` (here or in defaults)"),
+    ("{job: job.yaml, now: '2020-03-12T11:15:00Z'}", "{name: x, pods: [missing.yaml], expect: {phase: Failed}}",
+     "missing.yaml: cannot read: No such file or directory"),
+    ("{job: job.yaml, now: '2020-03-12T11:15:00Z'}", "{name: x, pods: [{a: 1}], expect: {phase: Failed}}",
+     "`pods` item 1: not a pod: no metadata.name"),
+    ("{job: {kind: Job}, now: '2020-03-12T11:15:00Z'}", "{name: x, expect: {phase: Failed}}",
+     "`job`: not a Kubernetes object: no `apiVersion`"),
+    ("{job: job.yaml}", "{name: x, expect: {phase: Failed}}",
+     "an evaluation case needs `now` (here or in defaults)"),
+])
+def test_a_case_whose_inputs_cannot_be_used_is_an_error(capsys, tmp_path: Path, defaults: str,
+                                                         case: str, message: str) -> None:
+    suite = write_suite(tmp_path, "")
+    suite.write_text(f"defaults: {defaults}\ncases:\n  - {case}\n  - {{name: y, job: job.yaml, "
+                     "pods: pods.yaml, now: '2020-03-12T11:15:00Z', expect: {phase: Failed}}\n")
+    code, out, err = rulec(capsys, "test", tmp_path)
+    assert code == 2 and "Traceback" not in err and "internal error" not in err
+    assert f"ERROR {suite}: x\n" in out and out.rstrip().endswith("1 passed, 0 failed, 1 errors")
+    [line] = err.splitlines()
+    assert line.startswith(f"rulec test: {suite}: case 'x': ") and line.endswith(message), line

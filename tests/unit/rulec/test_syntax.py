@@ -34,6 +34,19 @@ def error(text: str):
     ("job j: v1 Pod {\n  pods owned\n\n", "R001", "unexpected end of file", (2, 13)),
     ("job j: v1 Pod { failed when any pod failed with exit 1 and exit 2 }", "R001",
      "unexpected `exit`; expected a condition", (1, 60)),
+    # A closed expression where a filter term belongs is no unclosed `<<`.
+    ("job j: v1 Pod { on pod failed exit 1 and <<x>> -> ignore }", "R001",
+     "a JMESPath test of the pod needs `where` before it", (1, 42)),
+    ("job j: v1 Pod { failed when any pod failed <<x>> }", "R001",
+     "a JMESPath test of the pod needs `with where` before it", (1, 44)),
+    ("job j: v1 Pod { pods <<x>> }", "R001", "unexpected JMESPath expression; expected `label` "
+     "or `owned`", (1, 22)),
+    # Invisible and control characters are named, not printed raw.
+    ("job j: v1 Pod {\u00a0}", "R001", "unexpected character U+00A0 (no-break space)", (1, 16)),
+    ("job j: v1 Pod {\u200b}", "R001", "unexpected character U+200B (zero width space)", (1, 16)),
+    ("job j: v1 Pod {\ufeff}", "R001", "unexpected character U+FEFF (byte order mark)", (1, 16)),
+    ("job j: v1 Pod {\x00}", "R001", "unexpected character U+0000 (null)", (1, 16)),
+    ("job j: v1 Pod {\x1b}", "R001", "unexpected character U+001B (escape)", (1, 16)),
 ])
 def test_syntax_errors(text: str, code: str, message: str, position: tuple[int, int]) -> None:
     d = error(text)
@@ -119,6 +132,8 @@ def test_durations(text: str, seconds: int) -> None:
     ("job j: v1 Pod { on pod failed restart pod }", "the action comes after `->`"),
     ("job j: v1 Pod { primary container main }", 'write "main"'),
     ("job j: v1 Pod { failed when any pod failed reason PodFailed }", 'write "PodFailed"'),
+    ("job j: v1 Pod { on pod failed exit 1 or <<a == 'b'>> -> ignore }", "write `where <<a == 'b'>>`"),
+    ("job j: v1 Pod { failed when any pod failed <<a>> }", "or `and <<a>>` for a test of the job"),
 ])
 def test_hints(text: str, hint: str) -> None:
     d = error(text)
