@@ -49,7 +49,7 @@ def test_allow_covers_a_multiline_statement() -> None:
 
 
 def test_errors_cannot_be_allowed() -> None:
-    text = kind("    on pod failed exit 300 -> ignore  # rulec: allow exit-code-range")
+    text = kind("    on pod failed exit 3000000000 -> ignore  # rulec: allow exit-code-range")
     assert codes(text) == ["R301", "R901"]
 
 

@@ -59,12 +59,13 @@ def action(name: str, reason: str | None = None, message: str | None = None,
 
 
 def policy(event: str, act: dict[str, Any], id: str | None = None, task: str | None = None,
-           filter: dict | None = None, for_: int | None = None, to: str | None = None) -> dict[str, Any]:
+           filter: dict | None = None, for_: int | None = None, to: str | None = None,
+           evicted: bool = False) -> dict[str, Any]:
     pid = id or f"{event}@{next(_lines)}"
     if act.get("budget") and act["budget"]["key"] == "?":
         act = dict(act, budget=dict(act["budget"], key=pid))
     return {"id": pid, "span": span(), "event": event, "task": task, "filter": filter,
-            "for": for_, "to": to, "action": act}
+            "for": for_, "to": to, "action": act, "evicted": evicted}
 
 
 def kind(verdicts: list | None = None, policies: list | None = None, *, name: str = "vcjob",

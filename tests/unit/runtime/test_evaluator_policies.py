@@ -55,8 +55,8 @@ DETECTION = [
     ("running -> evicted", [pod("a")], [evicted("a")], ["podEvicted", "podFailed"]),
     ("preemption while running", [pod("a")],
      [pod("a", conditions=[condition("DisruptionTarget", "PreemptionByScheduler")])], ["podEvicted"]),
-    ("evicted then failed: once", [pod("a", conditions=[condition("DisruptionTarget", "X")])],
-     [evicted("a")], []),
+    ("evicted, then failed: a failure for `pod failed or evicted` only",
+     [pod("a", conditions=[condition("DisruptionTarget", "X")])], [evicted("a")], ["podFailed"]),
     ("deletion requested", [pod("a")], [DELETING], ["podDeleted", "podEvicted"]),
     ("deleted then gone: once", [DELETING], [], []),
     ("gone without finishing", [pod("a")], [], ["podDeleted", "podEvicted"]),
@@ -195,11 +195,25 @@ def test_eviction_is_handled_as_an_eviction_not_a_crash() -> None:
     assert ran(crash) == [("failJob", "run")]
 
 
-def test_an_evicted_pod_still_reaches_pod_failed_policies_when_no_eviction_policy_matches() -> None:
-    e = run([policy("podFailed", action("restartPod"))], [evicted("a")], seen(pod("a")))
-    assert ran(e) == [("restartPod", "run")] and e.actions[0].event == "podFailed"
+def test_an_evicted_pod_is_not_a_failure_unless_a_policy_asks_for_both() -> None:
+    plain = run([policy("podFailed", action("restartPod"))], [evicted("a")], seen(pod("a")))
+    assert plain.actions == ()
+    assert [(ev.event, ev.policy) for ev in plain.events[:2]] == [("podEvicted", None),
+                                                                 ("podFailed", None)]
+    e = run([policy("podFailed", action("restartPod")),
+             policy("podFailed", action("restartJob"), evicted=True)], [evicted("a")], seen(pod("a")))
+    assert ran(e) == [("restartJob", "run")] and e.actions[0].event == "podFailed"
     assert [(ev.event, ev.policy) for ev in e.events[:2]] == [("podEvicted", e.actions[0].policy),
                                                              ("podFailed", e.actions[0].policy)]
+
+
+def test_pod_failed_or_evicted_sees_a_pod_evicted_while_running_when_it_fails() -> None:
+    pol = [policy("podFailed", action("count", max=5, then=action("failJob")), evicted=True)]
+    preempted = pod("a", conditions=[condition("DisruptionTarget", "PreemptionByScheduler")])
+    first = run(pol, [preempted], seen(pod("a")))
+    assert first.actions == () and pod_events(first) == ["podEvicted"]
+    then = run(pol, [evicted("a")], first.state)
+    assert ran(then) == [("count", "counted")] and pod_events(then) == ["podFailed"]
 
 
 def test_ignore_counts_nothing_and_stops_matching() -> None:
@@ -371,28 +385,32 @@ def test_reason_filter_on_gone_pods_is_false_and_task_filter_works() -> None:
     assert e.actions[0].target.pod is None
 
 
-# action -> the verdict it makes final, and which pods it stops (their changes are ours, not events)
+# action -> the verdict it leaves, whether that verdict is final, and which pods it stops (their
+# changes are ours, not events, and they count in no verdict)
 CONSEQUENCES = [
-    ("failJob", "Failed", set()),
-    ("completeJob", "Succeeded", set()),
-    ("terminateJob", "Failed", {"a", "b", "c"}),
-    ("abortJob", None, {"a", "b", "c"}),
-    ("restartJob", None, {"a", "b", "c"}),
-    ("restartTask", None, {"a", "b"}),
-    ("restartPod", None, {"a"}),
-    ("ignore", None, set()),
+    ("failJob", "Failed", True, set()),
+    ("completeJob", "Succeeded", True, set()),
+    ("terminateJob", "Failed", True, {"a", "b", "c"}),
+    ("abortJob", "Pending", False, {"a", "b", "c"}),
+    ("restartJob", "Restarting", False, {"a", "b", "c"}),
+    ("restartTask", "Restarting", False, {"a", "b"}),
+    ("restartPod", "Restarting", False, {"a"}),
+    ("failTask", "Running", False, {"a", "b"}),
+    ("ignore", "Failed", True, set()),   # the rules' Failed: terminal verdicts hold
 ]
 
 
-@pytest.mark.parametrize("name, final, stopped", CONSEQUENCES, ids=[row[0] for row in CONSEQUENCES])
-def test_action_consequences(name: str, final: str | None, stopped: set[str]) -> None:
+@pytest.mark.parametrize("name, phase, final, stopped", CONSEQUENCES,
+                         ids=[row[0] for row in CONSEQUENCES])
+def test_action_consequences(name: str, phase: str, final: bool, stopped: set[str]) -> None:
     objs = [pod("a", "Failed", task="w"), pod("b", task="w"), pod("c", task="ps")]
     e = run([policy("podFailed", action(name))], objs, seen(pod("a", task="w"), pod("b", task="w"),
                                                               pod("c", task="ps")))
-    assert (e.verdict.phase if e.verdict.final else None) == final
+    assert (e.verdict.phase, e.verdict.final) == (phase, final)
     ours = {p["metadata"]["name"] for p in objs if e.state.pods[pods.digest(p["metadata"]["uid"])].ours}
     assert ours == stopped
     assert ran(e) == ([] if name == "ignore" else [(name, "run")])
+    assert run([policy("podFailed", action(name))], objs, e.state).verdict == e.verdict  # holds
     later = run([policy("podFailed", action(name))], [], e.state)
     deleted = sorted(ev.pod or ev.uid for ev in later.events if ev.event == "podDeleted")
     assert len(deleted) == len({"b", "c"} - stopped)  # only pods nobody asked to stop count as deleted

@@ -59,9 +59,9 @@ def test_primary_containers_limit_what_counts() -> None:
 
 
 @pytest.mark.parametrize("obj, evicted_, states", [
-    (OOM, False, {"failed"}),
-    (EVICTED, True, {"failed", "evicted"}),
-    (PREEMPTED, True, {"running", "failed", "evicted"}),
+    (OOM, False, {"failed", "failedOrEvicted"}),
+    (EVICTED, True, {"failedOrEvicted", "evicted"}),
+    (PREEMPTED, True, {"running", "failedOrEvicted", "evicted"}),
     (pod("p", "Pending"), False, {"pending"}),
     (pod("p", "Succeeded"), False, {"succeeded"}),
     (pod("p", "Running", deleting=100), False, {"running", "terminating"}),
