@@ -562,6 +562,7 @@ class _Checker:
         if i.match is not None:
             self.filter_terms(i.match, None, failure=False, positive=True)
             top = i.match.args if isinstance(i.match, ast.And) else (i.match,)
+            top = tuple(n.arg if isinstance(n, ast.Not) else n for n in top)
             for node in walk(i.match):
                 if isinstance(node, ast.KeyTest) and node.what == "namespace label" \
                         and node not in top:
@@ -664,8 +665,8 @@ class _Checker:
                                 "the output of `{argv}` is piped: the container exits with the "
                                 "status of the pipeline's last command, not the program's",
                                 help="redirect to the file instead (`exec {argv} >>FILE 2>&1`), "
-                                     "or through a FIFO to keep stdout: `mkfifo /tmp/out && "
-                                     "{ tee -a FILE </tmp/out & } && exec {argv} >/tmp/out 2>&1`")
+                                     "or through a FIFO to keep stdout too: `mkfifo /tmp/out; "
+                                     "tee -a FILE </tmp/out & exec {argv} >/tmp/out 2>&1`")
                 return
             text += part if isinstance(part, str) else "_"
         self.report("wrap-drops-command", tpl.span,

@@ -182,7 +182,7 @@ CODES: tuple[Code, ...] = (
          "subshells and exits with the status of the last one (`tee`: 0), so the container "
          "always succeeds, and the program is no longer the process that receives SIGTERM. "
          "Redirect instead (`exec {argv} >>FILE 2>&1`), or keep the output on stdout too with a "
-         "FIFO: `mkfifo /tmp/out && { tee -a FILE </tmp/out & } && exec {argv} >/tmp/out 2>&1`."),
+         "FIFO: `mkfifo /tmp/out; tee -a FILE </tmp/out & exec {argv} >/tmp/out 2>&1`."),
     # ---- R6xx: CRD schemas
     Code("R601", "unknown-field", ERROR, "a field path that the kind's CRD schema does not have",
          "With `--crd FILE`, status paths and the field paths read by JMESPath in a kind are looked "

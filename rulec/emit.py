@@ -271,6 +271,10 @@ class _Emitter:
         if isinstance(n, (ast.And, ast.Or)):
             return {"op": "and" if isinstance(n, ast.And) else "or",
                     "args": [self._match(a) for a in n.args]}
+        if isinstance(n, ast.Not) and isinstance(n.arg, ast.KeyTest) \
+                and n.arg.what == "namespace label":
+            # the API server applies it: one requirement (`not namespace label "k"` = DoesNotExist)
+            return {**self._match(n.arg), "negate": not n.arg.negate}
         if isinstance(n, ast.Not):
             return {"op": "not", "arg": self._match(n.arg)}
         if isinstance(n, ast.KeyTest) and n.what == "namespace label":

@@ -486,6 +486,12 @@ class Plan:
                 return kind
         raise KeyError(name)
 
+    def namespace_selectors(self) -> tuple[str | None, ...]:
+        """The namespace selectors of the injections, None (every namespace) first: one webhook
+        entry each (runtime.registration), each serving its injections."""
+        named = {i.namespace_selector for i in self.injections} - {None}
+        return (None, *sorted(named))  # type: ignore[type-var]
+
     def kind_for(self, api_version: str, kind: str) -> Kind | None:
         """The kind declared for an object's apiVersion + kind (any of its versions), if any."""
         for declared in self.kinds:

@@ -48,23 +48,18 @@ def prepare(plan: Plan) -> Injector:
     programs = {i.name: program(i) for i in plan.injections}
     by_kind = {(k.name, selector): tuple(programs[i.name] for i in plan.injections
                                          if k.name in i.kinds and i.namespace_selector == selector)
-               for k in plan.kinds for selector in namespace_selectors(plan)}
+               for k in plan.kinds for selector in plan.namespace_selectors()}
     sidecars = frozenset(op.name for i in plan.injections for op in i.ops if isinstance(op, Sidecar))
     return Injector(plan, kinds, by_kind, sidecars, _reads_pod(plan))
-
-
-def namespace_selectors(plan: Plan) -> tuple[str | None, ...]:
-    """The namespace selectors of the plan's injections, None (every namespace) first: one
-    webhook entry each (runtime.registration)."""
-    named = sorted({i.namespace_selector for i in plan.injections} - {None})  # type: ignore[type-var]
-    return (None, *named)
 
 
 def serving(plan: Plan, namespace_labels: dict[str, str]) -> tuple[str | None, ...]:
     """The webhook entries (by namespace selector) that the API server calls for a pod in a
     namespace with these labels, in order: what `rulec mutate --namespace-label` runs."""
     out: list[str | None] = [None]
-    for selector in namespace_selectors(plan)[1:]:
+    for selector in plan.namespace_selectors():
+        if selector is None:
+            continue
         injection = next(i for i in plan.injections if i.namespace_selector == selector)
         if all(r.holds(namespace_labels) for r in injection.namespace_requirements):
             out.append(selector)
