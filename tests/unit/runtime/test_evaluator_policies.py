@@ -414,3 +414,104 @@ def test_action_consequences(name: str, phase: str, final: bool, stopped: set[st
     later = run([policy("podFailed", action(name))], [], e.state)
     deleted = sorted(ev.pod or ev.uid for ev in later.events if ev.event == "podDeleted")
     assert len(deleted) == len({"b", "c"} - stopped)  # only pods nobody asked to stop count as deleted
+
+
+# -- counting without acting -------------------------------------------------------------------
+
+def fail_replaced(pol: list, n: int, **kw: Any) -> list[evaluator.Evaluation]:
+    """The executor pod fails n times, each time replaced by a new pod of the same name."""
+    out, prior = [], None
+    for i in range(n):
+        failed = pod("exec-0", "Failed", task="executor", uid=f"uid-exec-0-{i}")
+        e = run(pol, [failed], prior, now=NOW + timedelta(minutes=i), **kw)
+        out.append(e)
+        prior = e.state
+    return out
+
+
+def test_a_count_budget_acts_only_once_exceeded() -> None:
+    pol = [policy("podFailed", action("count", max=2, then=action("failJob",
+                  reason="TooManyExecutorFailures")), task="executor", id="executors")]
+    runs = fail_replaced(pol, 3, verdicts=[verdict("Running")])
+    assert [ran(e) for e in runs] == [[("count", "counted")], [("count", "counted")],
+                                      [("failJob", "run")]]
+    assert [e.actions[0].budget.used for e in runs] == [1, 2, 2]
+    assert [e.verdict.phase for e in runs] == ["Running", "Running", "Failed"]
+    assert runs[2].verdict.reason == "TooManyExecutorFailures"
+
+
+@pytest.mark.parametrize("per, keys", [
+    ("job", ["c"]), ("task", ["c[executor]"]), ("pod", ["c[exec-0]"]),
+])
+def test_count_budgets_per_job_task_and_pod(per: str, keys: list[str]) -> None:
+    pol = [policy("podFailed", action("count", max=5, per=per, key="c", then=action("failJob")))]
+    [e] = fail_replaced(pol, 1)
+    assert list(e.state.budgets) == keys
+
+
+def test_per_pod_budgets_are_kept_apart() -> None:
+    pol = [policy("podFailed", action("restartPod", max=1, per="pod", then=action("failJob")))]
+    e = run(pol, [pod("a", "Failed"), pod("b", "Failed")])
+    assert ran(e) == [("restartPod", "run"), ("restartPod", "run")]
+
+
+@pytest.mark.parametrize("limit, outcome", [
+    (0, [("failJob", "run")]),              # backoffLimit 0: the first counted failure fails it
+    (1, [("count", "counted")]),
+])
+def test_a_budget_read_from_the_job(limit: int, outcome: list) -> None:
+    budget = {"expr": "spec.backoffLimit", "span": {"path": "t.rules", "line": 1, "column": 1,
+                                                    "endLine": 1, "endColumn": 2}}
+    pol = [policy("podFailed", action("count", max=1, then=action("failJob")))]
+    pol[0]["action"]["budget"]["max"] = budget
+    k = load_kind(RULES, pol)
+    e = evaluator.evaluate(k, job(spec={"backoffLimit": limit}), [pod("a", "Failed")], None, NOW)
+    assert ran(e) == outcome and e.actions[0].budget.max == limit
+
+
+def test_an_unreadable_budget_counts_as_spent_and_says_so() -> None:
+    pol = [policy("podFailed", action("count", max=1, then=action("failJob")))]
+    pol[0]["action"]["budget"]["max"] = {"expr": "spec.backoffLimit", "span": {
+        "path": "t.rules", "line": 3, "column": 9, "endLine": 3, "endColumn": 10}}
+    e = evaluator.evaluate(load_kind(RULES, pol), job(), [pod("a", "Failed")], None, NOW)
+    assert ran(e) == [("failJob", "run")]
+    assert e.problems == ("t.rules:3:9: <<spec.backoffLimit>>: None is not a budget (a whole "
+                          "number, 0 or more); the budget counts as spent",)
+
+
+def test_delays_that_double_with_each_use_up_to_a_cap() -> None:
+    act = action("restartPod", max=9, delay=10)
+    act.update(doubling=True, delayCap=35)
+    pol = [policy("podFailed", act, id="backoff")]
+    dues, prior = [], None
+    for i in range(4):
+        failed = pod("a", "Failed", uid=f"uid-a-{i}")
+        now = NOW + timedelta(minutes=10 * i)
+        scheduled = run(pol, [failed], prior, now=now)
+        [waiting] = [a for a in scheduled.actions if a.status == "scheduled"]
+        dues.append((waiting.due - now).total_seconds())
+        fired = run(pol, [failed], scheduled.state, now=waiting.due)
+        prior = run(pol, [], fired.state, now=waiting.due + timedelta(seconds=1)).state
+    assert dues == [10, 20, 35, 35]
+
+
+# -- failing one task ----------------------------------------------------------------------------
+
+def test_fail_task_fails_one_task_and_lets_the_others_go_on() -> None:
+    verdicts = [verdict("Failed", {"op": "taskCount", "state": "failed", "cmp": ">",
+                                   "value": [{"expr": "`1`", "span": {
+                                       "path": "t", "line": 1, "column": 1, "endLine": 1,
+                                       "endColumn": 2}}]}, reason="MaxFailedIndexesExceeded"),
+                verdict("Running", pods_cond("any", "running")), verdict("Pending")]
+    pol = [policy("podFailed", action("failTask"), filter=exit_in(42), id="fail-index")]
+    objs = [pod("i0", "Failed", task="0", containers=[terminated("main", 42)]),
+            pod("i1", task="1"), pod("i2", task="2")]
+    e = run(pol, objs, verdicts=verdicts)
+    assert ran(e) == [("failTask", "run")] and e.actions[0].target.task == "0"
+    assert e.state.failed_tasks == {"0"} and e.verdict.phase == "Running"
+    # the index stays failed whatever its pods do; a second failed index fails the job
+    objs[0] = pod("i0", "Running", task="0", uid="uid-i0-b")
+    objs[1] = pod("i1", "Failed", task="1", containers=[terminated("main", 42)])
+    e = run(pol, objs, e.state, verdicts=verdicts)
+    assert e.state.failed_tasks == {"0", "1"}
+    assert (e.verdict.phase, e.verdict.reason) == ("Failed", "MaxFailedIndexesExceeded")
