@@ -127,6 +127,8 @@ class _Items:
             elif kind == "verdict" and child.data == "phase":
                 self.visit(child, level, cont=cont)
                 self.items[-1].pad = PHASE_WIDTH
+            elif kind in ("inject_where", "kind_where") and child.data in _CHAINS:
+                self.visit(child, level, cont=cont + len("where "), chain=child.data)
             elif kind == "policy" and child.data == "policy_id":
                 self.visit(child, level, brk="fill", cont=(level + 1) * INDENT + len("-> "))
             elif kind == "action" and child.data in ("reason_clause", "message_clause"):

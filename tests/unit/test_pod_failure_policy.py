@@ -143,3 +143,30 @@ def test_a_rule_with_several_condition_patterns_is_a_policy_per_pattern() -> Non
         {"type": "DisruptionTarget", "status": "True"}, {"type": "ConfigIssue", "status": "Unknown"}]}]}})
     assert 'on pod failed or evicted condition "DisruptionTarget" -> ignore as "rule-0-DisruptionTarget"' in text
     assert 'on pod failed or evicted condition "ConfigIssue" = "Unknown" -> ignore as "rule-0-ConfigIssue"' in text
+
+
+def table() -> list[tuple[str, str, str]]:
+    """The translation table of docs/language.md: (construct, rules, tested by) per line."""
+    text = (ROOT / "docs" / "language.md").read_text()
+    section = text.split("## Kubernetes' podFailurePolicy and JobSet's failurePolicy")[1].split("\n## ")[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "---" not in line]
+    return [tuple(c.strip() for c in row.strip().strip("|").split(" | ")) for row in rows[1:]]
+
+
+@pytest.mark.parametrize("construct, rules, tested", table(), ids=[row[0] for row in table()])
+def test_each_line_of_the_translation_table_is_tested(construct: str, rules: str, tested: str) -> None:
+    """Every line names the suites (and cases) that run it, or says it cannot be expressed."""
+    if tested == "—":
+        assert rules.startswith("not expressible")
+        return
+    for ref in tested.split("; "):
+        where, _, case = ref.partition(": ")
+        path = where.strip("`")
+        target = ROOT / path if path.startswith("tests/") else ROOT / "examples" / path
+        if target.is_dir():
+            target = target / "suite.yaml"
+        assert target.is_file(), ref
+        if case and target.suffix == ".yaml":
+            names = [c["name"] for c in yaml.safe_load(target.read_text())["cases"]]
+            wanted = case.removesuffix("...").strip()
+            assert wanted == "both cases" or any(n.startswith(wanted) for n in names), ref
