@@ -177,7 +177,8 @@ class _Run:
         self.stored = stored
         self.problems: list[str] = []
         self.search = templates.searcher(functions.options(now), self._error)
-        facts = [pods.facts(kind, p, self.search) for p in pod_objects]
+        counts = pods.counted(kind)
+        facts = [pods.facts(kind, p, self.search, counts) for p in pod_objects]
         facts.sort(key=lambda p: (p.name, p.uid))
         self.pods = facts
         meta = job.get("metadata")
@@ -200,7 +201,7 @@ class _Run:
         self.events: list[Event] = []
         self.actions: list[Action] = []
         self.tasks: dict[str, str] = {}
-        self.rules_verdict = Verdict("Pending", None, None, None)
+        self._rules: tuple[conditions.Snapshot, Verdict] | None = None  # the last one worked out
         self.trace: dict[str, list[str]] | None = {} if explain else None
 
     def _snapshot(self, keep: Any) -> conditions.Snapshot:
@@ -502,8 +503,9 @@ class _Run:
                       message: str | None, target: Target) -> None:
         if action in TERMINAL and self.final is None:
             phase = TERMINAL[action]
-            if reason is None and message is None and self.rules_verdict.phase == phase:
-                reason, message = self.rules_verdict.reason, self.rules_verdict.message  # it says why
+            said = self.rules_verdict()
+            if reason is None and message is None and said.phase == phase:
+                reason, message = said.reason, said.message  # it says why
             self.final = state.Final(
                 phase, reason or name[0].upper() + name[1:],
                 message or f"{_happened(name, target)}: {describe.action(action)} ({policy.span})",
@@ -533,8 +535,9 @@ class _Run:
         """Note the restart under way (the first one speaks for the job while it lasts)."""
         if self.restarting is not None:
             return
-        if reason is None and message is None and self.rules_verdict.phase in ("Restarting", "Failed"):
-            reason, message = self.rules_verdict.reason, self.rules_verdict.message  # it says why
+        said = self.rules_verdict()
+        if reason is None and message is None and said.phase in ("Restarting", "Failed"):
+            reason, message = said.reason, said.message  # it says why
         when = f" at {functions.rfc3339(due)}" if due is not None else ""
         self.restarting = state.Restarting(
             reason or name[0].upper() + name[1:],
@@ -590,13 +593,13 @@ class _Run:
     # -- the whole evaluation ------------------------------------------------------------------
 
     def result(self) -> Evaluation:
-        self.rules_verdict = self.verdict(self.snapshot)   # what the policies' texts may cite
+        self.pre = self.snapshot   # what the policies' texts cite: the rules before them
         was_final = self.final is not None
         occurrences = self.pod_occurrences() + self.pending_timers() + self.task_occurrences()
         self.run_delayed()
         for occ in occurrences:
             self.handle(occ, allow=self.final is None)
-        phase = self.final.phase if self.final is not None else self.rules_verdict.phase
+        phase = self.final.phase if self.final is not None else self.rules_verdict().phase
         for occ in self.job_timers(phase):
             self.handle(occ, allow=self.final is None)
         effective = self.decide()
@@ -616,11 +619,22 @@ class _Run:
                           self.wake_at(), tuple(dict.fromkeys(self.problems)),
                           self.explanation(effective) if self.trace is not None else ())
 
+    def rules_verdict(self, snapshot: conditions.Snapshot | None = None) -> Verdict:
+        """The rules' verdict over a snapshot (the one before the policies by default), worked
+        out once for each."""
+        snapshot = snapshot or self.pre
+        if self._rules is None or self._rules[0] is not snapshot:
+            self._rules = snapshot, self.verdict(snapshot)
+        return self._rules[1]
+
     def decide(self) -> Verdict:
         """The verdict the job is left with: a terminal one that holds; else Restarting while a
         restart of ours is under way; else the rules' over the pods we did not stop, which
         becomes final when it is terminal."""
-        self.snapshot = self._snapshot(lambda p: not self.records[p.digest].ours)
+        stopped = [p for p in self.pods if self.records[p.digest].ours]
+        if len(stopped) != len(self.pods) - len(self.pre.pods) \
+                or self.failed_tasks is not self.pre.failed_tasks:
+            self.snapshot = self._snapshot(lambda p: not self.records[p.digest].ours)
         if not self._under_way(self.records.values(), self.delayed):
             self.restarting = None
         if self.final is not None:
@@ -629,7 +643,7 @@ class _Run:
         if self.restarting is not None:
             r = self.restarting
             return Verdict("Restarting", r.reason, r.message, r.rule)
-        rules = self.verdict(self.snapshot)
+        rules = self.rules_verdict(self.snapshot)
         if rules.phase in vocabulary.TERMINAL_PHASES and self.kind.sticky:
             self.final = state.Final(rules.phase, rules.reason, rules.message, rules.rule or "",
                                      "verdict", self.run)

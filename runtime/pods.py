@@ -58,6 +58,11 @@ class Counted:
     prefix: str | None
     injected: frozenset[str]
 
+    @property
+    def every(self) -> bool:
+        """Whether every container counts (nothing declared, nothing injected)."""
+        return self.names is None and self.prefix is None and not self.injected
+
     def __call__(self, name: str) -> bool:
         if self.names is None and self.prefix is None:
             return name not in self.injected
@@ -223,16 +228,19 @@ def task_of(kind: plan.Kind, pod: Mapping[str, Any], search: templates.Search) -
     return None
 
 
-def facts(kind: plan.Kind, pod: Mapping[str, Any], search: templates.Search) -> Pod:
-    """Read what every evaluation needs from one pod object (the rest is read on demand)."""
+def facts(kind: plan.Kind, pod: Mapping[str, Any], search: templates.Search,
+          counts: Counted | None = None) -> Pod:
+    """Read what every evaluation needs from one pod object (the rest is read on demand);
+    `counts` is `counted(kind)`, worked out once by a caller reading many pods."""
     meta = _obj(pod.get("metadata"))
     status = _obj(pod.get("status"))
-    counts = counted(kind)
+    counts = counts or counted(kind)
+    every = counts.every
     restarts = 0
     for key in ("initContainerStatuses", "containerStatuses"):
         for cs in _objs(status.get(key)):
             name = cs.get("name")
-            if counts(name if isinstance(name, str) else ""):
+            if every or counts(name if isinstance(name, str) else ""):
                 restarts += _count(cs.get("restartCount"))
     disrupted = False
     for cond in _objs(status.get("conditions")):
