@@ -151,7 +151,7 @@ def local(pod: dict, tmp_path: Path) -> list[str]:
 
 
 def test_katib_wrap_keeps_the_exit_status_and_hands_the_process_to_the_program(compiled, tmp_path):
-    """What a shell pipeline (`exec {argv} | tee`, R504) loses: the program's exit status, and
+    """What a shell pipeline (`exec {argv} | tee`, R505) loses: the program's exit status, and
     the program being the container's process (the one SIGTERM is sent to)."""
     pod = training_pod("kubeflow.org/v1", "TFJob", "tensorflow", "master")
     pod["spec"]["containers"][0].update(command=["sh", "-c", "echo oops; exit 3"], args=[])
