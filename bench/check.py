@@ -81,7 +81,7 @@ inject "metrics-{n}" into pods of kind{n} where label "example.org/trial" exists
         args ["-t", <<owner.metadata.name>>, "-path", "/var/log/metrics/out.log"]
         mount volume "metrics" at "/var/log/metrics"
     }}
-    wrap primary with shell "exec {{argv}} 2>&1 | tee /var/log/metrics/out.log"
+    wrap primary with shell "exec {{argv}} >>/var/log/metrics/out.log 2>&1"
     wait for containers ["main"]
 }}
 

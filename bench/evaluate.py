@@ -257,7 +257,8 @@ class NaiveEvaluator:
         phase = s("status.phase", pod)
         evicted = truthy(s("status.reason == 'Evicted' || status.conditions[?type=='DisruptionTarget' && status=='True']", pod))
         return {"pending": phase == "Pending", "running": phase == "Running",
-                "succeeded": phase == "Succeeded", "failed": phase == "Failed" or evicted,
+                "succeeded": phase == "Succeeded", "failed": phase == "Failed" and not evicted,
+                "failedOrEvicted": phase == "Failed" or evicted,
                 "evicted": evicted, "terminating": truthy(s("metadata.deletionTimestamp", pod))}[st]
 
     def matching(self, c: dict[str, Any], pods: list[dict[str, Any]]) -> tuple[list, int]:
@@ -302,24 +303,33 @@ class NaiveEvaluator:
                 out.append(str(s(part["expr"], job)))
         return "".join(out)
 
-    def evaluate(self, job: dict, pods: list, stored: str, now: datetime) -> dict[str, Any]:
-        memory = json.loads(stored) if stored else {"pods": {}, "budgets": {}}
-        verdict: dict[str, Any] = {}
+    def verdict(self, job: dict, pods: list) -> dict[str, Any]:
         for rule in self.kind["verdicts"]:
             ok, info = (True, {}) if rule["when"] is None else self.condition(rule["when"], job, pods)
             if ok:
-                verdict = {"phase": rule["phase"], "reason": self.render(rule["reason"], job, info),
-                           "message": self.render(rule["message"], job, info)}
-                break
-        actions = []
+                return {"phase": rule["phase"], "reason": self.render(rule["reason"], job, info),
+                        "message": self.render(rule["message"], job, info)}
+        return {}
+
+    def evaluate(self, job: dict, pods: list, stored: str, now: datetime) -> dict[str, Any]:
+        """Pods a restart of ours stopped count in no verdict; while some are still listed the
+        job is Restarting, as the first restart said; the verdict comes last."""
+        memory = json.loads(stored) if stored else {"pods": {}, "budgets": {}}
+        ours = {uid for uid, record in memory["pods"].items() if record[3]}
+        pre = self.verdict(job, [p for p in pods if s("metadata.uid", p) not in ours])
+        actions: list[dict[str, Any]] = []
+        records = {}
         for pod in pods:
             uid = s("metadata.uid", pod)
             phase = s("status.phase", pod)
             restarts = s(f"sum({CONTAINERS}.restartCount)", pod) or 0
             evicted = self.state_of(pod, "evicted")
             old = memory["pods"].get(uid)
-            memory["pods"][uid] = [phase, restarts, evicted]
-            if old == [phase, restarts, evicted]:
+            records[uid] = [phase, restarts, evicted, uid in ours]
+            memory["pods"][uid] = records[uid]
+            if uid in ours:
+                continue
+            if old is not None and old[:3] == [phase, restarts, evicted]:
                 if phase == "Pending":
                     self.pending_timer(pod, now, memory, actions)
                 continue
@@ -329,7 +339,14 @@ class NaiveEvaluator:
                               "Succeeded": "podSucceeded", "Failed": "podFailed"}[phase])
             if restarts > (old[1] if old else 0):
                 names.append("containerRestarted")
-            self.match(names, pod, memory, actions)
+            self.match(names, pod, memory, actions, evicted, pre)
+        memory["pods"] = records   # the pods that are gone are forgotten
+        if not any(record[3] for record in records.values()):
+            memory.pop("restarting", None)
+        if "restarting" in memory:
+            verdict = {"phase": "Restarting", **memory["restarting"]}
+        else:
+            verdict = self.verdict(job, [p for p in pods if not records[s("metadata.uid", p)][3]])
         return {"verdict": verdict, "actions": actions, "state": json.dumps(memory)}
 
     def pending_timer(self, pod: dict, now: datetime, memory: dict, actions: list) -> None:
@@ -341,11 +358,13 @@ class NaiveEvaluator:
                 memory["fired"].append(key)
                 actions.append({"action": p["action"]["action"], "policy": p["id"]})
 
-    def match(self, names: list[str], pod: dict, memory: dict, actions: list) -> None:
+    def match(self, names: list[str], pod: dict, memory: dict, actions: list, evicted: bool,
+              pre: dict[str, Any]) -> None:
         task = s(self.task_path, pod)
         for name in names:
             for p in sorted(self.kind["policies"], key=lambda p: p["task"] is None):
                 if p["event"] != name or p["for"] or (p["task"] and p["task"] != task) \
+                        or (name == "podFailed" and evicted and not p["evicted"]) \
                         or not self.filter(p["filter"], pod):
                     continue
                 act = p["action"]
@@ -358,7 +377,19 @@ class NaiveEvaluator:
                         memory["budgets"][key] = memory["budgets"].get(key, 0) + 1
                     if act:
                         actions.append({"action": act["action"], "policy": p["id"]})
+                    if act and act["action"] == "restartPod":
+                        memory["pods"][s("metadata.uid", pod)][3] = True
+                        memory.setdefault("restarting", self.restarting(p, name, pod, pre))
                 return
+
+    def restarting(self, p: dict, name: str, pod: dict, pre: dict[str, Any]) -> dict[str, Any]:
+        if pre.get("phase") in ("Restarting", "Failed"):
+            return {"reason": pre["reason"], "message": pre["message"]}
+        span = p["span"]
+        words = {"podFailed": "failed", "podEvicted": "evicted"}[name]
+        return {"reason": name[0].upper() + name[1:],
+                "message": f"pod {s('metadata.name', pod)} {words}: restart pod "
+                           f"({span['path']}:{span['line']}:{span['column']})"}
 
 
 def scope_all(hits: list, total: int) -> bool:

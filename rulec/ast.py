@@ -112,7 +112,7 @@ class PodQuant:
     span: Span
     quant: str                     # any | all | none
     task: Text | None
-    state: str | None
+    state: str | None              # plan PodState
     for_: Duration | None
     filter: "Node | None"
 
@@ -133,6 +133,16 @@ class TaskQuant:
     quant: str                     # any | all
     task: Text | None
     state: str
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class TaskCount:
+    """`count tasks [STATE] CMP N`."""
+
+    span: Span
+    state: str | None
+    cmp: str
+    value: Number | Expr
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -177,6 +187,7 @@ class PodReason:
 class PodCondition:
     span: Span
     type: Text
+    statuses: tuple[Text, ...]     # () : "True"
     reasons: tuple[Text, ...]
 
 
@@ -196,10 +207,11 @@ class Restarts:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class KeyTest:
-    """`label`/`annotation "k"` with `exists`, `= v`, `!= v`, `in [...]`, `not in [...]`."""
+    """`label`/`annotation`/`namespace label "k"` with `exists`, `= v`, `!= v`, `in [...]`,
+    `not in [...]`."""
 
     span: Span
-    what: str                      # label | annotation
+    what: str                      # label | annotation | namespace label
     key: Text
     values: tuple[Text, ...] | None  # None: exists
     negate: bool
@@ -231,7 +243,7 @@ class PrimaryPod:
     span: Span
 
 
-Node = Union[And, Or, Not, JobExpr, PodQuant, PodCount, TaskQuant, JobAge, ExitCodes,
+Node = Union[And, Or, Not, JobExpr, PodQuant, PodCount, TaskQuant, TaskCount, JobAge, ExitCodes,
              ContainerReason, ContainerScope, PodReason, PodCondition, TaskIs, Restarts, KeyTest,
              Where, IsDefine, Namespace, PrimaryPod]
 
@@ -254,6 +266,7 @@ class Event:
     task: Text | None
     for_: Duration | None
     to: Name | None
+    evicted: bool = False          # `pod failed or evicted`
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -262,11 +275,13 @@ class Action:
     verb: str                      # plan ActionName
     reason: Template | None
     message: Template | None
-    max: Number | None
-    per: Name | None               # per task | per job
+    max: Number | Expr | None
+    per: Name | None               # per task | per job | per pod
     budget: Text | None
     delay: Duration | None
     fallback: "Action | None"
+    doubling: Name | None = None   # `after D doubling`: the delay doubles with each use
+    delay_cap: Duration | None = None  # `... up to D`
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -308,6 +323,15 @@ class PodLabel:
 
 
 @dataclass(frozen=True, slots=True, eq=False)
+class Final:
+    """`final until <<expr>> changes` or `final never`."""
+
+    span: Span
+    until: Expr | None
+    never: bool
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class Kind:
     span: Span
     name: Name
@@ -325,10 +349,23 @@ class Kind:
     verdicts: tuple[Verdict, ...]
     policies: tuple[Policy, ...]
     status: Status | None
+    more_versions: tuple[Name, ...] = ()   # further served versions of the group
+    scope: Node | None = None              # `where ...` in the header
+    final: Final | None = None
+    primary_prefix: Text | None = None     # `primary containers prefix "step-"`
 
     @property
     def has_task(self) -> bool:
         return self.task_label is not None or self.task_expr is not None
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Extend:
+    """`extend NAME { policies }`: policies added to a kind declared elsewhere."""
+
+    span: Span
+    name: Name
+    policies: tuple[Policy, ...]
 
 
 # ---------------------------------------------------------------- injection
@@ -435,7 +472,7 @@ class Webhook:
     timeout: Duration | None
 
 
-Decl = Union[Kind, Injection, Define, Webhook]
+Decl = Union[Kind, Extend, Injection, Define, Webhook]
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -15,8 +15,13 @@ from rulec.diagnostics import Diagnostic, Note
 from rulec.source import SourceFile, Span
 from runtime import vocabulary
 
-FAILURE_EVENTS = frozenset({"podFailed", "taskFailed"})
+FAILURE_EVENTS = frozenset({"podFailed", "podEvicted", "taskFailed"})
+FAILURE_STATES = frozenset({"failed", "failedOrEvicted", "evicted"})
+INT32 = (-2**31, 2**31 - 1)
 _EXEC_ARGV = re.compile(r"(?:^|[\s;&|(])exec\s+$")
+_PIPE = re.compile(r"(?<![|>])\|(?!\|)")   # a pipeline's `|`, not `||` nor the clobbering `>|`
+_NAME_PREFIX = re.compile(r"[a-z0-9][a-z0-9-]{0,61}")
+_QUOTED = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"")
 
 
 def check(files: Sequence[tuple[SourceFile, ast.File]], found: Iterable[Diagnostic], *,
@@ -114,6 +119,8 @@ class _Checker:
                 continue  # checking it would recurse too deeply
             if isinstance(decl, ast.Kind):
                 self.kind(decl)
+            elif isinstance(decl, ast.Extend):
+                self.extend(decl)
             elif isinstance(decl, ast.Injection):
                 self.injection(decl)
             elif isinstance(decl, ast.Define):
@@ -149,8 +156,14 @@ class _Checker:
             if isinstance(d, ast.Kind):
                 if unique("kind", d.name.value, d.name.span, f"kind `{d.name.value}`"):
                     self.kinds[d.name.value] = d
-                unique("gvk", f"{d.api_version.value} {d.kind.value}", d.kind.span,
-                       f"`{d.api_version.value} {d.kind.value}`")
+                versions: dict[str, Span] = {}
+                for api, span in _api_versions(d):
+                    first = versions.setdefault(api, span)
+                    if first is not span:
+                        self.report("duplicate-clause", span, f"version `{api}` is listed twice",
+                                    notes=(Note("first listed here", first),))
+                    else:
+                        unique("gvk", f"{api} {d.kind.value}", span, f"`{api} {d.kind.value}`")
             elif isinstance(d, ast.Define):
                 if unique("define", d.name.value, d.name.span, f"define `{d.name.value}`"):
                     self.defines[d.name.value] = d
@@ -224,6 +237,14 @@ class _Checker:
 
     # ------------------------------------------------------------ kinds
     def kind(self, k: ast.Kind) -> None:
+        if k.scope is not None:
+            self.scope(k.scope)
+        if k.primary_prefix is not None and not _NAME_PREFIX.fullmatch(k.primary_prefix.value):
+            self.report("invalid-dns-label", k.primary_prefix.span,
+                        f"invalid container name prefix \"{k.primary_prefix.value}\": no container "
+                        "name starts with it",
+                        help="container names are lower-case letters, digits and `-`, starting "
+                             "with a letter or digit, at most 63 characters")
         for label in k.pod_labels:
             self.key(label.key, "label")
             self.template(label.value, vocabulary.JOB_PLACEHOLDERS, "a pod selector")
@@ -246,6 +267,9 @@ class _Checker:
             self.policy(p, k)
         self.policy_ids(k)
         self.shadowing(k)
+        for e in self.extensions(k):
+            for p in e.policies:
+                self.policy(p, k)
         if k.status is not None:
             self.phase_list(k.status.phase_only or (), "listed")
             self.phase_list([e.phase for e in k.status.phase_map], "mapped")
@@ -257,6 +281,30 @@ class _Checker:
                                 f"value {value.value!r} is listed twice in `over`",
                                 notes=(Note("first listed here", first),))
         self.check_schema_paths(k)
+
+    def scope(self, scope: ast.Node) -> None:
+        """A kind's scope: an `and` of label tests and `namespace` lists (a label selector and
+        the namespaces to watch)."""
+        for term in scope.args if isinstance(scope, ast.And) else (scope,):
+            negated = isinstance(term, ast.Not)
+            inner = term.arg if negated else term
+            if isinstance(inner, ast.KeyTest) and inner.what == "label":
+                self.filter_terms(inner, None, failure=False, positive=True)
+            elif isinstance(inner, ast.Namespace) and not negated and not inner.negate:
+                pass
+            else:
+                self.report("invalid-filter", term.span,
+                            "a kind's scope is an `and` of `label` tests and `namespace` lists",
+                            help="it must be a Kubernetes label selector and the namespaces to "
+                                 "watch: `where label \"team\" = \"ml\" and namespace in [\"a\"]`")
+
+    def extensions(self, k: ast.Kind) -> list[ast.Extend]:
+        return [d for d in self.decls if isinstance(d, ast.Extend) and d.name.value == k.name.value]
+
+    def extend(self, e: ast.Extend) -> None:
+        if e.name.value not in self.kinds and e.name.value not in self.unsure:
+            self.report("unknown-kind", e.name.span, f"no kind is called `{e.name.value}`",
+                        help=diagnostics.did_you_mean(e.name.value, self.kinds))
 
     def verdict_order(self, k: ast.Kind) -> None:
         reachable: list[ast.Verdict] = []
@@ -312,13 +360,18 @@ class _Checker:
             if n.task is not None:
                 self.need_task(k, n.task.span, "`of task`")
             if n.filter is not None:
-                self.filter_root(n.filter, k, failure=n.state == "failed")
+                self.filter_root(n.filter, k, failure=n.state in FAILURE_STATES)
             if isinstance(n, ast.PodCount) and isinstance(n.value, ast.Number) \
                     and n.value.value < 0:
                 self.report("value-out-of-range", n.value.span,
                             "a count of pods is never negative")
         elif isinstance(n, ast.TaskQuant):
             self.need_task(k, n.span, "a task condition")
+        elif isinstance(n, ast.TaskCount):
+            self.need_task(k, n.span, "`count tasks`")
+            if isinstance(n.value, ast.Number) and n.value.value < 0:
+                self.report("value-out-of-range", n.value.span,
+                            "a count of tasks is never negative")
 
     def filter_root(self, root: ast.Node, k: ast.Kind | None, failure: bool) -> None:
         top = root.args if isinstance(root, ast.And) else (root,)
@@ -356,9 +409,17 @@ class _Checker:
                             "a restart count is never negative")
         elif isinstance(n, ast.KeyTest):
             self.key(n.key, n.what)
-            if n.what == "label":
+            if n.what != "annotation":
                 for v in n.values or ():
                     self.label_value(v.value, v.span)
+        elif isinstance(n, ast.PodCondition):
+            for status in n.statuses:
+                if status.value not in vocabulary.CONDITION_STATUSES:
+                    self.report("unknown-condition-status", status.span,
+                                f"a condition status is never \"{status.value}\"",
+                                help=diagnostics.did_you_mean(status.value,
+                                                              vocabulary.CONDITION_STATUSES)
+                                or "condition statuses are \"True\", \"False\" and \"Unknown\"")
         elif isinstance(n, ast.Where):
             expr.check_condition(self.parsed[n.expr], self.out)
         elif isinstance(n, ast.IsDefine):
@@ -367,26 +428,23 @@ class _Checker:
                             help=diagnostics.did_you_mean(n.name.value, self.defines))
 
     def exit_codes(self, n: ast.ExitCodes, on_failure: bool) -> None:
-        for code in n.codes:
-            if not 0 <= code.value <= 255:
+        low, high = INT32
+        for code in (*n.codes, *(bound for pair in n.ranges for bound in pair)):
+            if not low <= code.value <= high:
                 self.report("exit-code-range", code.span,
-                            f"exit code {code.value} is outside 0-255 and never matches")
+                            f"exit code {code.value} is outside the 32-bit range of exit codes "
+                            "and never matches")
         for lo, hi in n.ranges:
-            for bound in (lo, hi):
-                if not 0 <= bound.value <= 255:
-                    self.report("exit-code-range", bound.span,
-                                f"exit code {bound.value} is outside 0-255 and never matches")
             if lo.value > hi.value:
                 self.report("exit-code-range", Span(lo.span.path, lo.span.line, lo.span.column,
                                                     hi.span.end_line, hi.span.end_column),
                             f"the range {lo.value}..{hi.value} is empty")
-        zero = next((c.span for c in n.codes if c.value == 0), None) or next(
-            (lo.span for lo, hi in n.ranges if lo.value <= 0 <= hi.value), None)
+        zero = next((c.span for c in n.codes if c.value == 0), None)  # a range may well match
         if on_failure and zero is not None:
             self.report("exit-zero-on-failure", zero,
-                        "exit 0 in a filter on a failure",
-                        help="a failed pod has a container that exited non-zero; "
-                             "match that code, or use `exit not in [0]`")
+                        "exit 0 in a filter on a failure never matches",
+                        help="on a failure only containers that exited non-zero are read; "
+                             "match the code they exit with")
 
     # ------------------------------------------------------------ policies
     def policy(self, p: ast.Policy, k: ast.Kind) -> None:
@@ -413,27 +471,41 @@ class _Checker:
             self.report("action-not-allowed", a.span,
                         f"`restart pod` needs a pod event, and `{event}` has no pod",
                         help="restart the job or the task instead")
-        elif a.verb == "restartTask":
+        elif a.verb in vocabulary.TASK_ACTIONS:
             if e.name in vocabulary.JOB_EVENTS:
                 self.report("action-not-allowed", a.span,
-                            f"`restart task` needs a pod or task event, and `{event}` has no task")
+                            f"`{verb}` needs a pod or task event, and `{event}` has no task")
             elif not k.has_task:
                 self.report("action-not-allowed", a.span,
-                            f"`restart task` needs a task, but kind `{k.name.value}` declares "
+                            f"`{verb}` needs a task, but kind `{k.name.value}` declares "
                             "no `task`",
                             help='add `task label "..."` or `task <<expr>>` to the kind')
+        if a.verb == "count" and (a.max is None or a.fallback is None):
+            self.report("invalid-budget", a.span,
+                        "`count` only counts: it needs `max N` and `then ACTION`, the action "
+                        "taken once more than N occurrences were counted",
+                        help="e.g. `count max 2 then fail job`")
         if a.max is not None:
+            least = 0 if a.verb == "count" else 1
             if a.verb == "ignore":
                 self.report("invalid-budget", a.max.span, "`ignore` counts nothing: `max` does "
                             "not apply")
-            elif a.max.value < 1:
-                self.report("value-out-of-range", a.max.span, "`max` must be at least 1")
+            elif isinstance(a.max, ast.Number) and a.max.value < least:
+                self.report("value-out-of-range", a.max.span, f"`max` must be at least {least}")
             if a.per is not None and a.per.value == "task" and (
                     e.name in vocabulary.JOB_EVENTS or not k.has_task):
                 self.report("invalid-budget", a.per.span,
                             "`per task` needs an event with a task and a kind that declares "
                             "`task`")
+            if a.per is not None and a.per.value == "pod" and e.name not in vocabulary.POD_EVENTS:
+                self.report("invalid-budget", a.per.span,
+                            f"`per pod` needs a pod event, and `{event}` has no pod")
         else:
+            if a.doubling is not None:
+                self.report("invalid-budget", a.doubling.span,
+                            "`doubling` doubles the delay with each use of the budget, but there "
+                            "is no `max`", help=f"add `max N`, e.g. `{verb} max 6 after 10s "
+                                                "doubling up to 6m`")
             if a.fallback is not None:
                 self.report("invalid-budget", a.fallback.span,
                             "`then` runs when the budget is spent, but there is no `max`",
@@ -445,6 +517,9 @@ class _Checker:
                 self.report("restart-without-budget", a.span,
                             f"`{verb}` has no budget and may repeat forever",
                             help=f"add `max N`, e.g. `{verb} max 3 then fail job`")
+        if a.delay is not None and a.delay_cap is not None and a.delay_cap.seconds < a.delay.seconds:
+            self.report("value-out-of-range", a.delay_cap.span,
+                        "the delay's cap is shorter than the first delay")
         self.template(a.reason, vocabulary.VERDICT_PLACEHOLDERS, "an action")
         self.template(a.message, vocabulary.VERDICT_PLACEHOLDERS, "an action")
         if a.fallback is not None:
@@ -453,7 +528,7 @@ class _Checker:
     def policy_ids(self, k: ast.Kind) -> None:
         counters: dict[str, int] = defaultdict(int)
         firsts: dict[str, Span] = {}
-        for p in k.policies:
+        for p in (*k.policies, *(p for e in self.extensions(k) for p in e.policies)):
             n = counters[p.event.name]
             counters[p.event.name] += 1
             policy_id = p.id.value if p.id else f"{p.event.name}#{n}"
@@ -466,8 +541,9 @@ class _Checker:
                             notes=(Note("first used here", first),))
 
     def shadowing(self, k: ast.Kind) -> None:
-        for i, later in enumerate(k.policies):
-            for earlier in k.policies[:i]:
+        policies = (*k.policies, *(p for e in self.extensions(k) for p in e.policies))
+        for i, later in enumerate(policies):
+            for earlier in policies[:i]:
                 if _catches_all(earlier, later):
                     self.report(
                         "shadowed-policy", later.span, "this policy is never used",
@@ -484,6 +560,16 @@ class _Checker:
                             help=diagnostics.did_you_mean(name.value, self.kinds))
         if i.match is not None:
             self.filter_terms(i.match, None, failure=False, positive=True)
+            top = i.match.args if isinstance(i.match, ast.And) else (i.match,)
+            top = tuple(n.arg if isinstance(n, ast.Not) else n for n in top)
+            for node in walk(i.match):
+                if isinstance(node, ast.KeyTest) and node.what == "namespace label" \
+                        and node not in top:
+                    self.report("invalid-filter", node.span,
+                                "a `namespace label` test must be joined with `and` at the top "
+                                "of the injection's `where`",
+                                help="the API server tests it, as the webhook's "
+                                     "namespaceSelector, before the webhook sees the pod")
         firsts: dict[tuple[str, str], Span] = {}
         for op in i.ops:
             self.op(op, firsts)
@@ -566,12 +652,20 @@ class _Checker:
 
     def shell(self, tpl: ast.Template) -> None:
         text = ""
-        for part in tpl.parts:
+        for n, part in enumerate(tpl.parts):
             if isinstance(part, ast.Placeholder) and part.name == "argv":
                 if not _EXEC_ARGV.search(text):
                     self.report("wrap-without-exec", part.span,
                                 "`{argv}` runs as a child of the shell, so it gets no signals",
                                 help="write `exec {argv}` so the program replaces the shell")
+                after = "".join(p if isinstance(p, str) else "_" for p in tpl.parts[n + 1:])
+                if _PIPE.search(_QUOTED.sub("", after.split("\n")[0])):
+                    self.report("wrap-loses-status", part.span,
+                                "the output of `{argv}` is piped: the container exits with the "
+                                "status of the pipeline's last command, not the program's",
+                                help="redirect to the file instead (`exec {argv} >>FILE 2>&1`), "
+                                     "or through a FIFO to keep stdout too: `mkfifo /tmp/out; "
+                                     "tee -a FILE </tmp/out & exec {argv} >/tmp/out 2>&1`")
                 return
             text += part if isinstance(part, str) else "_"
         self.report("wrap-drops-command", tpl.span,
@@ -718,48 +812,50 @@ class _Checker:
         return lambda path: _schema_types(schema, path)
 
     def check_schema_paths(self, k: ast.Kind) -> None:
-        """Look the kind's status paths and job-side JMESPath reads up in its CRD schema."""
+        """Look the kind's status paths and job-side JMESPath reads up in the CRD schema of
+        each version it serves."""
         if self.schemas is None:
             return
-        api, kind = k.api_version.value, k.kind.value
-        if not self.schemas.has_kind(api, kind):
-            self.report("no-schema", k.kind.span,
-                        f"no CRD given defines `{api} {kind}`; its paths are not checked")
-            return
-        if k.status is not None:
-            for path in (k.status.phase, k.status.reason, k.status.message):
-                if path is not None:
-                    self._status_path(k, path)
-        for e in _job_exprs(k):
-            parsed = self.parsed.get(e)
-            if parsed is None or parsed.tree is None:
+        kind = k.kind.value
+        for api, span in _api_versions(k):
+            if not self.schemas.has_kind(api, kind):
+                self.report("no-schema", span if span is not k.api_version.span else k.kind.span,
+                            f"no CRD given defines `{api} {kind}`; its paths are not checked")
                 continue
-            self._expr_paths(k, e)
+            if k.status is not None:
+                for path in (k.status.phase, k.status.reason, k.status.message):
+                    if path is not None:
+                        self._status_path(k, api, path)
+            for e in _job_exprs(k, self.extensions(k)):
+                parsed = self.parsed.get(e)
+                if parsed is None or parsed.tree is None:
+                    continue
+                self._expr_paths(k, api, e)
 
-    def _status_path(self, k: ast.Kind, path: ast.FieldPath) -> None:
-        problem = self.schemas.check_path(k.api_version.value, k.kind.value, path.segments)
+    def _status_path(self, k: ast.Kind, api: str, path: ast.FieldPath) -> None:
+        problem = self.schemas.check_path(api, k.kind.value, path.segments)
         if problem is None:
             return
         column = path.span.column + sum(len(s) + 1 for s in path.segments[:problem.index])
         span = Span(path.span.path, path.span.line, column, path.span.line,
                     column + len(problem.segment))
-        self._unknown_field(k, span, path.segments[:problem.index + 1], problem)
+        self._unknown_field(k, api, span, path.segments[:problem.index + 1], problem)
 
-    def _expr_paths(self, k: ast.Kind, e: ast.Expr) -> None:
+    def _expr_paths(self, k: ast.Kind, api: str, e: ast.Expr) -> None:
         from rulec import schema
 
         reported: set[tuple[str, ...]] = set()
         for path in schema.paths_in_jmespath(e.text):
-            problem = self.schemas.check_path(k.api_version.value, k.kind.value, path)
+            problem = self.schemas.check_path(api, k.kind.value, path)
             if problem is None:
                 continue
             bad = path[:problem.index + 1]
             if bad in reported:
                 continue
             reported.add(bad)
-            self._unknown_field(k, _field_span(e, problem.segment), bad, problem)
+            self._unknown_field(k, api, _field_span(e, problem.segment), bad, problem)
 
-    def _unknown_field(self, k: ast.Kind, span: Span, path: tuple[str, ...],
+    def _unknown_field(self, k: ast.Kind, api: str, span: Span, path: tuple[str, ...],
                        problem: Any) -> None:
         parent = ".".join(path[:-1]) or "the object"
         help = f"did you mean `{problem.suggestion}`?" if problem.suggestion else None
@@ -767,8 +863,8 @@ class _Checker:
             shown = ", ".join(problem.expected[:8]) + (", ..." if len(problem.expected) > 8 else "")
             help = f"fields of {parent}: {shown}"
         self.report("unknown-field", span,
-                    f"`{'.'.join(path)}` is not in the schema of `{k.api_version.value} "
-                    f"{k.kind.value}`", help=help)
+                    f"`{'.'.join(path)}` is not in the schema of `{api} {k.kind.value}`",
+                    help=help)
 
 
 # ---------------------------------------------------------------- helpers
@@ -777,7 +873,7 @@ class _Checker:
 def _catches_all(earlier: ast.Policy, later: ast.Policy) -> bool:
     """Whether `earlier` matches every case `later` would (same event and scope, no filter)."""
     a, b = earlier.event, later.event
-    if a.name != b.name or earlier.filter is not None:
+    if a.name != b.name or earlier.filter is not None or b.evicted and not a.evicted:
         return False
     if (a.task.value if a.task else None) != (b.task.value if b.task else None):
         return False
@@ -786,6 +882,14 @@ def _catches_all(earlier: ast.Policy, later: ast.Policy) -> bool:
     if a.to is not None and (b.to is None or a.to.value.lower() != b.to.value.lower()):
         return False
     return True
+
+
+def _api_versions(k: ast.Kind) -> Iterator[tuple[str, Span]]:
+    """Every apiVersion a kind serves, with where it is written."""
+    yield k.api_version.value, k.api_version.span
+    group = f"{k.group}/" if k.group else ""
+    for v in k.more_versions:
+        yield group + v.value, v.span
 
 
 def _kind_names(i: ast.Injection) -> list[str]:
@@ -907,7 +1011,7 @@ def _describe_field(field: str) -> str:
             "volume": f"volume `{name}`"}[what]
 
 
-def _job_exprs(k: ast.Kind) -> Iterator[ast.Expr]:
+def _job_exprs(k: ast.Kind, extensions: Sequence[ast.Extend] = ()) -> Iterator[ast.Expr]:
     """The expressions of a kind that read the job object (not the pod)."""
     def in_condition(n: ast.Node) -> Iterator[ast.Expr]:
         if isinstance(n, (ast.And, ast.Or)):
@@ -917,7 +1021,7 @@ def _job_exprs(k: ast.Kind) -> Iterator[ast.Expr]:
             yield from in_condition(n.arg)
         elif isinstance(n, ast.JobExpr):
             yield n.expr
-        elif isinstance(n, ast.PodCount) and isinstance(n.value, ast.Expr):
+        elif isinstance(n, (ast.PodCount, ast.TaskCount)) and isinstance(n.value, ast.Expr):
             yield n.value
 
     def in_template(t: ast.Template | None) -> Iterator[ast.Expr]:
@@ -932,11 +1036,15 @@ def _job_exprs(k: ast.Kind) -> Iterator[ast.Expr]:
             yield from in_condition(v.when)
         yield from in_template(v.reason)
         yield from in_template(v.message)
-    for p in k.policies:
+    if k.final is not None and k.final.until is not None:
+        yield k.final.until
+    for p in (*k.policies, *(p for e in extensions for p in e.policies)):
         action: ast.Action | None = p.action
         while action is not None:
             yield from in_template(action.reason)
             yield from in_template(action.message)
+            if isinstance(action.max, ast.Expr):
+                yield action.max
             action = action.fallback
 
 

@@ -96,11 +96,14 @@ CODES: tuple[Code, ...] = (
          "Each function takes a fixed number of arguments (a few, such as `merge`, at least "
          "some number). A call with another number fails when evaluated, which reads as null."),
     # ---- R3xx: values
-    Code("R301", "exit-code-range", ERROR, "an exit code outside 0-255",
-         "Container exit codes are 0-255 (a signal N shows as 128+N), so such a code never matches."),
+    Code("R301", "exit-code-range", ERROR, "an exit code outside the 32-bit signed range",
+         "Container exit codes are 32-bit signed integers, as Kubernetes reports them: 0-255 on "
+         "Linux (a signal N shows as 128+N), negative ones on Windows. A code outside "
+         "-2147483648..2147483647, or an empty range, never matches."),
     Code("R302", "exit-zero-on-failure", WARNING, "exit 0 in a filter on a failure",
-         "A failed pod or task failed because some container exited non-zero; matching exit 0 "
-         "there usually means the filter was meant for another event."),
+         "On a failure only containers that terminated with a non-zero exit code are read (as "
+         "Kubernetes' podFailurePolicy reads them), so `exit 0` there never matches; the filter "
+         "was probably meant for another event."),
     Code("R303", "invalid-key", ERROR, "a label or annotation key Kubernetes would reject",
          "Keys are an optional DNS subdomain prefix (at most 253 characters) and `/`, then a name of "
          "at most 63 characters of `[A-Za-z0-9_.-]`, starting and ending alphanumeric."),
@@ -112,7 +115,8 @@ CODES: tuple[Code, ...] = (
          "Container and volume names are DNS-1123 labels: at most 63 characters of lower-case "
          "letters, digits and `-`, starting and ending alphanumeric."),
     Code("R306", "value-out-of-range", ERROR, "a number or duration outside what it can mean",
-         "For example `max 0`, a webhook timeout outside 1-30 seconds, or `restarts < 0`."),
+         "For example `max 0` on a restart, a webhook timeout outside 1-30 seconds, `restarts < 0`, "
+         "or a `doubling up to` cap shorter than the first delay."),
     Code("R307", "invalid-env-name", ERROR, "an environment variable name Kubernetes would reject",
          "The API server refuses a pod whose environment variable name is empty, holds `=` or a "
          "character that is not printable ASCII. An injection that writes one makes every pod "
@@ -121,6 +125,10 @@ CODES: tuple[Code, ...] = (
     Code("R308", "empty-value", ERROR, "an empty mount path or sidecar image",
          "The API server refuses a pod with a volume mounted at `\"\"` or a container whose "
          "image is empty, so every pod the injection matches would be refused."),
+    Code("R309", "unknown-condition-status", ERROR, "a pod condition status other than True, "
+         "False or Unknown",
+         "Pod conditions have the status \"True\", \"False\" or \"Unknown\" (with that spelling); "
+         "`condition \"T\" = \"S\"` with any other status never matches."),
     # ---- R4xx: kinds, verdicts, policies
     Code("R401", "shadowed-policy", WARNING, "a policy that an earlier one always catches first",
          "Policies are tried in order and the first match wins. An earlier policy on the same "
@@ -135,15 +143,19 @@ CODES: tuple[Code, ...] = (
     Code("R404", "unreachable-verdict", WARNING, "a verdict after `otherwise`",
          "Verdicts are tried in order and `otherwise` always holds, so nothing after it is used."),
     Code("R405", "action-not-allowed", ERROR, "an action that makes no sense for its event",
-         "`restart pod` needs a pod event; `restart task` needs a pod or task event and a kind "
-         "that declares `task`; job-wide events cannot restart a pod or a task."),
+         "`restart pod` needs a pod event; `restart task` and `fail task` need a pod or task "
+         "event and a kind that declares `task`; job-wide events cannot restart a pod or a task."),
     Code("R406", "invalid-budget", ERROR, "a budget clause that cannot work",
-         "`then ACTION` and `budget \"name\"` need `max N`; `per task` needs an event that has a "
-         "task and a kind that declares `task`."),
+         "`then ACTION`, `budget \"name\"` and `after D doubling` need `max N`; `count` needs "
+         "`max N` and `then ACTION` (it only counts until the budget is spent); `per task` needs "
+         "an event that has a task and a kind that declares `task`; `per pod` needs a pod event."),
     Code("R407", "invalid-filter", ERROR, "a filter that cannot apply where it stands",
          "Job-wide events (`job verdict changed`, `job running longer than`) have no pod to "
          "filter; `container \"name\"` must be joined with `and` at the top of a filter, once, "
-         "beside the exit, reason or restarts terms it scopes."),
+         "beside the exit, reason or restarts terms it scopes; a kind's scope (`job ... where`) "
+         "is an `and` of label tests and `namespace` lists, so that it is a Kubernetes label "
+         "selector and a list of namespaces; `namespace label` tests stand at the top-level "
+         "`and` of an injection's `where`, where they become the webhook's namespaceSelector."),
     Code("R408", "no-task-selector", ERROR, "a task used in a kind that declares no `task`",
          "`of task`, `task \"t\"` conditions and events, and task filters need the kind to say how "
          "a pod's task is found (`task label \"...\"` or `task <<expr>>`)."),
@@ -165,6 +177,12 @@ CODES: tuple[Code, ...] = (
          "already injected: with `primary container \"main\"` and `sidecar \"main\"`, the user's "
          "`main` is never given the sidecar and every operation on it finds nothing to change. "
          "Name the sidecar after what it does."),
+    Code("R505", "wrap-loses-status", WARNING, "a shell wrap that pipes the command's output",
+         "In `exec {argv} 2>&1 | tee FILE` the shell runs both sides of the pipeline in "
+         "subshells and exits with the status of the last one (`tee`: 0), so the container "
+         "always succeeds, and the program is no longer the process that receives SIGTERM. "
+         "Redirect instead (`exec {argv} >>FILE 2>&1`), or keep the output on stdout too with a "
+         "FIFO: `mkfifo /tmp/out; tee -a FILE </tmp/out & exec {argv} >/tmp/out 2>&1`."),
     # ---- R6xx: CRD schemas
     Code("R601", "unknown-field", ERROR, "a field path that the kind's CRD schema does not have",
          "With `--crd FILE`, status paths and the field paths read by JMESPath in a kind are looked "

@@ -23,7 +23,11 @@ def plan(files: Sequence[tuple[SourceFile, ast.File]]) -> Json:
     """The plan of a program; `files` must be sorted by path and free of errors."""
     decls = [d for _, f in files for d in f.decls]
     defines = {d.name.value: d for d in decls if isinstance(d, ast.Define)}
-    emitter = _Emitter(defines)
+    extensions: dict[str, list[ast.Policy]] = {}
+    for d in decls:
+        if isinstance(d, ast.Extend):
+            extensions.setdefault(d.name.value, []).extend(d.policies)
+    emitter = _Emitter(defines, extensions)
     kinds = [emitter.kind(d) for d in decls if isinstance(d, ast.Kind)]
     injections = [emitter.injection(decl, name)
                   for _, file in files for decl, name in file.injection_names()]
@@ -95,10 +99,12 @@ def container_scope(node: ast.Node | None) -> tuple[ast.Node | None, str | None]
 
 
 class _Emitter:
-    __slots__ = ("defines",)
+    __slots__ = ("defines", "extensions")
 
-    def __init__(self, defines: Mapping[str, ast.Define]) -> None:
+    def __init__(self, defines: Mapping[str, ast.Define],
+                 extensions: Mapping[str, list[ast.Policy]]) -> None:
         self.defines = defines
+        self.extensions = extensions  # kind name -> the policies `extend` adds, in plan order
 
     # ------------------------------------------------------------ kinds
     def kind(self, k: ast.Kind) -> Json:
@@ -110,7 +116,7 @@ class _Emitter:
             task = {"expr": k.task_expr.text, "span": span(k.task_expr.span)}
         counters: dict[str, int] = {}
         policies = []
-        for p in k.policies:
+        for p in (*k.policies, *self.extensions.get(k.name.value, ())):
             n = counters.get(p.event.name, 0)
             counters[p.event.name] = n + 1
             policies.append(self.policy(p, p.id.value if p.id else f"{p.event.name}#{n}"))
@@ -119,12 +125,19 @@ class _Emitter:
             "group": k.group, "version": k.version, "kind": k.kind.value,
             "plural": k.plural.value if k.plural else plural(k.kind.value),
             "apiVersion": k.api_version.value,
+            "versions": [k.version, *(v.value for v in k.more_versions)],
+            "selector": _selector(k.scope),
+            "namespaces": _namespaces(k.scope),
+            "final": {"sticky": not (k.final is not None and k.final.never),
+                      "until": None if k.final is None or k.final.until is None
+                      else {"expr": k.final.until.text, "span": span(k.final.until.span)}},
             "pods": {"owned": owned,
                      "labels": {lbl.key.value: template(lbl.value) for lbl in k.pod_labels}},
             "task": task,
             "primaryPods": self.pod_filter(k.primary_pods),
             "primaryContainers": ([c.value for c in k.primary_containers]
                                   if k.primary_containers is not None else None),
+            "primaryContainerPrefix": k.primary_prefix.value if k.primary_prefix else None,
             "verdicts": [self.verdict(v) for v in k.verdicts],
             "policies": policies,
             "status": self.status(k.status),
@@ -161,19 +174,24 @@ class _Emitter:
             "filter": self.pod_filter(p.filter),
             "for": e.for_.seconds if e.for_ else None,
             "to": phase_name(e.to.value) if e.to else None,
+            "evicted": e.evicted,
             "action": self.action(p.action, policy_id),
         }
 
     def action(self, a: ast.Action, key: str) -> Json:
         budget = None
         if a.max is not None:
-            budget = {"max": a.max.value, "per": a.per.value if a.per else "job",
+            limit = a.max.value if isinstance(a.max, ast.Number) else {
+                "expr": a.max.text, "span": span(a.max.span)}
+            budget = {"max": limit, "per": a.per.value if a.per else "job",
                       "key": a.budget.value if a.budget else key}
         return {
             "action": a.verb, "reason": template(a.reason), "message": template(a.message),
             "budget": budget,
             "fallback": self.action(a.fallback, f"{key}/then") if a.fallback else None,
             "delay": a.delay.seconds if a.delay else None,
+            "doubling": a.doubling is not None,
+            "delayCap": a.delay_cap.seconds if a.delay_cap else None,
         }
 
     # ------------------------------------------------------------ conditions
@@ -190,16 +208,13 @@ class _Emitter:
                     "state": n.state, "filter": self.pod_filter(n.filter),
                     "for": n.for_.seconds if n.for_ else None}
         if isinstance(n, ast.PodCount):
-            value: list[Any]
-            if isinstance(n.value, ast.Number):
-                value = [{"expr": f"`{n.value.value}`", "span": span(n.value.span)}]
-            else:
-                value = [_part(n.value)]
             return {"op": "count", "task": n.task.value if n.task else None, "state": n.state,
-                    "filter": self.pod_filter(n.filter), "cmp": n.cmp, "value": value}
+                    "filter": self.pod_filter(n.filter), "cmp": n.cmp, "value": _count(n.value)}
         if isinstance(n, ast.TaskQuant):
             return {"op": "task", "quant": n.quant, "task": n.task.value if n.task else None,
                     "state": n.state}
+        if isinstance(n, ast.TaskCount):
+            return {"op": "taskCount", "state": n.state, "cmp": n.cmp, "value": _count(n.value)}
         assert isinstance(n, ast.JobAge), n
         return {"op": "jobAge", "longerThan": n.longer_than.seconds}
 
@@ -227,7 +242,7 @@ class _Emitter:
             return {"op": "podReason", "values": _values(n.values), "negate": n.negate}
         if isinstance(n, ast.PodCondition):
             return {"op": "condition", "type": n.type.value, "reasons": _values(n.reasons),
-                    "negate": False}
+                    "status": _values(n.statuses) or ["True"], "negate": False}
         if isinstance(n, ast.TaskIs):
             return {"op": "task", "values": _values(n.values), "negate": n.negate}
         if isinstance(n, ast.Restarts):
@@ -256,8 +271,15 @@ class _Emitter:
         if isinstance(n, (ast.And, ast.Or)):
             return {"op": "and" if isinstance(n, ast.And) else "or",
                     "args": [self._match(a) for a in n.args]}
+        if isinstance(n, ast.Not) and isinstance(n.arg, ast.KeyTest) \
+                and n.arg.what == "namespace label":
+            # the API server applies it: one requirement (`not namespace label "k"` = DoesNotExist)
+            return {**self._match(n.arg), "negate": not n.arg.negate}
         if isinstance(n, ast.Not):
             return {"op": "not", "arg": self._match(n.arg)}
+        if isinstance(n, ast.KeyTest) and n.what == "namespace label":
+            return {"op": "namespaceLabel", "key": n.key.value,
+                    "values": None if n.values is None else _values(n.values), "negate": n.negate}
         if isinstance(n, ast.KeyTest):
             return _key_test(n)
         if isinstance(n, ast.Namespace):
@@ -300,6 +322,44 @@ class _Emitter:
         return {**base, "op": "wrap", "containers": _containers(o.containers),
                 "argv": None if o.argv is None else [template(t) for t in o.argv],
                 "shell": template(o.shell)}
+
+
+def _count(value: ast.Number | ast.Expr) -> list[Any]:
+    """A count's value: a number as the JMESPath literal `N` (so it compares as a number)."""
+    if isinstance(value, ast.Number):
+        return [{"expr": f"`{value.value}`", "span": span(value.span)}]
+    return [_part(value)]
+
+
+def _scope_terms(scope: ast.Node | None) -> tuple[ast.Node, ...]:
+    return () if scope is None else scope.args if isinstance(scope, ast.And) else (scope,)
+
+
+def _selector(scope: ast.Node | None) -> list[Json] | None:
+    """A kind scope's label tests as Kubernetes label-selector requirements, in source order."""
+    out = []
+    for term in _scope_terms(scope):
+        negated = isinstance(term, ast.Not)
+        test = term.arg if isinstance(term, ast.Not) else term
+        if not isinstance(test, ast.KeyTest):
+            continue
+        if test.values is None:
+            operator = "DoesNotExist" if negated else "Exists"
+        else:
+            operator = "NotIn" if test.negate != negated else "In"
+        out.append({"key": test.key.value, "operator": operator,
+                    "values": [] if test.values is None else sorted(_values(test.values))})
+    return out or None
+
+
+def _namespaces(scope: ast.Node | None) -> list[str] | None:
+    """The namespaces a kind's scope names (every `namespace` term must hold: their common ones)."""
+    found: set[str] | None = None
+    for term in _scope_terms(scope):
+        if isinstance(term, ast.Namespace):
+            values = set(_values(term.values))
+            found = values if found is None else found & values
+    return None if found is None else sorted(found)
 
 
 def _jmespath(e: ast.Expr) -> Json:

@@ -127,11 +127,16 @@ class _Items:
             elif kind == "verdict" and child.data == "phase":
                 self.visit(child, level, cont=cont)
                 self.items[-1].pad = PHASE_WIDTH
+            elif kind in ("inject_where", "kind_where") and child.data in _CHAINS:
+                self.visit(child, level, cont=cont + len("where "), chain=child.data)
+            elif kind == "policy" and child.data == "policy_id":
+                self.visit(child, level, brk="fill", cont=(level + 1) * INDENT + len("-> "))
             elif kind == "action" and child.data in ("reason_clause", "message_clause"):
                 verb = " ".join(str(t) for t in node.children[0].children)
                 self.visit(child, level, brk="fill",
                            cont=(level + 1) * INDENT + len(f"-> {verb} "))
-            elif kind == "inject_decl" and child.data == "inject_where":
+            elif kind in ("inject_decl", "kind_decl") and child.data in ("inject_where",
+                                                                          "kind_where"):
                 self.visit(child, level, brk="soft", cont=(level + 2) * INDENT)
             else:
                 self.visit(child, level, cont=cont)
@@ -235,6 +240,11 @@ def _split(items: list[_Item], brk: str) -> list[list[_Item]]:
     return parts
 
 
+def _spelled(token: Token) -> str:
+    """A token as printed: as written, but `failed or evicted` (one token) with single spaces."""
+    return "failed or evicted" if token.type == "FAILED_OR_EVICTED" else str(token)
+
+
 def _width(text: str) -> int:
     return max(len(line) for line in text.split("\n"))
 
@@ -243,7 +253,7 @@ def _join(items: list[_Item], indent: int) -> str:
     parts = [" " * indent]
     prev: _Item | None = None
     for item in items:
-        value = str(item.token)
+        value = _spelled(item.token)
         if prev is not None:
             pv = str(prev.token)
             if prev.token.type in _NO_SPACE_AFTER or item.token.type in _NO_SPACE_BEFORE \

@@ -22,7 +22,8 @@ _VERBS = {
     ("fail", "job"): "failJob", ("complete", "job"): "completeJob",
     ("restart", "job"): "restartJob", ("restart", "task"): "restartTask",
     ("restart", "pod"): "restartPod", ("abort", "job"): "abortJob",
-    ("terminate", "job"): "terminateJob", ("ignore",): "ignore",
+    ("terminate", "job"): "terminateJob", ("ignore",): "ignore", ("fail", "task"): "failTask",
+    ("count",): "count",
 }
 _POD_EVENTS = {"pending": "podPending", "running": "podRunning", "succeeded": "podSucceeded",
                "failed": "podFailed", "evicted": "podEvicted", "deleted": "podDeleted"}
@@ -110,12 +111,14 @@ class _Lowering:
             "c_job_age": lambda t: ast.JobAge(self.span(t), self.duration(t.children[0])),
             "pod_quant": self._pod_quant, "pod_count": self._pod_count,
             "task_quant": self._task_quant, "task_named": self._task_named,
+            "task_count": self._task_count,
             "exit_term": self._exit, "reason_term": self._reason,
             "container_term": lambda t: ast.ContainerScope(self.span(t), self.text(t.children[0])),
             "pod_reason_term": self._pod_reason, "condition_term": self._condition,
             "task_term": self._task_term, "restarts_term": self._restarts,
             "label_term": lambda t: self._key_test(t, "label"),
             "annotation_term": lambda t: self._key_test(t, "annotation"),
+            "namespace_label_term": lambda t: self._key_test(t, "namespace label"),
             "where_term": lambda t: ast.Where(self.span(t), self.expr(t.children[0])),
             "is_term": lambda t: ast.IsDefine(self.span(t), self.name(t.children[0])),
             "namespace_term": self._namespace,
@@ -173,8 +176,13 @@ class _Lowering:
 
     # ------------------------------------------------------------ declarations
     def decl(self, tree: Tree) -> ast.Decl:
-        return {"kind_decl": self.kind, "inject_decl": self.injection,
+        return {"kind_decl": self.kind, "extend_decl": self.extend, "inject_decl": self.injection,
                 "define_decl": self.define, "webhook_decl": self.webhook}[tree.data](tree)
+
+    def extend(self, tree: Tree) -> ast.Extend:
+        name, *policies = tree.children
+        return ast.Extend(self.span(tree), self.name(name),
+                          tuple(self.policy(p) for p in policies))
 
     def define(self, tree: Tree) -> ast.Define:
         name, body = tree.children
@@ -194,15 +202,29 @@ class _Lowering:
         return ast.Webhook(self.span(tree), failure, timeout)
 
     def kind(self, tree: Tree) -> ast.Kind:
-        name, api, kind_name, *stmts = tree.children
+        name, api, *rest = tree.children
+        more: tuple[ast.Name, ...] = ()
+        if getattr(rest[0], "data", None) == "more_versions":
+            more = tuple(self.name(v) for v in rest.pop(0).children)
+        kind_name, *stmts = rest
+        scope = None
+        if stmts and getattr(stmts[0], "data", None) == "kind_where":
+            scope = self.node(stmts.pop(0).children[0])
         api_version = str(api)
         group, _, version = api_version.rpartition("/")
         if api.type == "NAME" and not _CORE_VERSION.fullmatch(api_version):
             self.out.append(diagnostics.make(
                 "syntax-error", self.span(api), f"`{api_version}` is not an API version",
                 help="write GROUP/VERSION such as `batch/v1`, or `v1` for the core group"))
+        for v in more:
+            if not _CORE_VERSION.fullmatch(v.value):
+                self.out.append(diagnostics.make(
+                    "syntax-error", v.span, f"`{v.value}` is not a version",
+                    help="after the first API version, list more versions of the same group: "
+                         "`tekton.dev/v1, v1beta1`"))
         seen: dict[str, Span] = {}
         plural = task_label = task_expr = primary_pods = primary_containers = status = None
+        final = prefix = None
         owned = False
         labels: list[ast.PodLabel] = []
         verdicts: list[ast.Verdict] = []
@@ -231,17 +253,25 @@ class _Lowering:
             elif kind == "primary_pods":
                 if self.once(seen, "primary pods", span, "`primary pods`"):
                     primary_pods = self.node(ch[0])
-            elif kind in ("primary_container", "primary_containers"):
+            elif kind in ("primary_container", "primary_containers", "primary_prefix"):
                 if self.once(seen, "primary container", span, "`primary container`"):
-                    primary_containers = (
-                        (self.text(ch[0]),) if kind == "primary_container" else self.texts(ch[0]))
+                    if kind == "primary_prefix":
+                        prefix = self.text(ch[0])
+                    else:
+                        primary_containers = ((self.text(ch[0]),) if kind == "primary_container"
+                                              else self.texts(ch[0]))
+            elif kind in ("final_until", "final_never"):
+                if self.once(seen, "final", span, "`final`"):
+                    final = ast.Final(span, self.expr(ch[0]) if ch else None,
+                                      kind == "final_never")
             elif kind == "status_block":
                 if self.once(seen, "status", span, "`status`"):
                     status = self.status(stmt)
         return ast.Kind(
             self.span(tree), self.name(name), ast.Name(self.span(api), api_version), group,
             version, self.name(kind_name), plural, owned, tuple(labels), task_label, task_expr,
-            primary_pods, primary_containers, tuple(verdicts), tuple(policies), status)
+            primary_pods, primary_containers, tuple(verdicts), tuple(policies), status,
+            more, scope, final, prefix)
 
     def verdict(self, tree: Tree) -> ast.Verdict:
         phase, test, *clauses = tree.children
@@ -326,6 +356,8 @@ class _Lowering:
             kind = ch[0].children
             if len(kind) > 1:
                 for_ = self.duration(kind[1].children[0])
+            if kind[0].type == "FAILED_OR_EVICTED":
+                return ast.Event(span, "podFailed", task, None, None, evicted=True)
             return ast.Event(span, _POD_EVENTS[str(kind[0])], task, for_, None)
         if tree.data == "container_event":
             return ast.Event(span, "containerRestarted", task, None, None)
@@ -356,18 +388,24 @@ class _Lowering:
             if kind in ("reason_clause", "message_clause"):
                 fields[which] = self.value(ch[0])
             elif kind == "max_clause":
-                fields["max"] = self.number(ch[0])
+                fields["max"] = self.number(ch[0]) if ch[0].type == "INT" else self.expr(ch[0])
                 if len(ch) > 1:
                     fields["per"] = ast.Name(self.span(ch[1]), str(ch[1].children[1]))
             elif kind == "budget_clause":
                 fields["budget"] = self.text(ch[0])
             else:
                 fields["delay"] = self.duration(ch[0])
+                if len(ch) > 1:
+                    doubling = ch[1]
+                    fields["doubling"] = ast.Name(self.span(doubling), "doubling")
+                    if doubling.children:
+                        fields["cap"] = self.duration(doubling.children[0])
         words = tuple(str(t) for t in verb.children)
         return ast.Action(
             self.span(tree), _VERBS[words], fields.get("reason"),  # type: ignore[arg-type]
             fields.get("message"), fields.get("max"), fields.get("per"),  # type: ignore[arg-type]
-            fields.get("budget"), fields.get("delay"), fallback)  # type: ignore[arg-type]
+            fields.get("budget"), fields.get("delay"), fallback,  # type: ignore[arg-type]
+            fields.get("doubling"), fields.get("cap"))  # type: ignore[arg-type]
 
     # ------------------------------------------------------------ conditions and filters
     def node(self, tree: Tree) -> ast.Node:
@@ -393,7 +431,8 @@ class _Lowering:
             if data == "of_task":
                 task = self.text(child.children[0])
             elif data == "pod_state":
-                state = str(child.children[0])
+                token = child.children[0]
+                state = "failedOrEvicted" if token.type == "FAILED_OR_EVICTED" else str(token)
             elif data == "for_dur":
                 for_ = self.duration(child.children[0])
             elif data in ("quant", "cmp") or data is None:
@@ -422,6 +461,12 @@ class _Lowering:
     def _task_named(self, tree: Tree) -> ast.Node:
         name, state = tree.children
         return ast.TaskQuant(self.span(tree), "any", self.text(name), str(state.children[0]))
+
+    def _task_count(self, tree: Tree) -> ast.Node:
+        *state, cmp, value = tree.children
+        amount = self.number(value) if value.type == "INT" else self.expr(value)
+        return ast.TaskCount(self.span(tree), str(state[0].children[0]) if state else None,
+                             str(cmp.children[0]), amount)
 
     def _choice(self, tree: Tree) -> tuple[tuple[ast.Text, ...], bool]:
         """The values of `X "v"` or `X [not] in [...]`, and whether negated."""
@@ -463,12 +508,17 @@ class _Lowering:
         return ast.Namespace(self.span(tree), values, negate)
 
     def _condition(self, tree: Tree) -> ast.Node:
-        ctype, *reason = tree.children
+        ctype, *rest = tree.children
+        statuses: tuple[ast.Text, ...] = ()
         reasons: tuple[ast.Text, ...] = ()
-        if reason:
-            item = reason[0].children[0]
-            reasons = self.texts(item) if hasattr(item, "data") else (self.text(item),)
-        return ast.PodCondition(self.span(tree), self.text(ctype), reasons)
+        for part in rest:
+            item = part.children[0]
+            values = self.texts(item) if hasattr(item, "data") else (self.text(item),)
+            if part.data == "condition_status":
+                statuses = values
+            else:
+                reasons = values
+        return ast.PodCondition(self.span(tree), self.text(ctype), statuses, reasons)
 
     def _restarts(self, tree: Tree) -> ast.Node:
         cmp, value = tree.children

@@ -48,6 +48,10 @@ def register(subparsers: Any) -> None:
     mu.add_argument("--pod", required=True, metavar="FILE", help="the pod (YAML or JSON)")
     mu.add_argument("--owner", metavar="FILE", help="the owner job object, when known")
     mu.add_argument("--namespace", metavar="NS", help="the request namespace")
+    mu.add_argument("--namespace-label", action="append", default=None, metavar="KEY=VALUE",
+                    dest="namespace_labels",
+                    help="a label of the pod's namespace, for injections opted into by "
+                         "`namespace label` (repeatable; without any, those never apply)")
     mu.add_argument("--format", choices=("json", "text"), default="json")
     mu.add_argument("--explain", action="store_true",
                     help="say for every injection whether it applied and, if not, why")
@@ -101,7 +105,15 @@ def _mutate(args: argparse.Namespace, out: TextIO) -> int:
     plan = inputs.load_plan(args.rules)
     pod = inputs.read_object(args.pod, "pod")
     owner = inputs.read_object(args.owner) if args.owner else None
-    result = suite.mutate_result(plan, pod, owner, args.namespace, args.explain)
+    labels = None
+    if args.namespace_labels is not None:
+        labels = {}
+        for item in args.namespace_labels:
+            key, sep, value = item.partition("=")
+            if not sep or not key:
+                raise api.InputError(f"--namespace-label {item!r}: expected KEY=VALUE")
+            labels[key] = value
+    result = suite.mutate_result(plan, pod, owner, args.namespace, args.explain, labels)
     out.write(_json(result) if args.format == "json" else mutate_text(result))
     if "error" in result:
         print(f"rulec mutate: {result['error']}", file=sys.stderr)

@@ -43,7 +43,7 @@ EVAL_EXPECT = ("phase", "reason", "message", "rule", "final", "events", "actions
                "wakeAt", "problems")
 MUTATE_EXPECT = ("patch", "pod", "applied", "kind", "error")
 SHARED_EXPECT = ("explain",)
-INPUTS = ("now", "after", "job", "pods", "state", "pod", "owner", "namespace")
+INPUTS = ("now", "after", "job", "pods", "state", "pod", "owner", "namespace", "namespaceLabels")
 CASE_KEYS = ("name", "steps", "expect", "explain") + INPUTS
 _MISSING = object()
 
@@ -272,44 +272,60 @@ def eval_result(plan: planlib.Plan, job: dict[str, Any], candidates: list[dict[s
 
 
 def mutate_result(plan: planlib.Plan, pod: dict[str, Any], owner: dict[str, Any] | None,
-                  namespace: str | None, explain: bool = False) -> dict[str, Any]:
-    """What `rulec mutate` prints: the patch, the patched pod, and the injections applied."""
+                  namespace: str | None, explain: bool = False,
+                  namespace_labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """What `rulec mutate` prints: the patch, the patched pod, and the injections applied.
+
+    As the API server does, every webhook entry that serves the namespace (by its labels) is
+    called in turn on the pod the previous one patched; without labels, only the entry for
+    every namespace is."""
+    entries = mutator.serving(plan, dict(namespace_labels)) if namespace_labels is not None else (None,)
+    injector = mutator.prepare(plan)
+    patch: list[dict[str, Any]] = []
+    applied: list[str] = []
+    current, kind = pod, None
     try:
-        mutation = mutator.mutate(mutator.prepare(plan), pod, owner, namespace)
+        for entry in entries:
+            mutation = mutator.mutate(injector, current, owner, namespace, entry)
+            patch += mutation.patch
+            applied += mutation.applied
+            kind = kind or mutation.kind
+            current = patchlib.apply(current, mutation.patch)
     except mutator.MutationError as err:
         return {"error": str(err), "patch": [], "pod": pod, "applied": [], "kind": None}
-    out: dict[str, Any] = {
-        "patch": list(mutation.patch),
-        "pod": patchlib.apply(pod, mutation.patch),
-        "applied": list(mutation.applied),
-        "kind": mutation.kind,
-    }
+    out: dict[str, Any] = {"patch": patch, "pod": current, "applied": applied, "kind": kind}
     if explain:
-        out["explain"] = _explain_mutation(plan, pod, owner, namespace, mutation)
+        out["explain"] = _explain_mutation(plan, pod, owner, namespace, applied, kind, entries)
     return out
 
 
 def _explain_mutation(plan: planlib.Plan, pod: dict[str, Any], owner: dict[str, Any] | None,
-                      namespace: str | None, mutation: mutator.Mutation) -> list[dict[str, Any]]:
+                      namespace: str | None, applied: list[str], kind: str | None,
+                      entries: tuple[str | None, ...]) -> list[dict[str, Any]]:
     """Per injection: applied, or the first reason it was not."""
-    return [{"rule": str(i.span), "injection": i.name, "matched": i.name in mutation.applied,
-             "why": "applied" if i.name in mutation.applied
-             else _not_injected(plan, i, pod, owner, namespace, mutation.kind)}
+    return [{"rule": str(i.span), "injection": i.name, "matched": i.name in applied,
+             "why": "applied" if i.name in applied
+             else _not_injected(plan, i, pod, owner, namespace, kind, entries)}
             for i in plan.injections]
 
 
 def _not_injected(plan: planlib.Plan, injection: planlib.Injection, pod: dict[str, Any],
-                  owner: dict[str, Any] | None, namespace: str | None, kind: str | None) -> str:
-    """Why an injection left the pod alone: its owner kind, its record, its filter, or nothing
-    to change (found by applying it once more without its filter)."""
+                  owner: dict[str, Any] | None, namespace: str | None, kind: str | None,
+                  entries: tuple[str | None, ...]) -> str:
+    """Why an injection left the pod alone: its owner kind, its namespace's labels, its record,
+    its filter, or nothing to change (found by applying it once more without its filter)."""
     if kind not in injection.kinds:
         return f"the pod's owner kind ({kind or 'none declared'}) is not one of {', '.join(injection.kinds)}"
+    if injection.namespace_selector not in entries:
+        return (f"the namespace's labels (as given) do not match its namespace selector "
+                f"{injection.namespace_selector}")
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
     if f'"{injection.name}@' in str(annotations.get(mutator.RECORD_ANNOTATION, "")):
         return "already injected (recorded on the pod)"
     def applies(match: Any) -> bool:
         alone = dataclasses.replace(plan, injections=(dataclasses.replace(injection, match=match),))
-        return bool(mutator.mutate(mutator.prepare(alone), pod, owner, namespace).applied)
+        selector = alone.injections[0].namespace_selector
+        return bool(mutator.mutate(mutator.prepare(alone), pod, owner, namespace, selector).applied)
 
     try:
         if not applies(None):
@@ -402,8 +418,12 @@ def _mutate_step(suite: Suite, plan: planlib.Plan, current: Mapping[str, Any], g
     else:
         raise api.InputError("a mutation case needs a `pod`")
     owner = _resolve(current["owner"], suite.folder, "owner") if "owner" in current else None
+    labels = current.get("namespaceLabels")
+    if labels is not None and not (isinstance(labels, dict) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in labels.items())):
+        raise api.InputError(f"{suite.path}: `namespaceLabels` maps label keys to string values")
     return mutate_result(plan, pod, owner, current.get("namespace"),
-                         bool(current.get("explain")))
+                         bool(current.get("explain")), labels)
 
 
 def _eval_step(suite: Suite, plan: planlib.Plan, current: Mapping[str, Any], given: Mapping[str, Any],

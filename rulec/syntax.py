@@ -106,7 +106,7 @@ MAX_SYNTAX_ERRORS = 20
 _NAME = r"[a-z](?:[a-z0-9-]*[a-z0-9])?"
 _DECL_START = re.compile(
     rf"^(?:job[ \t]+(?:(?!(?:running|verdict)(?![a-z0-9-]))[a-z]|{_NAME}[ \t]*:)"
-    r"|(?:inject|define|webhook)(?![A-Za-z0-9_-]))", re.M)
+    r"|(?:extend|inject|define|webhook)(?![A-Za-z0-9_-]))", re.M)
 # Names a broken chunk may declare: `job NAME:` and `define NAME =`, and any `WORD NAME :`
 # or `WORD NAME =` starting a line, so that a misspelled `jbo NAME:` counts too.
 _MAYBE_DECLARED = re.compile(rf"^[ \t]*[A-Za-z]+[ \t]+({_NAME})[ \t]*[:=]", re.M)
@@ -202,17 +202,18 @@ _DESCRIBED = {
     "DURATION": "a duration such as `10m`", "NAME": "a name", "KIND": "a kind such as `Job`",
     "GROUP_VERSION": "an API version such as `batch/v1`",
     "PATH": "a field path such as `status.phase`", "WORD": "a phase such as `Succeeded`",
+    "FAILED_OR_EVICTED": "`failed or evicted`",
     "$END": "the end of the file",
 }
 
 _PHASES = ("pending", "running", "suspended", "restarting", "succeeded", "failed")
 # When every word of a group is expected, the group is named instead of its words.
 _GROUPS: tuple[tuple[str, str, frozenset[str]], ...] = (
-    ("declaration", "a declaration (`job`, `inject`, `define`, `webhook`)",
-     frozenset({"job", "inject", "define", "webhook"})),
-    ("kind statement", "a kind statement (`pods`, `task`, `primary`, `plural`, a verdict such as `failed when ...`, "
-     "`on ...`, `status {...}`)",
-     frozenset({"plural", "pods", "task", "primary", "on", "status", *_PHASES})),
+    ("declaration", "a declaration (`job`, `extend`, `inject`, `define`, `webhook`)",
+     frozenset({"job", "extend", "inject", "define", "webhook"})),
+    ("kind statement", "a kind statement (`pods`, `task`, `primary`, `plural`, `final`, a verdict such as "
+     "`failed when ...`, `on ...`, `status {...}`)",
+     frozenset({"plural", "pods", "task", "primary", "final", "on", "status", *_PHASES})),
     ("filter", "a pod filter (`exit`, `reason`, `container`, `pod reason`, `condition`, `task`, "
      "`restarts`, `label`, `where`, `is`)",
      frozenset({"exit", "reason", "container", "pod", "condition", "task", "restarts", "label",
@@ -220,17 +221,21 @@ _GROUPS: tuple[tuple[str, str, frozenset[str]], ...] = (
     ("filter", "a pod filter after `with` (`exit`, `reason`, `condition`, `label`, ...)",
      frozenset({"exit", "reason", "container", "pod", "condition", "task", "restarts", "label",
                 "where"})),
-    ("action", "an action (`fail job`, `complete job`, `restart job|task|pod`, `abort job`, "
-     "`terminate job`, `ignore`)",
-     frozenset({"fail", "complete", "restart", "abort", "terminate", "ignore"})),
+    ("action", "an action (`fail job|task`, `complete job`, `restart job|task|pod`, `abort job`, "
+     "`terminate job`, `ignore`, `count`)",
+     frozenset({"fail", "complete", "restart", "abort", "terminate", "ignore", "count"})),
     ("action clause", "an action clause (`reason`, `message`, `max`, `budget`, `after`, `then`)",
      frozenset({"reason", "message", "max", "budget", "after", "then"})),
     ("event", "an event (`pod ...`, `container restarted`, `task ...`, `job ...`)",
      frozenset({"pod", "container", "task", "job"})),
-    ("pod state", "a pod state (`pending`, `running`, `succeeded`, `failed`, `evicted`, `terminating`)",
-     frozenset({"pending", "running", "succeeded", "failed", "evicted", "terminating"})),
-    ("pod event", "a pod event (`pending`, `running`, `succeeded`, `failed`, `evicted`, `deleted`)",
-     frozenset({"pending", "running", "succeeded", "failed", "evicted", "deleted"})),
+    ("pod state", "a pod state (`pending`, `running`, `succeeded`, `failed`, `failed or evicted`, "
+     "`evicted`, `terminating`)",
+     frozenset({"pending", "running", "succeeded", "failed", "FAILED_OR_EVICTED", "evicted",
+                "terminating"})),
+    ("pod event", "a pod event (`pending`, `running`, `succeeded`, `failed`, `failed or evicted`, "
+     "`evicted`, `deleted`)",
+     frozenset({"pending", "running", "succeeded", "failed", "FAILED_OR_EVICTED", "evicted",
+                "deleted"})),
     ("task state", "a task state (`pending`, `running`, `succeeded`, `failed`)",
      frozenset({"pending", "running", "succeeded", "failed"})),
     ("condition", "a condition (`<<expr>>`, `any`/`all`/`no pod ...`, `count pods ...`, `task ...`, "
@@ -309,7 +314,7 @@ def _unexpected_word(source: SourceFile, word: str, span: Span, expected: set[st
     if suggestion and word not in all_keywords(p):
         close = suggestion.split("`")[1]
         category = next((short for short, _, group in _GROUPS
-                         if close in group and group <= set(keywords)), "keyword")
+                         if close in group and group <= set(keywords) | expected), "keyword")
         return _error(span, f"unknown {category} `{word}`", state, code="unknown-word",
                       help=suggestion, extra=(Note(f"expected {_expected(expected, p)}"),))
     literals = {v for v in (_literal(n, p) for n in expected) if v}
@@ -317,7 +322,8 @@ def _unexpected_word(source: SourceFile, word: str, span: Span, expected: set[st
                   help=_hint(word, expected, literals, state) or suggestion)
 
 
-_ACTION_WORDS = frozenset({"fail", "complete", "restart", "abort", "terminate", "ignore"})
+_ACTION_WORDS = frozenset({"fail", "complete", "restart", "abort", "terminate", "ignore",
+                           "count"})
 
 
 def _hint(word: str, expected: set[str], literals: set[str], state: object) -> str | None:

@@ -175,9 +175,10 @@ def _request(review: Any) -> Request:
     return request  # type: ignore[return-value]
 
 
-def answer(injector: Injector, request: Request) -> Decision:
+def answer(injector: Injector, request: Request, namespace_selector: str | None = None) -> Decision:
     """The review to send back for a decoded request; never raises. The pod in it is consumed:
-    the patch is checked by applying it there."""
+    the patch is checked by applying it there. `namespace_selector` names the webhook entry that
+    called (runtime.registration): only its injections apply."""
     plan = injector.plan
     uid = request["uid"]
     dry_run = request.get("dryRun") is True
@@ -187,7 +188,8 @@ def answer(injector: Injector, request: Request) -> Decision:
     namespace = request.get("namespace")
     try:
         mutation = mutator.mutate(injector, pod, None,
-                                  namespace if isinstance(namespace, str) else None)
+                                  namespace if isinstance(namespace, str) else None,
+                                  namespace_selector)
     except mutator.MutationError as err:
         return _failed(plan, uid, dry_run, Failure(err.injection, str(err), err, True),
                        f"injection {err.injection} failed ({err.span})")

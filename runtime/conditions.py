@@ -42,26 +42,30 @@ class Snapshot:
     """A job and its pods at one moment, asked about conditions."""
 
     def __init__(self, job: Mapping[str, Any], pod_facts: list[pods.Pod], now: datetime,
-                 search: templates.Search, job_vars: Mapping[str, Any]) -> None:
+                 search: templates.Search, job_vars: Mapping[str, Any],
+                 failed_tasks: frozenset[str] = frozenset()) -> None:
         self.job = job
         self.pods = pod_facts
         self.now = now
         self.search = search
         self.job_vars = job_vars
+        self.failed_tasks = failed_tasks  # failed by `fail task`, whatever their pods do
         self._tasks: dict[str, str] | None = None
 
     def scope(self, task: str | None) -> list[pods.Pod]:
         """The job's pods, or those of one task."""
         return self.pods if task is None else [p for p in self.pods if p.task == task]
 
-    def witness(self, f: plan.PodFilter | None, pod: pods.Pod) -> tuple[bool, pods.Container | None]:
-        return pods.witness(f, pod, self.search)
+    def witness(self, f: plan.PodFilter | None, pod: pods.Pod,
+                failure: bool = False) -> tuple[bool, pods.Container | None]:
+        return pods.witness(f, pod, self.search, failure)
 
     def matching(self, task: str | None, state: str | None, f: plan.PodFilter | None,
                  for_seconds: int | None) -> tuple[list[Hit], int]:
         """The pods in scope in `state` (for at least `for_seconds`) that pass `f`, and the
         number in scope."""
         scope = self.scope(task)
+        failure = state in pods.FAILURE_STATES
         out: list[Hit] = []
         for p in scope:
             if state is not None and not p.is_(state):
@@ -71,9 +75,9 @@ class Snapshot:
                 if since is None or (self.now - since).total_seconds() < for_seconds:
                     continue
             if f is None:
-                out.append((p, None))
+                out.append((p, p.deciding(True) if failure else None))
                 continue
-            ok, container = self.witness(f, p)
+            ok, container = self.witness(f, p, failure)
             if ok:
                 out.append((p, container))
         return out, len(scope)
@@ -115,6 +119,13 @@ class Snapshot:
             value = number(templates.render(c.value, self.job, self.job_vars, self.search))
             ok = value is not None and pods.COMPARE[c.cmp](len(matching), value)
             return ok, Witness(tuple(matching), False, len(matching), total)
+        if isinstance(c, plan.TaskCount):
+            states = self.task_states()
+            hits = [t for t, s in sorted(states.items()) if c.state is None or s == c.state]
+            value = number(templates.render(c.value, self.job, self.job_vars, self.search))
+            ok = value is not None and pods.COMPARE[c.cmp](len(hits), value)
+            w = self.task_witness(hits[0], c.state) if hits and c.state else Witness()
+            return ok, Witness(w.hits, w.latest, len(hits), len(states))
         if isinstance(c, plan.TaskState):
             states = self.task_states()
             names = [c.task] if c.task else sorted(states)
@@ -139,16 +150,16 @@ class Snapshot:
         return None if start is None else (self.now - start).total_seconds()
 
     def task_states(self) -> dict[str, str]:
-        """docs/plan.md: succeeded = has pods, all succeeded; failed = one failed; running = one
-        running; else pending."""
+        """docs/plan.md: failed = failed by `fail task`, or one pod failed (evicted pods do not
+        count); succeeded = has pods, all succeeded; running = one running; else pending."""
         if self._tasks is None:
-            groups: dict[str, list[pods.Pod]] = {}
+            groups: dict[str, list[pods.Pod]] = {t: [] for t in self.failed_tasks}
             for p in self.pods:
                 if p.task is not None:
                     groups.setdefault(p.task, []).append(p)
             out = {}
             for task, members in groups.items():
-                if any(p.is_("failed") for p in members):
+                if task in self.failed_tasks or any(p.is_("failed") for p in members):
                     out[task] = "failed"
                 elif all(p.is_("succeeded") for p in members):
                     out[task] = "succeeded"
@@ -163,8 +174,9 @@ class Snapshot:
         """The pods of a task in that state: the first decides (succeeded: the last)."""
         pod_state = task_state if task_state != "pending" else None
         members = [p for p in self.scope(task) if pod_state is None or p.is_(pod_state)]
-        return Witness(tuple((p, None) for p in members), task_state == "succeeded",
-                       len(members), len(self.scope(task)))
+        failure = task_state == "failed"
+        return Witness(tuple((p, p.deciding(True) if failure else None) for p in members),
+                       task_state == "succeeded", len(members), len(self.scope(task)))
 
     def times(self, c: plan.Condition | None) -> list[datetime]:
         """When time alone may change `c`: pods reaching a `for D`, the job reaching an age."""
@@ -197,6 +209,9 @@ class Snapshot:
             _, w = self.holds(c)
             seen = f"{w.count} of {w.total} pods match" if w is not None else ""
             return f"{text}: {seen}"
+        if isinstance(c, plan.TaskCount):
+            _, w = self.holds(c)
+            return f"{text}: {w.count if w else 0} of {w.total if w else 0} tasks match"
         if isinstance(c, plan.TaskState):
             states = self.task_states()
             return f"{text}: tasks " + (", ".join(f"{t} {s}" for t, s in sorted(states.items())) or "none")

@@ -55,6 +55,9 @@ def filter(f: Any) -> str:
         return f"pod reason {_in(f.values, f.negate)}"
     if isinstance(f, plan.PodCondition):
         text = f"condition {json.dumps(f.type)}"
+        if f.statuses != {"True"}:
+            text += f" in {_strs(f.statuses)}" if len(f.statuses) > 1 else \
+                f" = {json.dumps(next(iter(f.statuses)))}"
         if f.reasons:
             text += f" reason {_in(f.reasons, False)}"
         return ("not " + text) if f.negate else text
@@ -71,6 +74,8 @@ def filter(f: Any) -> str:
         return f"where <<{f.expr.source}>>"
     if isinstance(f, plan.NamespaceIs):
         return f"namespace {_in(f.values, f.negate)}"
+    if isinstance(f, plan.NamespaceLabel):
+        return filter(plan.LabelIs(f.key, f.values, f.negate)).replace("label", "namespace label", 1)
     if isinstance(f, plan.IsPrimary):
         return "primary"
     return repr(f)
@@ -86,7 +91,7 @@ def _group(f: Any) -> str:
 
 
 def _is_condition(c: Any) -> bool:
-    return isinstance(c, (plan.Pods, plan.Count, plan.TaskState, plan.JobAge))
+    return isinstance(c, (plan.Pods, plan.Count, plan.TaskState, plan.TaskCount, plan.JobAge))
 
 
 def _duration(seconds: int) -> str:
@@ -98,7 +103,7 @@ def _duration(seconds: int) -> str:
 
 def _scope(task: str | None, state: str | None, f: Any) -> str:
     text = f" of task {json.dumps(task)}" if task else ""
-    text += f" {state}" if state else ""
+    text += f" {vocabulary.POD_STATE_WORDS.get(state, state)}" if state else ""
     text += f" {filter(f)}" if f is not None else ""
     return text
 
@@ -131,6 +136,8 @@ def condition(c: Any) -> str:
         return head + _scope(c.task, c.state, c.filter) + tail
     if isinstance(c, plan.Count):
         return f"count pods{_scope(c.task, c.state, c.filter)} {c.cmp} {template(c.value)}"
+    if isinstance(c, plan.TaskCount):
+        return f"count tasks{' ' + c.state if c.state else ''} {c.cmp} {template(c.value)}"
     if isinstance(c, plan.TaskState):
         if c.task:
             return f"task {json.dumps(c.task)} {c.state}"
@@ -152,6 +159,7 @@ def policy(p: plan.Policy) -> str:
         head += f"task {json.dumps(p.task)} " + event(p.event).removeprefix("task ")
     else:
         head += (f"task {json.dumps(p.task)} " if p.task else "") + event(p.event)
+        head += " or evicted" if p.evicted else ""
     if p.to:
         head += f" to {p.to}"
     if p.for_seconds is not None:

@@ -8,26 +8,35 @@ gives the same answer, and evaluating again with the returned state yields no ne
 
 Semantics beyond docs/plan.md (written up in docs/evaluation.md):
 - A pod change is one *occurrence* carrying the events it amounts to, most specific first (an
-  evicted pod that failed is `podEvicted` then `podFailed`). Policies are tried per event name:
-  task-scoped ones before job-wide ones, each in source order; the first match takes the whole
-  occurrence, so one pod incarnation causes at most one action.
+  evicted pod that failed is `podEvicted` then `podFailed`, the latter only for `pod failed or
+  evicted` policies). Policies are tried per event name: task-scoped ones before job-wide ones,
+  each in source order; the first match takes the whole occurrence, so one pod incarnation
+  causes at most one action.
 - Incarnations are monotone (phase only moves forward, restarts only grow, flags only get set),
   so a stored record equal to the current one means "already handled".
-- `fail job`, `complete job` and `terminate job` make the verdict final; after that only
+- Terminal verdicts hold: a Succeeded or Failed verdict of the rules, or one that `fail job`,
+  `complete job` or `terminate job` made, is kept in the state and holds until the job starts
+  again (the kind's `final until` value changes, or a `restart job` of ours). After that only
   `jobVerdictChanged` policies still run, and delayed actions are cancelled.
+- While a restart of ours is under way (the pods it stopped are still there, or it waits for its
+  delay) the verdict is Restarting, never a terminal one; pods we stopped count in no verdict.
+- The verdict is worked out last, from the pods and the state this evaluation leaves, so that
+  evaluating again with that state gives the same verdict and no new event.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Iterable, Mapping
 
-from runtime import conditions, describe, functions, plan, pods, state, templates
+from runtime import conditions, describe, functions, plan, pods, state, templates, vocabulary
 
 TERMINAL = {"failJob": "Failed", "completeJob": "Succeeded", "terminateJob": "Failed"}
 STOPS_PODS = ("restartJob", "abortJob", "terminateJob")
 FAILURES = ("podFailed", "podEvicted", "podDeleted", "containerRestarted")
+FAILURE_SCOPED = frozenset({"podFailed", "podEvicted", "taskFailed"})  # read failed containers
 PHASE_EVENTS = {"Pending": "podPending", "Running": "podRunning", "Succeeded": "podSucceeded",
                 "Failed": "podFailed"}
 
@@ -123,14 +132,23 @@ class _Occurrence:
     for_seconds: int | None = None  # timers: podPending / jobRunningLongerThan thresholds
     to: str | None = None  # jobVerdictChanged
     candidates: tuple[pods.Pod, ...] = ()  # task and job events: the pods a filter may pick from
+    disrupted: bool = False  # podFailed of an evicted pod, or of one deleted by someone else
 
 
 def kind_for(source: plan.Plan | plan.Kind, job: Mapping[str, Any]) -> plan.Kind:
+    """The kind that decides for a job: given, or the plan's kind for its apiVersion and kind
+    whose scope (label selector, namespaces) covers it."""
     if isinstance(source, plan.Kind):
         return source
     kind = source.kind_for(job.get("apiVersion", ""), job.get("kind", ""))
     if kind is None:
         raise UnknownKind(f"no rules for {job.get('apiVersion')} {job.get('kind')}")
+    if not kind.covers(job):
+        scope = [f"label selector {kind.selector}"] if kind.selector else []
+        if kind.namespaces is not None:
+            scope.append("namespaces " + ", ".join(kind.namespaces))
+        raise UnknownKind(f"no rules for this {job.get('kind')}: it is outside the scope of kind "
+                          f"{kind.name} ({'; '.join(scope)})")
     return kind
 
 
@@ -159,24 +177,57 @@ class _Run:
         self.stored = stored
         self.problems: list[str] = []
         self.search = templates.searcher(functions.options(now), self._error)
-        facts = [pods.facts(kind, p, self.search) for p in pod_objects]
+        counts = pods.counted(kind)
+        facts = [pods.facts(kind, p, self.search, counts) for p in pod_objects]
         facts.sort(key=lambda p: (p.name, p.uid))
         self.pods = facts
         meta = job.get("metadata")
         meta = meta if isinstance(meta, dict) else {}
         self.job_vars = {"job": meta.get("name"), "namespace": meta.get("namespace"),
                          "kind": job.get("kind")}
-        self.snapshot = conditions.Snapshot(job, facts, now, self.search, self.job_vars)
         self.budgets = dict(stored.budgets)
         self.records: dict[str, state.PodRecord] = {}
         self.fired: set[str] = set()
         self.delayed: list[state.Delayed] = []
         self.final = stored.final
+        present = [stored.pods[p.digest] for p in facts if p.digest in stored.pods]
+        # A restart whose pods are all gone (and that waits for nothing) is over.
+        self.restarting = stored.restarting if self._under_way(present, stored.delayed) else None
+        self.failed_tasks = stored.failed_tasks
+        self.run = self._run_key()
+        self._release()
+        # Pods a restart, abort or termination of ours stopped count in no verdict.
+        self.snapshot = self._snapshot(lambda p: not (stored.pods.get(p.digest) or _FREE).ours)
         self.events: list[Event] = []
         self.actions: list[Action] = []
         self.tasks: dict[str, str] = {}
-        self.rules_verdict = Verdict("Pending", None, None, None)
+        self._rules: tuple[conditions.Snapshot, Verdict] | None = None  # the last one worked out
         self.trace: dict[str, list[str]] | None = {} if explain else None
+
+    def _snapshot(self, keep: Any) -> conditions.Snapshot:
+        return conditions.Snapshot(self.job, [p for p in self.pods if keep(p)], self.now,
+                                   self.search, self.job_vars, self.failed_tasks)
+
+    # -- the job's run ---------------------------------------------------------------------------
+
+    def _run_key(self) -> str | None:
+        """The kind's `final until` value for this job, as compact JSON."""
+        if self.kind.final_until is None:
+            return None
+        value = self.search(self.kind.final_until, self.job)
+        return json.dumps(value, separators=(",", ":"), sort_keys=True, default=str)
+
+    def _release(self) -> None:
+        """A stored terminal verdict no longer holds when the job started again (its `final
+        until` value changed), nor, for one of the rules, when the kind says `final never`."""
+        final = self.final
+        if final is None:
+            return
+        if final.run is not None and self.run is not None and final.run != self.run:
+            self.final = None
+            self.failed_tasks = frozenset()
+        elif final.by == "verdict" and not self.kind.sticky:
+            self.final = None
 
     # -- expressions ---------------------------------------------------------------------------
 
@@ -202,9 +253,9 @@ class _Run:
 
     # -- verdict conditions --------------------------------------------------------------------
 
-    def verdict(self) -> Verdict:
+    def verdict(self, snapshot: conditions.Snapshot) -> Verdict:
         for rule in self.kind.verdicts:
-            ok, w = (True, None) if rule.when is None else self.snapshot.holds(rule.when)
+            ok, w = (True, None) if rule.when is None else snapshot.holds(rule.when)
             if ok:
                 if rule.reason is None and rule.message is None:
                     return Verdict(rule.phase, None, None, str(rule.span))
@@ -226,9 +277,9 @@ class _Run:
             self.records[p.digest] = record
             if record.ours:
                 continue  # we asked for this pod to go: what happens to it is our doing
-            names = _changes(old, record, p)
+            names, disrupted = _changes(old, record, p)
             if names:
-                out.append(_Occurrence(names, p, p.digest, p.task))
+                out.append(_Occurrence(names, p, p.digest, p.task, disrupted=disrupted))
         out.sort(key=lambda occ: pods.change_key(occ.pod))  # type: ignore[arg-type]  # all have pods
         for digest, old in sorted(self.stored.pods.items()):
             if digest in seen or old.finished or old.deleting or old.ours:
@@ -248,6 +299,8 @@ class _Run:
                 since = p.since("pending")
                 if token in self.stored.fired:
                     self.fired.add(token)
+                elif self.records[p.digest].ours:
+                    continue  # a pod we stopped raises nothing
                 elif since is not None and (self.now - since).total_seconds() >= seconds:
                     self.fired.add(token)
                     out.append(_Occurrence(("podPending",), p, p.digest, p.task, for_seconds=seconds))
@@ -255,16 +308,11 @@ class _Run:
 
     def task_occurrences(self) -> list[_Occurrence]:
         out = []
-        announced = {}
-        for task, now_state in sorted(self.snapshot.task_states().items()):
-            if now_state not in ("succeeded", "failed"):
-                continue
-            announced[task] = now_state
+        for task, now_state in sorted(_announced(self.snapshot).items()):
             if self.stored.tasks.get(task) != now_state:
                 name = "taskCompleted" if now_state == "succeeded" else "taskFailed"
                 members = tuple(p for p in self.snapshot.scope(task) if p.is_(now_state))
                 out.append(_Occurrence((name,), None, None, task, candidates=members))
-        self.tasks = announced
         return out
 
     def job_timers(self, phase: str) -> list[_Occurrence]:
@@ -278,15 +326,17 @@ class _Run:
             elif age is not None and age >= seconds and phase not in ("Succeeded", "Failed"):
                 self.fired.add(token)
                 out.append(_Occurrence(("jobRunningLongerThan",), None, None, None,
-                                       for_seconds=seconds, candidates=tuple(self.pods)))
+                                       for_seconds=seconds, candidates=tuple(self.snapshot.pods)))
         return out
 
     # -- policies ------------------------------------------------------------------------------
 
-    def _candidates(self, name: str, task: str | None) -> list[plan.Policy]:
-        scoped = [p for p in self.kind.policies if p.event == name and p.task is not None and p.task == task]
-        wide = [p for p in self.kind.policies if p.event == name and p.task is None]
-        return scoped + wide
+    def _candidates(self, name: str, task: str | None, disrupted: bool) -> list[plan.Policy]:
+        """The policies that may take an event, in the order they are tried; an evicted pod's
+        failure reaches only `pod failed or evicted` policies."""
+        fits = [p for p in self.kind.policies if p.event == name and (p.evicted or not disrupted)]
+        return ([p for p in fits if p.task is not None and p.task == task]
+                + [p for p in fits if p.task is None])
 
     def _note(self, policy: plan.Policy, why: str) -> None:
         if self.trace is not None:
@@ -296,7 +346,8 @@ class _Run:
         """Offer an occurrence to the policies; the first that matches takes it."""
         label = _label(occ)
         for name in occ.names:
-            for policy in self._candidates(name, occ.task):
+            disrupted = occ.disrupted and name == "podFailed"
+            for policy in self._candidates(name, occ.task, disrupted):
                 timed = name in ("podPending", "jobRunningLongerThan")
                 if timed and policy.for_seconds != occ.for_seconds:
                     self._note(policy, f"{label}: not this duration")
@@ -304,7 +355,7 @@ class _Run:
                 if policy.to is not None and policy.to != occ.to:
                     self._note(policy, f"{label}: verdict changed to {occ.to}, not {policy.to}")
                     continue
-                ok, pod, container = self._pick(policy.filter, occ)
+                ok, pod, container = self._pick(policy.filter, occ, name in FAILURE_SCOPED)
                 if not ok:
                     self._note(policy, f"{label}: filter false: {describe.filter(policy.filter)}")
                     continue
@@ -318,12 +369,14 @@ class _Run:
                 return
         self._events(occ, occ.pod, None, None)
 
-    def _pick(self, f: Any, occ: _Occurrence) -> tuple[bool, pods.Pod | None, pods.Container | None]:
+    def _pick(self, f: Any, occ: _Occurrence,
+              failure: bool) -> tuple[bool, pods.Pod | None, pods.Container | None]:
         if occ.pod is not None:
-            ok, container = self.snapshot.witness(f, occ.pod)
+            ok, container = self.snapshot.witness(f, occ.pod, failure)
             return ok, occ.pod, container
         if occ.candidates:
-            hits = [(p, c) for p in occ.candidates for ok, c in [self.snapshot.witness(f, p)] if ok]
+            hits = [(p, c) for p in occ.candidates
+                    for ok, c in [self.snapshot.witness(f, p, failure)] if ok]
             if not hits:
                 return False, None, None
             pod, container = min(hits, key=lambda pc: pods.sort_key(*pc))
@@ -347,8 +400,8 @@ class _Run:
         elif occ.to is not None:
             detail = f"to {occ.to}"
         pod = pod or occ.pod
-        if container is None and pod is not None and pod.counted:
-            container = pod.counted[0]
+        if container is None and pod is not None:
+            container = pod.deciding(name in FAILURE_SCOPED)
         self.events.append(Event(
             name, pod.name if pod is not None else None,
             pod.uid if pod is not None else occ.digest, occ.task or (pod.task if pod else None),
@@ -375,29 +428,52 @@ class _Run:
             if any(d.policy == policy.id and d.digest == occ.digest and d.task == target.task
                    for d in self.delayed):
                 return  # already waiting for this pod
-            due = self.now + timedelta(seconds=action.delay)
+            due = self.now + timedelta(seconds=self._delay(action, target))
             keep = {k: v for k, v in variables.items()
                     if k in ("container", "container_reason", "exit_code", "pod_reason", "restarts")
                     and v is not None}
             self.delayed.append(state.Delayed(policy.id, name, due, target.pod, occ.digest,
                                               target.task, pod.restarts if pod else 0, keep))
+            reason, message = self._text(action.reason, variables), self._text(action.message, variables)
             self.actions.append(Action(action.action, "scheduled", policy.id, name, str(policy.span),
-                                       self._text(action.reason, variables),
-                                       self._text(action.message, variables), target, due))
+                                       reason, message, target, due))
+            if action.action in vocabulary.RESTARTS:
+                self._restarting(policy, name, action.action, reason, message, target, due)
             return
         self.fire(policy, name, action, variables, target, None, None)
+
+    def _delay(self, action: plan.Action, target: Target) -> float:
+        """`after D`, or with `doubling` D times 2 to the budget's uses so far (up to the cap)."""
+        delay = float(action.delay or 0)
+        if action.doubling and action.budget is not None:
+            used = self.budgets.get(_budget_key(action.budget, target), 0)
+            delay *= 2 ** min(used, 40)
+            if action.delay_cap is not None:
+                delay = min(delay, action.delay_cap)
+        return delay
+
+    def _budget_max(self, budget: plan.Budget) -> int:
+        """A budget's `max`: a number, or read from the job; unreadable is spent (0)."""
+        if isinstance(budget.max, int):
+            return budget.max
+        value = self.search(budget.max, self.job)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 \
+                or value != int(value):
+            self.problems.append(f"{budget.max.span}: <<{budget.max.source}>>: {value!r} is not a "
+                                 "budget (a whole number, 0 or more); the budget counts as spent")
+            return 0
+        return int(value)
 
     def fire(self, policy: plan.Policy, name: str, action: plan.Action, variables: dict[str, Any],
              target: Target, due: datetime | None, spent: tuple[plan.Action, BudgetUse] | None) -> None:
         """Run an action now, spending its budget or falling back when the budget is gone."""
         use = None
         if action.budget is not None:
-            key = action.budget.key
-            if action.budget.per == "task" and target.task:
-                key = f"{key}[{target.task}]"
+            key = _budget_key(action.budget, target)
+            limit = self._budget_max(action.budget)
             used = self.budgets.get(key, 0)
-            if used >= action.budget.max:
-                use = BudgetUse(key, used, action.budget.max)
+            if used >= limit:
+                use = BudgetUse(key, used, limit)
                 if action.fallback is not None:
                     self.fire(policy, name, action.fallback, variables, target, due, (action, use))
                 else:
@@ -406,8 +482,8 @@ class _Run:
                                                None, target, due, use))
                 return
             self.budgets[key] = used + 1
-            use = BudgetUse(key, used + 1, action.budget.max)
-            variables = dict(variables, budget_used=used + 1, budget_max=action.budget.max)
+            use = BudgetUse(key, used + 1, limit)
+            variables = dict(variables, budget_used=used + 1, budget_max=limit)
         reason = self._text(action.reason, variables)
         message = self._text(action.message, variables)
         if spent is not None:
@@ -418,7 +494,8 @@ class _Run:
                 f"{_happened(name, target)}: {describe.action(spent_action.action)} budget "
                 f"{spent_use.used}/{spent_use.max} spent ({policy.span})")
             use = use or spent_use
-        self.actions.append(Action(action.action, "run", policy.id, name, str(policy.span),
+        status = "counted" if action.action == "count" else "run"
+        self.actions.append(Action(action.action, status, policy.id, name, str(policy.span),
                                    reason, message, target, due, use))
         self._consequences(action.action, policy, name, reason, message, target)
 
@@ -426,15 +503,25 @@ class _Run:
                       message: str | None, target: Target) -> None:
         if action in TERMINAL and self.final is None:
             phase = TERMINAL[action]
-            if reason is None and message is None and self.rules_verdict.phase == phase:
-                reason, message = self.rules_verdict.reason, self.rules_verdict.message  # it says why
+            said = self.rules_verdict()
+            if reason is None and message is None and said.phase == phase:
+                reason, message = said.reason, said.message  # it says why
             self.final = state.Final(
                 phase, reason or name[0].upper() + name[1:],
                 message or f"{_happened(name, target)}: {describe.action(action)} ({policy.span})",
-                str(policy.span))
+                str(policy.span), "policy", self.run)
+        if action in vocabulary.RESTARTS:
+            self._restarting(policy, name, action, reason, message, target, None)
+        if action == "restartJob":
+            self.final = None  # the job starts again
+            self.failed_tasks = frozenset()
+        elif action == "restartTask" and target.task in self.failed_tasks:
+            self.failed_tasks = self.failed_tasks - {target.task}
+        elif action == "failTask" and target.task is not None:
+            self.failed_tasks = self.failed_tasks | {target.task}
         if action in STOPS_PODS:
             doomed = self.pods
-        elif action == "restartTask":
+        elif action in ("restartTask", "failTask"):
             doomed = [p for p in self.pods if p.task == target.task]
         elif action == "restartPod":
             doomed = [p for p in self.pods if p.uid == target.uid]
@@ -442,6 +529,20 @@ class _Run:
             doomed = []
         for p in doomed:
             self.records[p.digest] = replace(self.records[p.digest], ours=True)
+
+    def _restarting(self, policy: plan.Policy, name: str, action: str, reason: str | None,
+                    message: str | None, target: Target, due: datetime | None) -> None:
+        """Note the restart under way (the first one speaks for the job while it lasts)."""
+        if self.restarting is not None:
+            return
+        said = self.rules_verdict()
+        if reason is None and message is None and said.phase in ("Restarting", "Failed"):
+            reason, message = said.reason, said.message  # it says why
+        when = f" at {functions.rfc3339(due)}" if due is not None else ""
+        self.restarting = state.Restarting(
+            reason or name[0].upper() + name[1:],
+            message or f"{_happened(name, target)}: {describe.action(action)}{when} ({policy.span})",
+            str(policy.span))
 
     # -- delayed actions -----------------------------------------------------------------------
 
@@ -492,34 +593,71 @@ class _Run:
     # -- the whole evaluation ------------------------------------------------------------------
 
     def result(self) -> Evaluation:
-        rules_verdict = self.rules_verdict = self.verdict()
+        self.pre = self.snapshot   # what the policies' texts cite: the rules before them
         was_final = self.final is not None
         occurrences = self.pod_occurrences() + self.pending_timers() + self.task_occurrences()
         self.run_delayed()
         for occ in occurrences:
             self.handle(occ, allow=self.final is None)
-        effective = self._effective(rules_verdict)
-        for occ in self.job_timers(effective.phase):
+        phase = self.final.phase if self.final is not None else self.rules_verdict().phase
+        for occ in self.job_timers(phase):
             self.handle(occ, allow=self.final is None)
-        effective = self._effective(rules_verdict)
+        effective = self.decide()
         if effective.phase != self.stored.verdict:
             self.handle(_Occurrence(("jobVerdictChanged",), None, None, None, to=effective.phase,
-                                    candidates=tuple(self.pods)))
-            effective = self._effective(rules_verdict)
+                                    candidates=tuple(self.snapshot.pods)))
+            effective = self.decide()
         if self.final is not None and not was_final:
             self.delayed = []  # the job is over: nothing scheduled runs any more
         fired = self.fired | {t for t in self.stored.fired if t.startswith("jobRunningLongerThan>")}
         new_state = state.State(
-            verdict=effective.phase, final=self.final, pods=self.records, tasks=self.tasks,
-            budgets=self.budgets, fired=frozenset(fired), delayed=tuple(self.delayed))
+            verdict=effective.phase, final=self.final, pods=self.records,
+            tasks=_announced(self.snapshot), budgets=self.budgets, fired=frozenset(fired),
+            delayed=tuple(self.delayed), restarting=self.restarting,
+            failed_tasks=self.failed_tasks)
         return Evaluation(effective, tuple(self.events), tuple(self.actions), new_state,
                           self.wake_at(), tuple(dict.fromkeys(self.problems)),
-                          self.explanation(rules_verdict) if self.trace is not None else ())
+                          self.explanation(effective) if self.trace is not None else ())
 
-    def _effective(self, rules_verdict: Verdict) -> Verdict:
-        if self.final is None:
-            return rules_verdict
-        return Verdict(self.final.phase, self.final.reason, self.final.message, self.final.rule, True)
+    def rules_verdict(self, snapshot: conditions.Snapshot | None = None) -> Verdict:
+        """The rules' verdict over a snapshot (the one before the policies by default), worked
+        out once for each."""
+        snapshot = snapshot or self.pre
+        if self._rules is None or self._rules[0] is not snapshot:
+            self._rules = snapshot, self.verdict(snapshot)
+        return self._rules[1]
+
+    def decide(self) -> Verdict:
+        """The verdict the job is left with: a terminal one that holds; else Restarting while a
+        restart of ours is under way; else the rules' over the pods we did not stop, which
+        becomes final when it is terminal."""
+        stopped = [p for p in self.pods if self.records[p.digest].ours]
+        if len(stopped) != len(self.pods) - len(self.pre.pods) \
+                or self.failed_tasks is not self.pre.failed_tasks:
+            self.snapshot = self._snapshot(lambda p: not self.records[p.digest].ours)
+        if not self._under_way(self.records.values(), self.delayed):
+            self.restarting = None
+        if self.final is not None:
+            f = self.final
+            return Verdict(f.phase, f.reason, f.message, f.rule, True)
+        if self.restarting is not None:
+            r = self.restarting
+            return Verdict("Restarting", r.reason, r.message, r.rule)
+        rules = self.rules_verdict(self.snapshot)
+        if rules.phase in vocabulary.TERMINAL_PHASES and self.kind.sticky:
+            self.final = state.Final(rules.phase, rules.reason, rules.message, rules.rule or "",
+                                     "verdict", self.run)
+            return replace(rules, final=True)
+        return rules
+
+    def _under_way(self, records: Iterable[state.PodRecord],
+                   delayed: Iterable[state.Delayed]) -> bool:
+        """Whether a restart of ours is under way: pods we stopped are still there, or a restart
+        waits for its delay."""
+        by_id = {p.id: p for p in self.kind.policies}
+        return any(r.ours for r in records) or any(
+            d.policy in by_id and by_id[d.policy].action.action in vocabulary.RESTARTS
+            for d in delayed)
 
     def wake_at(self) -> datetime | None:
         """The earliest time at which time alone may change the answer."""
@@ -528,12 +666,13 @@ class _Run:
             if policy.for_seconds is None:
                 continue
             if policy.event == "podPending":
-                times += [since + timedelta(seconds=policy.for_seconds) for p in self.pods
+                times += [since + timedelta(seconds=policy.for_seconds) for p in self.snapshot.pods
                           if p.is_("pending") and (since := p.since("pending")) is not None]
             elif policy.event == "jobRunningLongerThan" and (start := self.snapshot.job_start()):
                 times.append(start + timedelta(seconds=policy.for_seconds))
-        for rule in self.kind.verdicts:
-            times += self.snapshot.times(rule.when)
+        if self.final is None:
+            for rule in self.kind.verdicts:
+                times += self.snapshot.times(rule.when)
         later = [t for t in times if t > self.now]
         return min(later) if later else None
 
@@ -565,10 +704,29 @@ class _Run:
         return tuple(out)
 
 
-def _changes(old: state.PodRecord | None, new: state.PodRecord, p: pods.Pod) -> tuple[str, ...]:
-    """The events a pod's change amounts to, most specific first."""
+_FREE = state.PodRecord(None, "P")
+
+
+def _announced(snapshot: conditions.Snapshot) -> dict[str, str]:
+    """The tasks that are succeeded or failed: announced once each (taskCompleted, taskFailed)."""
+    return {t: s for t, s in snapshot.task_states().items() if s in ("succeeded", "failed")}
+
+
+def _budget_key(budget: plan.Budget, target: Target) -> str:
+    """The budget's key; `per task` and `per pod` add the task or the pod (name, else uid)."""
+    if budget.per == "task" and target.task:
+        return f"{budget.key}[{target.task}]"
+    if budget.per == "pod" and (target.pod or target.uid):
+        return f"{budget.key}[{target.pod or target.uid}]"
+    return budget.key
+
+
+def _changes(old: state.PodRecord | None, new: state.PodRecord,
+             p: pods.Pod) -> tuple[tuple[str, ...], bool]:
+    """The events a pod's change amounts to, most specific first, and whether its failure is a
+    disruption (the pod was evicted, or deleted by someone else, before it failed)."""
     if old is not None and old == new:
-        return ()
+        return (), False
     handled = old is not None and (old.evicted or old.deleting)  # its end was already handled
     names: list[str] = []
     evicted = new.evicted and not (old is not None and old.evicted)
@@ -577,12 +735,16 @@ def _changes(old: state.PodRecord | None, new: state.PodRecord, p: pods.Pod) -> 
         names.append("podEvicted")
     if deleted:
         names += ["podDeleted"] if evicted else ["podDeleted", "podEvicted"]
+    disrupted = False
     if old is None or old.phase != new.phase:
-        if not (handled and new.finished):
+        if p.phase == "Failed" and (handled or new.evicted):
+            names.append("podFailed")  # for `pod failed or evicted` policies only
+            disrupted = True
+        elif not (handled and new.finished):
             names.append(PHASE_EVENTS.get(p.phase, "podPending"))
     if new.restarts > (old.restarts if old is not None else 0):
         names.append("containerRestarted")
-    return tuple(dict.fromkeys(names))
+    return tuple(dict.fromkeys(names)), disrupted
 
 
 def _healthy(p: pods.Pod) -> bool:

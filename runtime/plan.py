@@ -129,6 +129,7 @@ class PodCondition:
     type: str
     reasons: frozenset[str]
     negate: bool
+    statuses: frozenset[str] = frozenset({"True"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +192,13 @@ class TaskState:
 
 
 @dataclass(frozen=True, slots=True)
+class TaskCount:
+    state: str | None
+    cmp: str
+    value: Template
+
+
+@dataclass(frozen=True, slots=True)
 class JobAge:
     longer_than: int
 
@@ -207,10 +215,20 @@ class IsPrimary:
     pass
 
 
+@dataclass(frozen=True, slots=True)
+class NamespaceLabel:
+    """A test of the pod's namespace's labels: the API server applies it, as the webhook's
+    namespaceSelector (docs/injection.md), so the mutator never sees the labels."""
+
+    key: str
+    values: frozenset[str] | None
+    negate: bool
+
+
 Condition: TypeAlias = Union["And[Condition]", "Or[Condition]", "Not[Condition]", JmesPath, Pods,
-                             Count, TaskState, JobAge]
+                             Count, TaskState, TaskCount, JobAge]
 InjectFilter: TypeAlias = Union["And[InjectFilter]", "Or[InjectFilter]", "Not[InjectFilter]",
-                                LabelIs, NamespaceIs, TaskIs, IsPrimary, JmesPath]
+                                LabelIs, NamespaceIs, NamespaceLabel, TaskIs, IsPrimary, JmesPath]
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,8 +242,8 @@ class Verdict:
 
 @dataclass(frozen=True, slots=True)
 class Budget:
-    max: int
-    per: str  # job | task
+    max: int | Expr  # an Expr is read from the job (`max <<spec.backoffLimit>>`)
+    per: str  # job | task | pod
     key: str
 
 
@@ -237,6 +255,8 @@ class Action:
     budget: Budget | None
     fallback: Action | None
     delay: int | None
+    doubling: bool = False  # the delay doubles with each use of the budget ...
+    delay_cap: int | None = None  # ... up to this many seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +269,7 @@ class Policy:
     for_seconds: int | None
     to: str | None
     action: Action
+    evicted: bool = False  # podFailed: evicted (disrupted) pods too (`pod failed or evicted`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,6 +291,31 @@ class Status:
 
 
 @dataclass(frozen=True, slots=True)
+class Requirement:
+    """One requirement of a Kubernetes label selector (operator In, NotIn, Exists, DoesNotExist)."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...]
+
+    def text(self) -> str:
+        if self.operator == "Exists":
+            return self.key
+        if self.operator == "DoesNotExist":
+            return "!" + self.key
+        if len(self.values) == 1:
+            return f"{self.key}{'=' if self.operator == 'In' else '!='}{self.values[0]}"
+        return f"{self.key} {'in' if self.operator == 'In' else 'notin'} ({','.join(self.values)})"
+
+    def holds(self, labels: Mapping[str, Any]) -> bool:
+        present = self.key in labels
+        if self.operator in ("Exists", "DoesNotExist"):
+            return present == (self.operator == "Exists")
+        hit = present and labels[self.key] in self.values
+        return hit == (self.operator == "In")
+
+
+@dataclass(frozen=True, slots=True)
 class Kind:
     name: str
     span: Span
@@ -287,6 +333,33 @@ class Kind:
     verdicts: tuple[Verdict, ...]
     policies: tuple[Policy, ...]
     status: Status
+    versions: tuple[str, ...] = ()  # every served version, preferred first (`version` is the first)
+    requirements: tuple[Requirement, ...] = ()  # the scope's label selector
+    namespaces: tuple[str, ...] | None = None  # the scope's namespaces; None: all
+    sticky: bool = True  # terminal verdicts of the rules hold (`final never`: they do not)
+    final_until: Expr | None = None  # a terminal verdict holds until this value changes
+    primary_prefix: str | None = None  # containers named with it are primary too
+    injected: frozenset[str] = frozenset()  # containers the plan's injections add to its pods
+
+    @property
+    def selector(self) -> str | None:
+        """The scope as a Kubernetes label-selector string (`team=ml,tier in (a,b)`)."""
+        return ",".join(r.text() for r in self.requirements) or None
+
+    def api_versions(self) -> tuple[str, ...]:
+        """`apiVersion` of every served version, preferred first."""
+        group = f"{self.group}/" if self.group else ""
+        return tuple(group + v for v in self.versions) or (self.api_version,)
+
+    def covers(self, obj: Mapping[str, Any]) -> bool:
+        """Whether a job object is in the kind's scope (its label selector and namespaces)."""
+        meta = obj.get("metadata")
+        meta = meta if isinstance(meta, dict) else {}
+        if self.namespaces is not None and meta.get("namespace") not in self.namespaces:
+            return False
+        labels = meta.get("labels")
+        labels = labels if isinstance(labels, dict) else {}
+        return all(r.holds(labels) for r in self.requirements)
 
 
 @dataclass(frozen=True, slots=True)
@@ -372,6 +445,25 @@ class Injection:
     ops: tuple[Op, ...]
     completion_containers: tuple[str, ...] | None
 
+    @property
+    def namespace_requirements(self) -> tuple[Requirement, ...]:
+        """Its `namespace label` tests (the loader keeps them at the top-level `and`)."""
+        terms = self.match.args if isinstance(self.match, And) else (self.match,)
+        return tuple(_requirement(t.key, t.values, t.negate) for t in terms
+                     if isinstance(t, NamespaceLabel))
+
+    @property
+    def namespace_selector(self) -> str | None:
+        """Its `namespace label` tests as a label-selector string: the webhook entry that
+        serves it (None: the entry for every namespace)."""
+        return ",".join(r.text() for r in self.namespace_requirements) or None
+
+
+def _requirement(key: str, values: frozenset[str] | None, negate: bool) -> Requirement:
+    if values is None:
+        return Requirement(key, "DoesNotExist" if negate else "Exists", ())
+    return Requirement(key, "NotIn" if negate else "In", tuple(sorted(values)))
+
 
 @dataclass(frozen=True, slots=True)
 class Webhook:
@@ -394,10 +486,16 @@ class Plan:
                 return kind
         raise KeyError(name)
 
+    def namespace_selectors(self) -> tuple[str | None, ...]:
+        """The namespace selectors of the injections, None (every namespace) first: one webhook
+        entry each (runtime.registration), each serving its injections."""
+        named = {i.namespace_selector for i in self.injections} - {None}
+        return (None, *sorted(named))  # type: ignore[type-var]
+
     def kind_for(self, api_version: str, kind: str) -> Kind | None:
-        """The kind declared for an object's apiVersion + kind, if any."""
+        """The kind declared for an object's apiVersion + kind (any of its versions), if any."""
         for declared in self.kinds:
-            if declared.api_version == api_version and declared.kind == kind:
+            if declared.kind == kind and api_version in declared.api_versions():
                 return declared
         return None
 
@@ -460,6 +558,9 @@ def _load(data: Any, digest: str) -> Plan:
     kinds = tuple(_kind(k) for k in shape.array(obj.get("kinds", []), "kinds"))
     names = {k.name for k in kinds}
     injections = tuple(_injection(i, names) for i in shape.array(obj.get("injections", []), "injections"))
+    kinds = tuple(dataclasses.replace(k, injected=frozenset(
+        op.name for i in injections if k.name in i.kinds for op in i.ops if isinstance(op, Sidecar)))
+        for k in kinds)
     seen: set[str] = set()
     for injection in injections:  # names key the pod's record of what was injected
         if injection.name in seen:
@@ -557,8 +658,10 @@ def _pod_filter(node: Mapping[str, Any], where: str = "filter") -> Any:
     if op == "podReason":
         return PodReason(frozenset(_strs(node["values"], where)), negate)
     if op == "condition":
+        statuses = frozenset(_choice(s, vocabulary.CONDITION_STATUSES, f"{where}.status")
+                             for s in _strs(node.get("status", ["True"]), where))
         return PodCondition(shape.string(node["type"], where), frozenset(_strs(node.get("reasons", []), where)),
-                            negate)
+                            negate, statuses)
     if op == "task":
         return TaskIs(frozenset(_strs(node["values"], where)), negate)
     if op == "restarts":
@@ -601,6 +704,10 @@ def _condition(node: Mapping[str, Any], where: str = "when") -> Any:
     if op == "task":
         return TaskState(_choice(node["quant"], ("any", "all"), where), node.get("task"),
                          _choice(node["state"], vocabulary.TASK_STATES, where))
+    if op == "taskCount":
+        return TaskCount(_opt_state(node.get("state"), vocabulary.TASK_STATES, where),
+                         _choice(node["cmp"], vocabulary.COMPARATORS, where),
+                         _template(node["value"], where, vocabulary.JOB_PLACEHOLDERS))
     if op == "jobAge":
         return JobAge(shape.integer(node["longerThan"], where))
     raise PlanError(f"{where}: unknown condition op {op!r}")
@@ -618,12 +725,20 @@ def _action(node: Any, where: str) -> Action:
         reason=_opt_template(a.get("reason"), f"{where}.reason"),
         message=_opt_template(a.get("message"), f"{where}.message"),
         budget=None if budget is None else Budget(
-            shape.integer(budget["max"], f"{where}.budget.max"),
-            _choice(budget.get("per", "job"), ("job", "task"), f"{where}.budget.per"),
+            _budget_max(budget.get("max"), f"{where}.budget.max"),
+            _choice(budget.get("per", "job"), vocabulary.BUDGET_SCOPES, f"{where}.budget.per"),
             shape.string(budget["key"], f"{where}.budget.key")),
         fallback=None if a.get("fallback") is None else _action(a["fallback"], f"{where}.fallback"),
         delay=_opt_int(a.get("delay"), f"{where}.delay"),
+        doubling=bool(a.get("doubling", False)),
+        delay_cap=_opt_int(a.get("delayCap"), f"{where}.delayCap"),
     )
+
+
+def _budget_max(value: Any, where: str) -> int | Expr:
+    if isinstance(value, dict):
+        return _expr(value.get("expr"), value.get("span"))
+    return shape.integer(value, where)
 
 
 def _status_field(value: Any, where: str) -> StatusField | None:
@@ -648,11 +763,14 @@ def _kind(value: Any) -> Kind:
     task = k.get("task")
     status = shape.obj(k.get("status", {}), f"{where}.status")
     primary = k.get("primaryContainers")
+    final = shape.obj(k.get("final") or {}, f"{where}.final")
+    until = final.get("until")
+    version = shape.string(k.get("version"), f"{where}.version")
     return Kind(
         name=name,
         span=_span(k.get("span")),
         group=shape.string(k.get("group", ""), f"{where}.group"),
-        version=shape.string(k.get("version"), f"{where}.version"),
+        version=version,
         kind=shape.string(k.get("kind"), f"{where}.kind"),
         plural=shape.string(k.get("plural"), f"{where}.plural"),
         api_version=shape.string(k.get("apiVersion"), f"{where}.apiVersion"),
@@ -683,6 +801,7 @@ def _kind(value: Any) -> Kind:
                 for_seconds=_opt_int(p.get("for"), f"{where}.policies.for"),
                 to=_opt_state(p.get("to"), vocabulary.PHASES, f"{where}.policies.to"),
                 action=_action(p.get("action"), f"{where}.policies.action"),
+                evicted=bool(p.get("evicted", False)),
             )
             for p in map(lambda x: shape.obj(x, f"{where}.policies"), shape.array(k.get("policies", []), where))
         ),
@@ -694,7 +813,31 @@ def _kind(value: Any) -> Kind:
             annotations=bool(status.get("annotations", True)),
             events=bool(status.get("events", True)),
         ),
+        versions=_versions(k.get("versions"), version, where),
+        requirements=tuple(_selector(r, f"{where}.selector")
+                           for r in shape.array(k.get("selector") or [], f"{where}.selector")),
+        namespaces=None if k.get("namespaces") is None else _strs(k["namespaces"], f"{where}.namespaces"),
+        sticky=bool(final.get("sticky", True)),
+        final_until=None if until is None else _expr(shape.obj(until, f"{where}.final.until").get("expr"),
+                                                     until.get("span")),
+        primary_prefix=shape.opt_string(k.get("primaryContainerPrefix"), f"{where}.primaryContainerPrefix"),
     )
+
+
+def _versions(value: Any, version: str, where: str) -> tuple[str, ...]:
+    versions = (version,) if value is None else _strs(value, f"{where}.versions")
+    if not versions or versions[0] != version:
+        raise PlanError(f"{where}.versions: must start with the kind's version {version!r}")
+    return versions
+
+
+def _selector(value: Any, where: str) -> Requirement:
+    r = shape.obj(value, where)
+    operator = _choice(r.get("operator"), ("In", "NotIn", "Exists", "DoesNotExist"), f"{where}.operator")
+    values = _strs(r.get("values", []), f"{where}.values")
+    if (operator in ("In", "NotIn")) != bool(values):
+        raise PlanError(f"{where}: operator {operator} {'needs' if values == () else 'takes no'} values")
+    return Requirement(shape.string(r.get("key"), f"{where}.key"), operator, values)
 
 
 def _inject_filter(node: Mapping[str, Any], where: str = "match") -> Any:
@@ -706,6 +849,11 @@ def _inject_filter(node: Mapping[str, Any], where: str = "match") -> Any:
         return _label(node, where, annotation=op == "annotation")
     if op == "namespace":
         return NamespaceIs(frozenset(_strs(node["values"], where)), bool(node.get("negate", False)))
+    if op == "namespaceLabel":
+        values = node.get("values")
+        return NamespaceLabel(shape.string(node["key"], where),
+                              None if values is None else frozenset(_strs(values, where)),
+                              bool(node.get("negate", False)))
     if op == "task":
         return TaskIs(frozenset(_strs(node["values"], where)), bool(node.get("negate", False)))
     if op == "primary":
@@ -773,11 +921,25 @@ def _injection(value: Any, kind_names: set[str]) -> Injection:
         if kind not in kind_names:
             raise PlanError(f"{where}: unknown kind {kind!r}")
     completion = i.get("completionContainers")
+    match = None if i.get("match") is None else _inject_filter(shape.obj(i["match"], where), where)
+    top = match.args if isinstance(match, And) else (match,)
+    if any(isinstance(n, NamespaceLabel) and n not in top for n in _nodes(match)):
+        raise PlanError(f"{where}: a namespaceLabel test must be at the top-level `and` of match")
     return Injection(
         name=name,
         span=_span(i.get("span")),
         kinds=kinds,
-        match=None if i.get("match") is None else _inject_filter(shape.obj(i["match"], where), where),
+        match=match,
         ops=tuple(_op(o, f"{where}.ops") for o in shape.array(i.get("ops", []), where)),
         completion_containers=None if completion is None else _strs(completion, where),
     )
+
+
+def _nodes(node: Any) -> Any:
+    """Every node of a boolean filter, itself included."""
+    yield node
+    if isinstance(node, (And, Or)):
+        for arg in node.args:
+            yield from _nodes(arg)
+    elif isinstance(node, Not):
+        yield from _nodes(node.arg)

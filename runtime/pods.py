@@ -6,9 +6,12 @@ matcher and the CLI all need the same answers, so they are computed here once pe
 `Pod` value and every filter reads that value instead of walking the raw object again.
 
 Which container counts is decided by name, never by position: with primary containers declared
-only those count (unless a filter names another); otherwise every container does, and the one
-that "decided" is picked by preference (non-zero exit first, then earliest finish, then position),
-so an injected sidecar at index 0 never takes the place of the container that failed.
+(by name or prefix) only those count (unless a filter names another); otherwise every container
+does but those the plan's injections add, and the one that "decided" is picked by preference
+(non-zero exit first, then earliest finish, then position), so an injected sidecar never takes
+the place of the container that failed. On a failure, as Kubernetes' podFailurePolicy reads a
+failed pod, only containers that are currently terminated with a non-zero exit code are read,
+regular containers before init containers.
 """
 
 from __future__ import annotations
@@ -47,6 +50,34 @@ class Container:
 
 
 @dataclass(frozen=True, slots=True)
+class Counted:
+    """Which containers count: the primary ones (by name or prefix) when declared, else all but
+    the injected ones."""
+
+    names: tuple[str, ...] | None
+    prefix: str | None
+    injected: frozenset[str]
+
+    @property
+    def every(self) -> bool:
+        """Whether every container counts (nothing declared, nothing injected)."""
+        return self.names is None and self.prefix is None and not self.injected
+
+    def __call__(self, name: str) -> bool:
+        if self.names is None and self.prefix is None:
+            return name not in self.injected
+        return (self.names is not None and name in self.names) or \
+            (self.prefix is not None and name.startswith(self.prefix))
+
+
+ALL = Counted(None, None, frozenset())
+
+
+def counted(kind: plan.Kind) -> Counted:
+    return Counted(kind.primary_containers, kind.primary_prefix, kind.injected)
+
+
+@dataclass(frozen=True, slots=True)
 class Pod:
     """What the evaluator knows about a pod. The few facts every evaluation needs are read up
     front; container and time facts are read on first use and remembered (most pods of a big
@@ -62,8 +93,8 @@ class Pod:
     reason: str | None
     evicted: bool
     terminating: bool
-    restarts: int  # all containers together: grows whenever any container restarts
-    primary: tuple[str, ...] | None = None  # the kind's primary containers
+    restarts: int  # the counted containers together: grows whenever one of them restarts
+    counts: Counted = ALL  # which containers count
     _memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -79,8 +110,26 @@ class Pod:
     def counted(self) -> tuple[Container, ...]:
         """The containers that count (primary ones if declared), most telling first."""
         return self._memoized("counted", lambda: tuple(sorted(
-            (c for c in self.containers if self.primary is None or c.name in self.primary),
-            key=_preference)))
+            (c for c in self.containers if self.counts(c.name)), key=_preference)))
+
+    @property
+    def failures(self) -> tuple[Container, ...]:
+        """The counted containers that are currently terminated with a non-zero exit code,
+        regular containers before init containers, each in status order: what a filter on a
+        failure reads (as the Job controller matches `onExitCodes`)."""
+        return self._memoized("failures", lambda: tuple(sorted(
+            (c for c in self.containers if self.counts(c.name) and _failed(c)),
+            key=lambda c: (c.init, c.index))))
+
+    def candidates(self, failure: bool) -> tuple[Container, ...]:
+        """The containers a filter tries, in order: on a failure the failed ones, else the
+        counted ones."""
+        return self.failures if failure else self.counted
+
+    def deciding(self, failure: bool) -> Container | None:
+        """The container that speaks for the pod when no filter chose one."""
+        found = self.candidates(failure) or self.counted
+        return found[0] if found else None
 
     def _memoized(self, key: str, read: Any) -> Any:
         if key not in self._memo:
@@ -119,15 +168,17 @@ class Pod:
                 return container
         return None
 
-    def condition(self, kind: str) -> Mapping[str, Any] | None:
-        """The pod condition of that type when its status is "True"."""
+    def condition(self, kind: str, statuses: frozenset[str] = frozenset({"True"})
+                  ) -> Mapping[str, Any] | None:
+        """The pod condition of that type when its status is one of `statuses`."""
         for cond in _objs(_obj(self.obj.get("status")).get("conditions")):
-            if cond.get("type") == kind and cond.get("status") == "True":
+            if cond.get("type") == kind and cond.get("status") in statuses:
                 return cond
         return None
 
     def is_(self, state: str) -> bool:
-        """Pod states of docs/plan.md: an evicted pod is also failed."""
+        """Pod states of docs/plan.md: `failed` leaves evicted pods out, `failedOrEvicted` is
+        both."""
         if state == "pending":
             return self.phase == "Pending"
         if state == "running":
@@ -135,6 +186,8 @@ class Pod:
         if state == "succeeded":
             return self.phase == "Succeeded"
         if state == "failed":
+            return self.phase == "Failed" and not self.evicted
+        if state == "failedOrEvicted":
             return self.phase == "Failed" or self.evicted
         if state == "evicted":
             return self.evicted
@@ -146,7 +199,7 @@ class Pod:
             return self.created
         if state == "running":
             return self.started or self.created
-        if state == "evicted":
+        if state == "evicted" or state == "failedOrEvicted" and self.evicted:
             return self.disrupted or self.ended
         if state == "terminating":
             return self.deleting
@@ -175,14 +228,20 @@ def task_of(kind: plan.Kind, pod: Mapping[str, Any], search: templates.Search) -
     return None
 
 
-def facts(kind: plan.Kind, pod: Mapping[str, Any], search: templates.Search) -> Pod:
-    """Read what every evaluation needs from one pod object (the rest is read on demand)."""
+def facts(kind: plan.Kind, pod: Mapping[str, Any], search: templates.Search,
+          counts: Counted | None = None) -> Pod:
+    """Read what every evaluation needs from one pod object (the rest is read on demand);
+    `counts` is `counted(kind)`, worked out once by a caller reading many pods."""
     meta = _obj(pod.get("metadata"))
     status = _obj(pod.get("status"))
+    counts = counts or counted(kind)
+    every = counts.every
     restarts = 0
     for key in ("initContainerStatuses", "containerStatuses"):
         for cs in _objs(status.get(key)):
-            restarts += _count(cs.get("restartCount"))
+            name = cs.get("name")
+            if every or counts(name if isinstance(name, str) else ""):
+                restarts += _count(cs.get("restartCount"))
     disrupted = False
     for cond in _objs(status.get("conditions")):
         if cond.get("type") == "DisruptionTarget" and cond.get("status") == "True":
@@ -202,7 +261,7 @@ def facts(kind: plan.Kind, pod: Mapping[str, Any], search: templates.Search) -> 
         evicted=disrupted or reason == "Evicted",
         terminating=meta.get("deletionTimestamp") is not None,
         restarts=restarts,
-        primary=kind.primary_containers,
+        counts=counts,
     )
 
 
@@ -266,6 +325,10 @@ def _containers(status: Mapping[str, Any]) -> Iterable[Container]:
             index += 1
 
 
+def _failed(c: Container) -> bool:
+    return c.state == "terminated" and c.exit_code not in (None, 0)
+
+
 def _preference(c: Container) -> tuple[int, datetime, int]:
     """Non-zero exits first (they explain a failure), then other reasons, clean exits, the rest."""
     if c.exit_code not in (None, 0):
@@ -286,6 +349,9 @@ def change_key(pod: Pod) -> tuple[datetime, str, str]:
     return pod.since(state if state in vocabulary.POD_STATES else "pending") or _NEVER, pod.name, pod.uid
 
 
+FAILURE_STATES = frozenset({"failed", "failedOrEvicted", "evicted"})
+
+
 def sort_key(pod: Pod, container: Container | None) -> tuple[datetime, str]:
     """Earliest to fail (or finish) first, then by name: the order that picks a deciding pod."""
     when = (container.finished if container is not None else None) or pod.ended or pod.disrupted
@@ -296,28 +362,33 @@ def sort_key(pod: Pod, container: Container | None) -> tuple[datetime, str]:
 # Filters
 
 
-def witness(filter: Any, pod: Pod, search: templates.Search) -> tuple[bool, Container | None]:
+def witness(filter: Any, pod: Pod, search: templates.Search,
+            failure: bool = False) -> tuple[bool, Container | None]:
     """Whether the pod passes the filter, and the container that made it pass.
 
     Container terms are tested together on one container at a time, so `exit 137 and reason not
     in [...]` speaks of the same container; the first container (in preference order) for which
     the whole filter holds is the deciding one. A filter that names a container tests that one.
+    On a `failure` the containers tried are those that failed (`Pod.failures`); a named one must
+    be among them, else no container term holds for it.
     """
     if filter is None:
-        return True, pod.counted[0] if pod.counted else None
+        return True, pod.deciding(failure)
     named = _named(filter)
     if named is not None:
         container = pod.container(named)
+        if failure and container is not None and not _failed(container):
+            container = None
         ok = _test(filter, pod, container, search)
         return ok, container if ok else None
-    for container in pod.counted or (None,):
+    for container in pod.candidates(failure) or (None,):
         if _test(filter, pod, container, search):
             return True, container
     return False, None
 
 
-def matches(filter: Any, pod: Pod, search: templates.Search) -> bool:
-    return witness(filter, pod, search)[0]
+def matches(filter: Any, pod: Pod, search: templates.Search, failure: bool = False) -> bool:
+    return witness(filter, pod, search, failure)[0]
 
 
 def _named(filter: Any) -> str | None:
@@ -350,7 +421,7 @@ def _test(f: Any, pod: Pod, c: Container | None, search: templates.Search) -> bo
     if isinstance(f, plan.PodReason):
         return (pod.reason in f.values) != f.negate
     if isinstance(f, plan.PodCondition):
-        cond = pod.condition(f.type)
+        cond = pod.condition(f.type, f.statuses)
         hit = cond is not None and (not f.reasons or cond.get("reason") in f.reasons)
         return hit != f.negate
     if isinstance(f, plan.TaskIs):

@@ -3,11 +3,14 @@
 Pure: a plan and where the webhook listens in, a configuration dict out. The API server is told
 to call only for pod CREATEs outside the system namespaces, and a CEL match condition narrows
 the calls to pods owned by a kind that some injection names, so unrelated pods never wait on us.
+Injections opted into by namespace labels (`namespace label ...`) get one webhook entry per
+distinct namespace selector, at a path of their own, so the webhook knows which entry called.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -16,7 +19,10 @@ from typing import Any
 from runtime import plan as planlib
 
 MUTATE_PATH = "/mutate-pods"
-DEFAULT_NAME = "jobrules"
+# Mutating webhooks are called in the order of their configurations' names: this one sorts before
+# Istio's `istio-sidecar-injector` (and `istio-revision-tag-*`), so Istio sees annotations such as
+# `sidecar.istio.io/inject: "false"` that injections set (docs/webhook.md, Ordering).
+DEFAULT_NAME = "0-jobrules"
 WEBHOOK_NAME = "pods.jobrules.dev"   # must be a DNS subdomain of three segments or more
 ALWAYS_EXCLUDED = ("kube-system",)
 SKIP_LABEL = "jobrules.dev/skip"   # a pod with this label, whatever its value, is never sent
@@ -58,10 +64,22 @@ def parse_service(text: str) -> Service:
     return Service(found["namespace"], found["name"], port, found["path"] or MUTATE_PATH)
 
 
-def injected_kinds(plan: planlib.Plan) -> list[planlib.Kind]:
-    """The kinds some injection names, in plan order: the only owners worth a call."""
-    named = {name for injection in plan.injections for name in injection.kinds}
+def injected_kinds(plan: planlib.Plan, selector: str | None = None) -> list[planlib.Kind]:
+    """The kinds some injection of the namespace selector's entry names, in plan order: the only
+    owners worth a call."""
+    named = {name for injection in plan.injections
+             if injection.namespace_selector == selector for name in injection.kinds}
     return [kind for kind in plan.kinds if kind.name in named]
+
+
+def entry_id(selector: str) -> str:
+    """The short, stable name of a namespace selector's webhook entry (its path's last part)."""
+    return "ns-" + hashlib.sha256(selector.encode()).hexdigest()[:10]
+
+
+def entry_path(selector: str | None) -> str:
+    """The path, under the webhook's own, of the entry for a namespace selector."""
+    return "" if selector is None else "/" + entry_id(selector)
 
 
 def match_condition(owners: Iterable[tuple[str, str]]) -> str:
@@ -87,33 +105,41 @@ def render(plan: planlib.Plan, target: Target, ca_bundle: bytes | None = None, *
     excluded = set(ALWAYS_EXCLUDED) | set(exclude_namespaces)
     if isinstance(target, Service):
         excluded.add(target.namespace)
-    kinds = injected_kinds(plan)
-    webhooks = [] if not kinds else [{
-        "name": webhook_name,
-        "admissionReviewVersions": ["v1"],
-        "clientConfig": _client_config(target, ca_bundle),
-        "rules": [{
-            "operations": ["CREATE"],
-            "apiGroups": [""],
-            "apiVersions": ["v1"],
-            "resources": ["pods"],
-            "scope": "Namespaced",
-        }],
-        "namespaceSelector": {"matchExpressions": [{
-            "key": "kubernetes.io/metadata.name",
-            "operator": "NotIn",
-            "values": sorted(excluded),
-        }]},
-        # The escape hatch: label a pod (or a pod template) and it is admitted without a call.
-        "objectSelector": {"matchExpressions": [{"key": SKIP_LABEL, "operator": "DoesNotExist"}]},
-        "matchConditions": [{"name": "owned-by-injected-kind", "expression": match_condition(
-            (kind.api_version, kind.kind) for kind in kinds)}],
-        "matchPolicy": "Equivalent",
-        "sideEffects": "None",
-        "reinvocationPolicy": "IfNeeded",
-        "timeoutSeconds": timeout,
-        "failurePolicy": plan.webhook.failure_policy,
-    }]
+    webhooks = []
+    for selector in plan.namespace_selectors():
+        kinds = injected_kinds(plan, selector)
+        if not kinds:
+            continue
+        injection = next((i for i in plan.injections if i.namespace_selector == selector), None)
+        requirements = injection.namespace_requirements if injection is not None else ()
+        webhooks.append({
+            "name": webhook_name if selector is None else f"{entry_id(selector)}.{webhook_name}",
+            "admissionReviewVersions": ["v1"],
+            "clientConfig": _client_config(target, ca_bundle, entry_path(selector)),
+            "rules": [{
+                "operations": ["CREATE"],
+                "apiGroups": [""],
+                "apiVersions": ["v1"],
+                "resources": ["pods"],
+                "scope": "Namespaced",
+            }],
+            "namespaceSelector": {"matchExpressions": [{
+                "key": "kubernetes.io/metadata.name",
+                "operator": "NotIn",
+                "values": sorted(excluded),
+            }, *({"key": r.key, "operator": r.operator, **({"values": list(r.values)}
+                                                            if r.values else {})}
+                 for r in requirements)]},
+            # The escape hatch: label a pod (or a pod template) and it is admitted without a call.
+            "objectSelector": {"matchExpressions": [{"key": SKIP_LABEL, "operator": "DoesNotExist"}]},
+            "matchConditions": [{"name": "owned-by-injected-kind", "expression": match_condition(
+                (api_version, kind.kind) for kind in kinds for api_version in kind.api_versions())}],
+            "matchPolicy": "Equivalent",
+            "sideEffects": "None",
+            "reinvocationPolicy": "IfNeeded",
+            "timeoutSeconds": timeout,
+            "failurePolicy": plan.webhook.failure_policy,
+        })
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
@@ -127,14 +153,15 @@ def render(plan: planlib.Plan, target: Target, ca_bundle: bytes | None = None, *
     }
 
 
-def _client_config(target: Target, ca_bundle: bytes | None) -> dict[str, Any]:
+def _client_config(target: Target, ca_bundle: bytes | None, suffix: str = "") -> dict[str, Any]:
     if isinstance(target, Url):
         if not target.url.startswith("https://"):
             raise RegistrationError(f"url {target.url!r}: the API server calls webhooks over https only")
-        config: dict[str, Any] = {"url": target.url}
+        config: dict[str, Any] = {"url": target.url.rstrip("/") + suffix if suffix else target.url}
     else:
+        path = target.path.rstrip("/") + suffix if suffix else target.path
         config = {"service": {"namespace": target.namespace, "name": target.name,
-                              "port": target.port, "path": target.path}}
+                              "port": target.port, "path": path}}
     if ca_bundle is not None:
         config["caBundle"] = base64.b64encode(ca_bundle).decode("ascii")
     return config

@@ -3,8 +3,9 @@
 The reconcile loop may restart at any time, so what has been handled lives on the job object,
 never in memory: per pod a compact record of the incarnation last seen (phase, restarts, flags)
 keyed by a 6-character digest of the pod uid and grouped by task, the budget counters, which
-timers fired, the delayed actions still waiting, the last verdict and a verdict an action made
-final. It must stay small (a 1,000-pod job encodes to about 7 KB) and readable by a human:
+timers fired, the delayed actions still waiting, the last verdict, the terminal verdict that holds
+(`final`, made by a verdict rule or by an action), the restart of ours under way, and the tasks
+`fail task` failed. It must stay small (a 1,000-pod job encodes to about 7 KB) and readable by a human:
 
     {"v":1,"verdict":"Running","pods":{"worker":{"R":"k3Jd9a Xk29aQ","R2":"p0Qz1w"}},
      "budgets":{"podFailed#0[worker]":1}}
@@ -58,9 +59,22 @@ class PodRecord:
 
 @dataclass(frozen=True, slots=True)
 class Final:
-    """A verdict an action made (fail/complete/terminate job): it holds from then on."""
+    """A terminal verdict that holds from then on: made by a verdict rule (`by` "verdict") or by
+    an action (fail/complete/terminate job, `by` "policy"), until the job starts again."""
 
     phase: str
+    reason: str | None
+    message: str | None
+    rule: str  # path:line:col of the verdict rule or the policy
+    by: str = "policy"  # verdict | policy
+    run: str | None = None  # the kind's `final until` value when decided (compact JSON)
+
+
+@dataclass(frozen=True, slots=True)
+class Restarting:
+    """A restart of ours under way: the job reads Restarting while the pods it stopped are still
+    there or it waits for its delay."""
+
     reason: str | None
     message: str | None
     rule: str  # path:line:col of the policy
@@ -89,6 +103,8 @@ class State:
     budgets: Mapping[str, int] = field(default_factory=dict)
     fired: frozenset[str] = frozenset()  # timers that fired once
     delayed: tuple[Delayed, ...] = ()
+    restarting: Restarting | None = None
+    failed_tasks: frozenset[str] = frozenset()  # tasks `fail task` failed
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +128,15 @@ def to_json(state: State) -> dict[str, Any]:
     if state.final is not None:
         out["final"] = {"phase": state.final.phase, "reason": state.final.reason,
                         "message": state.final.message, "rule": state.final.rule}
+        if state.final.by != "policy":
+            out["final"]["by"] = state.final.by
+        if state.final.run is not None:
+            out["final"]["run"] = state.final.run
+    if state.restarting is not None:
+        out["restarting"] = {"reason": state.restarting.reason,
+                             "message": state.restarting.message, "rule": state.restarting.rule}
+    if state.failed_tasks:
+        out["failedTasks"] = sorted(state.failed_tasks)
     if state.pods:
         groups: dict[str, dict[str, list[str]]] = {}
         for digest, record in state.pods.items():
@@ -162,7 +187,8 @@ def from_json(data: Any) -> State:
     obj = shape.obj(data, "state")
     if obj.get("v") != VERSION:
         raise StateError(f"version {obj.get('v')!r} is not {VERSION}")
-    unknown = set(obj) - {"v", "verdict", "final", "pods", "tasks", "budgets", "fired", "delayed"}
+    unknown = set(obj) - {"v", "verdict", "final", "pods", "tasks", "budgets", "fired", "delayed",
+                          "restarting", "failedTasks"}
     if unknown:
         raise StateError(f"unknown keys {sorted(unknown)}")
     pods: dict[str, PodRecord] = {}
@@ -181,8 +207,18 @@ def from_json(data: Any) -> State:
     final = obj.get("final")
     if final is not None:
         f = shape.obj(final, "final")
+        by = f.get("by", "policy")
+        if by not in ("verdict", "policy"):
+            raise StateError(f"final.by: {by!r} is not verdict or policy")
         final = Final(shape.string(f.get("phase"), "final.phase"), shape.opt_string(f.get("reason"), "final.reason"),
-                      shape.opt_string(f.get("message"), "final.message"), shape.string(f.get("rule", ""), "final.rule"))
+                      shape.opt_string(f.get("message"), "final.message"), shape.string(f.get("rule", ""), "final.rule"),
+                      by, shape.opt_string(f.get("run"), "final.run"))
+    restarting = obj.get("restarting")
+    if restarting is not None:
+        r = shape.obj(restarting, "restarting")
+        restarting = Restarting(shape.opt_string(r.get("reason"), "restarting.reason"),
+                                shape.opt_string(r.get("message"), "restarting.message"),
+                                shape.string(r.get("rule", ""), "restarting.rule"))
     budgets = {k: shape.count(v, f"budgets.{k}") for k, v in shape.obj(obj.get("budgets", {}), "budgets").items()}
     return State(
         verdict=shape.opt_string(obj.get("verdict"), "verdict"),
@@ -192,6 +228,9 @@ def from_json(data: Any) -> State:
         budgets=budgets,
         fired=frozenset(shape.string(v, "fired") for v in shape.array(obj.get("fired", []), "fired")),
         delayed=tuple(_delayed(d) for d in shape.array(obj.get("delayed", []), "delayed")),
+        restarting=restarting,
+        failed_tasks=frozenset(shape.string(v, "failedTasks")
+                               for v in shape.array(obj.get("failedTasks", []), "failedTasks")),
     )
 
 

@@ -11,9 +11,13 @@ PLAN_VERSION = 1
 
 PHASES = ("Pending", "Running", "Suspended", "Restarting", "Succeeded", "Failed")
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
-POD_STATES = ("pending", "running", "succeeded", "failed", "evicted", "terminating")
+# `failed` leaves evicted (disrupted) pods out; `failedOrEvicted` is both (`failed or evicted`).
+POD_STATES = ("pending", "running", "succeeded", "failed", "failedOrEvicted", "evicted",
+              "terminating")
+POD_STATE_WORDS = {"failedOrEvicted": "failed or evicted"}
 TASK_STATES = ("pending", "running", "succeeded", "failed")
 COMPARATORS = ("<", "<=", "==", "!=", ">=", ">")
+CONDITION_STATUSES = ("True", "False", "Unknown")
 
 # Events, with the words the rules use for them.
 EVENTS = {
@@ -33,9 +37,14 @@ TIMED_EVENTS = frozenset({"podPending", "jobRunningLongerThan"})   # take `for D
 ACTIONS = {
     "failJob": "fail job", "completeJob": "complete job", "restartJob": "restart job",
     "restartTask": "restart task", "restartPod": "restart pod", "abortJob": "abort job",
-    "terminateJob": "terminate job", "ignore": "ignore",
+    "terminateJob": "terminate job", "ignore": "ignore", "failTask": "fail task", "count": "count",
 }
 RESTARTS = frozenset({"restartJob", "restartTask", "restartPod"})
+TASK_ACTIONS = frozenset({"restartTask", "failTask"})   # need a task
+BUDGET_SCOPES = ("job", "task", "pod")
+# What an evaluation says to do with an action: run it now, it waits for its delay, it was
+# dropped, its budget is spent (no fallback), or it only counted (a `count` within its budget).
+ACTION_STATUSES = ("run", "scheduled", "cancelled", "spent", "counted")
 
 # Template placeholders, by where the template stands (docs/language.md, Templates).
 VERDICT_PLACEHOLDERS = (

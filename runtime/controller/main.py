@@ -225,7 +225,7 @@ class Controller:
             self._job_changed(spec.name, change)
         kind.informers = [self._informer(f"{spec.name}{'@' + ns if ns else ''}",
                                          resource.path(ns or None), jobs, changed,
-                                         namespace=ns or None)
+                                         spec.selector or "", namespace=ns or None)
                           for ns in self.settings.namespaces or ("",)]
         metrics.RESOURCE_SERVED.labels(spec.name).set_function(
             lambda: 0 if any(i.missing for i in kind.informers) else 1)
@@ -350,7 +350,8 @@ class Controller:
         if not (kind.synced and watch.synced):
             raise _NotYet()
         job = kind.jobs.get((namespace, name))
-        if job is None or (job.get("metadata") or {}).get("deletionTimestamp"):
+        if job is None or (job.get("metadata") or {}).get("deletionTimestamp") \
+                or not kind.spec.covers(job):   # outside the kind's scope: it has no rules
             return None
         now = self.clock()
         candidates = _candidates(kind, watch.store, job)

@@ -14,9 +14,9 @@ Every decision (conflicts, idempotence, malformed pods) is written down in docs/
 """
 
 from runtime.mutator.draft import RECORD_ANNOTATION
-from runtime.mutator.inject import Injector, Mutation, mutate, prepare
+from runtime.mutator.inject import Injector, Mutation, mutate, prepare, serving
 from runtime.mutator.steps import COMPLETION_ANNOTATION, COMPLETION_ENV
 from runtime.mutator.view import MutationError, PodView
 
 __all__ = ["COMPLETION_ANNOTATION", "COMPLETION_ENV", "RECORD_ANNOTATION", "Injector",
-           "Mutation", "MutationError", "PodView", "mutate", "prepare"]
+           "Mutation", "MutationError", "PodView", "mutate", "prepare", "serving"]

@@ -14,8 +14,8 @@ from runtime.mutator.draft import Draft
 from runtime.mutator.steps import Program, program
 from runtime.mutator.view import ExpressionFailed, MutationError, Received, mapping, owner_reference
 from runtime.plan import (
-    And, FieldPath, Injection, IsPrimary, JmesPath, Kind, LabelIs, NamespaceIs, Not, Or, Plan,
-    Sidecar, TaskIs, expressions,
+    And, FieldPath, Injection, IsPrimary, JmesPath, Kind, LabelIs, NamespaceIs, NamespaceLabel,
+    Not, Or, Plan, Sidecar, TaskIs, expressions,
 )
 
 
@@ -32,8 +32,10 @@ class Injector:
     and held beside it, so no request pays for it."""
 
     plan: Plan
-    kinds: dict[tuple[str, str], Kind]  # (apiVersion, kind) -> first declared kind
-    programs: dict[str, tuple[Program, ...]]  # kind name -> injections for its pods, prepared
+    kinds: dict[tuple[str, str], Kind]  # (apiVersion, kind) of every served version -> kind
+    # (kind name, namespace selector) -> the injections for its pods that the webhook entry of
+    # that namespace selector serves (None: the entry for every namespace), prepared
+    programs: dict[tuple[str, str | None], tuple[Program, ...]]
     sidecars: frozenset[str]  # every sidecar name in the plan: never a target of other ops
     reads_pod: bool  # whether an expression `mutate` may evaluate reads the pod beyond PodView
 
@@ -41,20 +43,37 @@ class Injector:
 def prepare(plan: Plan) -> Injector:
     kinds: dict[tuple[str, str], Kind] = {}
     for kind in plan.kinds:
-        kinds.setdefault((kind.api_version, kind.kind), kind)
+        for api_version in kind.api_versions():
+            kinds.setdefault((api_version, kind.kind), kind)
     programs = {i.name: program(i) for i in plan.injections}
-    by_kind = {k.name: tuple(programs[i.name] for i in plan.injections if k.name in i.kinds)
-               for k in plan.kinds}
+    by_kind = {(k.name, selector): tuple(programs[i.name] for i in plan.injections
+                                         if k.name in i.kinds and i.namespace_selector == selector)
+               for k in plan.kinds for selector in plan.namespace_selectors()}
     sidecars = frozenset(op.name for i in plan.injections for op in i.ops if isinstance(op, Sidecar))
     return Injector(plan, kinds, by_kind, sidecars, _reads_pod(plan))
 
 
+def serving(plan: Plan, namespace_labels: dict[str, str]) -> tuple[str | None, ...]:
+    """The webhook entries (by namespace selector) that the API server calls for a pod in a
+    namespace with these labels, in order: what `rulec mutate --namespace-label` runs."""
+    out: list[str | None] = [None]
+    for selector in plan.namespace_selectors():
+        if selector is None:
+            continue
+        injection = next(i for i in plan.injections if i.namespace_selector == selector)
+        if all(r.holds(namespace_labels) for r in injection.namespace_requirements):
+            out.append(selector)
+    return tuple(out)
+
+
 def mutate(injector: Injector, pod: dict, owner: dict | None = None,
-           namespace: str | None = None) -> Mutation:
+           namespace: str | None = None, namespace_selector: str | None = None) -> Mutation:
     """The patch that applies every matching injection of the prepared plan to `pod`.
 
     `owner` is the owner job object when the caller has it (else a stub is built from the owner
     reference); `namespace` is the request's namespace, since pods at CREATE may lack it.
+    `namespace_selector` names the webhook entry that called: only the injections with those
+    `namespace label` tests apply (None: those without), and the API server has checked them.
     """
     if not isinstance(pod, dict):
         return Mutation((), (), None)
@@ -64,13 +83,15 @@ def mutate(injector: Injector, pod: dict, owner: dict | None = None,
     kind = _kind_of(injector, ref if ref is not None else owner)
     if kind is None:
         return Mutation((), (), None)
+    if namespace is None and isinstance(meta.get("namespace"), str):
+        namespace = meta["namespace"]
+    if kind.namespaces is not None and namespace not in kind.namespaces:
+        return Mutation((), (), None)  # outside the kind's scope
     if owner is None and ref is not None:
         owner = {"apiVersion": ref.get("apiVersion"), "kind": ref.get("kind"),
                  "metadata": {"name": ref.get("name"), "uid": ref.get("uid")}}
-    if namespace is None and isinstance(meta.get("namespace"), str):
-        namespace = meta["namespace"]
     received = Received(pod, meta, kind, owner, namespace, injector.sidecars)
-    matched = [p for p in injector.programs[kind.name]
+    matched = [p for p in injector.programs.get((kind.name, namespace_selector), ())
                if p.injection.match is None or _run(p.injection, _matches, p.injection.match, received)]
     if not matched:
         return Mutation((), (), kind.name)
@@ -117,6 +138,8 @@ def _matches(node: Any, pod: Received) -> bool:
             return _has(pod.annotations if annotation else pod.labels, key, values) != negate
         case NamespaceIs(values, negate):
             return (pod.namespace in values) != negate
+        case NamespaceLabel():
+            return True  # the webhook entry's namespaceSelector: the API server checked it
         case TaskIs(values, negate):
             return (pod.task() in values) != negate
         case IsPrimary():

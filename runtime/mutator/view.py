@@ -197,10 +197,13 @@ class Received:
     def _select(self, which: Containers) -> list[Selected]:
         names: tuple[str, ...] | None   # a few names: a tuple is as quick to ask as a set
         fields: tuple[str, ...]
+        prefix = None
+        kind = self.kind
         if which.select == "named":
             names, fields = which.names, LISTS
-        elif which.select == "primary" and self.kind.primary_containers is not None:
-            names, fields = self.kind.primary_containers, ("containers",)
+        elif which.select == "primary" and (kind.primary_containers is not None
+                                            or kind.primary_prefix is not None):
+            names, prefix, fields = kind.primary_containers or (), kind.primary_prefix, ("containers",)
         else:
             names, fields = None, ("containers",)
         found: list[Selected] = []
@@ -208,7 +211,8 @@ class Received:
             for i, container in enumerate(array(self.spec.get(field))):
                 if isinstance(container, dict):
                     name = container.get("name")
-                    if isinstance(name, str) and (names is None or name in names) \
+                    if isinstance(name, str) and (names is None or name in names or (
+                            prefix is not None and name.startswith(prefix))) \
                             and name not in self.sidecars:
                         found.append((field, i, container, name))
         return found

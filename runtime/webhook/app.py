@@ -18,7 +18,7 @@ import flask
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from runtime import admission, reloading
-from runtime.registration import MUTATE_PATH
+from runtime.registration import MUTATE_PATH, entry_id
 from runtime.webhook import metrics
 from runtime.webhook.settings import Settings
 
@@ -66,9 +66,11 @@ def create_app(settings: Settings | None = None) -> flask.Flask:
     plans.get()  # load now: ready sooner, and the first request does not pay for it
 
     @app.post(MUTATE_PATH)
-    def mutate_pods() -> flask.Response:
+    @app.post(f"{MUTATE_PATH}/<entry>")
+    def mutate_pods(entry: str | None = None) -> flask.Response:
+        """The webhook entry for every namespace, or (`/ENTRY`) the one of a namespace selector."""
         started = time.perf_counter()
-        status, body, result = _review(plans.get(), settings.max_body)
+        status, body, result = _review(plans.get(), settings.max_body, entry)
         metrics.requests(result).inc()
         metrics.LATENCY.observe(time.perf_counter() - started)
         return app.response_class(body, status=status, mimetype="application/json")
@@ -93,11 +95,18 @@ def create_app(settings: Settings | None = None) -> flask.Flask:
     return app
 
 
-def _review(injector: admission.Injector | None, max_body: int) -> tuple[int, bytes, str]:
+def _review(injector: admission.Injector | None, max_body: int,
+            entry: str | None = None) -> tuple[int, bytes, str]:
     """(HTTP status, body, result label) for one admission request."""
     if injector is None:
         # Like an unreachable webhook: the API server applies its configured failurePolicy.
         return 503, _error("no plan loaded"), "no-plan"
+    selector = None
+    if entry is not None:
+        selector = next((s for s in injector.plan.namespace_selectors()
+                         if s is not None and entry_id(s) == entry), None)
+        if selector is None:  # an entry of another plan: registration and plan disagree
+            return 404, _error(f"no webhook entry {entry} in this plan"), "unknown-entry"
     body = _body(flask.request, max_body)
     if body is None:
         return 413, _error(f"body larger than {max_body} bytes"), "too-large"
@@ -105,7 +114,7 @@ def _review(injector: admission.Injector | None, max_body: int) -> tuple[int, by
         request = admission.decode(body, injector)
     except admission.BadReview as err:
         return 400, _error(str(err)), "bad-request"
-    decision = admission.answer(injector, request)
+    decision = admission.answer(injector, request, selector)
     if decision.failure is not None:
         failure = decision.failure
         log.warning("uid %s namespace %s: %s (%s)%s", request["uid"], request.get("namespace"),

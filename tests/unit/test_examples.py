@@ -30,18 +30,24 @@ def test_example(path: str, name: str) -> None:
 
 
 @pytest.mark.parametrize("scenario", [
-    "volcano-oomkilled", "argo-wait-main", "katib-metrics-collector", "exit-codes", "evictions",
-    "crashloop", "pending-too-long", "partial-success", "worker-completes",
+    "volcano-oomkilled/suite.yaml", "argo-wait-main/suite.yaml",
+    "katib-metrics-collector/suite.yaml", "exit-codes/suite.yaml", "evictions/suite.yaml",
+    "crashloop/suite.yaml", "pending-too-long/suite.yaml", "partial-success/suite.yaml",
+    "worker-completes/suite.yaml",
+    # verdicts over time (issue 12)
+    "spark-like/driver.suite.yaml", "spark-like/evictions.suite.yaml", "spark-like/count.suite.yaml",
+    "injected-sidecar/suite.yaml", "shipped-kinds/suite.yaml", "pod-failure-policy/fail-index/suite.yaml",
+    "failure-policies/group.suite.yaml", "failure-policies/backoff.suite.yaml",
 ])
 def test_every_scenario_has_a_suite(scenario: str) -> None:
-    assert (EXAMPLES / scenario / "suite.yaml").is_file()
+    assert (EXAMPLES / scenario).is_file()
 
 
-@pytest.mark.parametrize("folder", sorted({str(Path(p).parent) for p, _ in CASES}))
-def test_example_rules_check_clean_and_are_formatted(folder: str) -> None:
+@pytest.mark.parametrize("path", sorted({p for p, _ in CASES}), ids=lambda p: str(Path(p).relative_to(EXAMPLES)))
+def test_example_rules_check_clean_and_are_formatted(path: str) -> None:
     from rulec import api, fmt
 
-    built = api.build([folder], emit_plan=False)
+    built = api.build(list(suite.load(path).rules), emit_plan=False)
     assert built.diagnostics == ()
     for source in built.sources.values():
         assert fmt.format_source(source).text == source.text, f"{source.path}: run rulec fmt"

@@ -157,6 +157,18 @@ def test_job_resumed_without_pods_yet_is_pending(shipped: plan.Plan) -> None:
     assert verdict_of(shipped, obj, []) == ("Pending", None, None)
 
 
+@pytest.mark.parametrize(("status", "expected"), [
+    pytest.param({"active": 1, "ready": 1}, "Running", id="katib-fixture-active-ready"),
+    pytest.param({"active": 1, "ready": 0}, "Pending", id="active-but-not-ready"),
+    pytest.param({"active": 1}, "Running", id="no-ready-count-before-1.29"),
+    pytest.param({}, "Pending", id="nothing-yet"),
+])
+def test_job_running_from_its_counts_when_pods_are_not_listed(shipped: plan.Plan, status: dict,
+                                                              expected: str) -> None:
+    """Katib's status fixtures give the Job alone, without its pods."""
+    assert verdict_of(shipped, job(JOB, status=status), [])[0] == expected
+
+
 def test_job_with_a_failed_pod_being_retried_is_running(shipped: plan.Plan) -> None:
     obj = job(JOB, status={"active": 1, "failed": 1})
     pods = [pod(obj, "train-a", "Failed", terminated("main", 1, "Error")),
@@ -204,11 +216,50 @@ def test_volcano_terminated_reason_falls_back_to_the_phase(shipped: plan.Plan) -
     assert verdict_of(shipped, obj, []) == ("Failed", "Terminated", "killed")
 
 
-def test_volcano_evicted_pod_is_restarting(shipped: plan.Plan) -> None:
-    obj = job(VCJOB, status={"state": {"phase": "Running"}})
+RESTART_ON_EVICTION = {"policies": [{"event": "PodEvicted", "action": "RestartJob"}]}
+
+
+@pytest.mark.parametrize(("spec", "status", "expected"), [
+    pytest.param(RESTART_ON_EVICTION, {}, "Restarting", id="the-job-policy-restarts-it"),
+    pytest.param({"tasks": [{"name": "worker", "policies": [
+        {"events": ["PodFailed", "PodEvicted"], "action": "RestartTask"}]}]}, {}, "Restarting",
+        id="a-task-policy-restarts-it"),
+    pytest.param({"policies": [{"event": "*", "action": "RestartJob"}], "maxRetry": 2},
+                 {"retryCount": 2}, "Failed", id="retries-spent"),
+    pytest.param({}, {}, "Failed", id="no-policy-an-eviction-is-a-failure"),
+    pytest.param({"policies": [{"event": "PodEvicted", "action": "AbortJob"}]}, {}, "Failed",
+                 id="not-a-restart"),
+])
+def test_volcano_evicted_pod(shipped: plan.Plan, spec: dict, status: dict, expected: str) -> None:
+    """Volcano's own policies restart on an eviction (ours add none): the job is Restarting only
+    when one of them will; otherwise the evicted pod failed its task."""
+    obj = job(VCJOB, spec=spec, status={"state": {"phase": "Running"}, **status})
     gone = pod(obj, "train-worker-1", "Failed", terminated("main", 137, "Error"), task="worker",
                reason="Evicted")
-    assert verdict_of(shipped, obj, [gone])[:2] == ("Restarting", "PodEvicted")
+    assert verdict_of(shipped, obj, [gone])[:2] == (expected, "PodEvicted")
+
+
+def test_volcano_pod_failure_its_policy_restarts_is_restarting(shipped: plan.Plan) -> None:
+    obj = job(VCJOB, spec={"policies": [{"event": "PodFailed", "action": "RestartJob"}]},
+              status={"state": {"phase": "Running"}})
+    crashed = pod(obj, "train-master-0", "Failed", terminated("main", 1, "Error"), task="master")
+    assert verdict_of(shipped, obj, [crashed])[:2] == ("Restarting", "PodFailed")
+
+
+def test_volcano_shipped_rules_add_no_policy(shipped: plan.Plan) -> None:
+    assert shipped.kind_named("vcjob").policies == ()
+
+
+def test_volcano_failed_holds_until_volcano_runs_the_job_again(shipped: plan.Plan) -> None:
+    obj = job(VCJOB, status={"state": {"phase": "Running"}, "retryCount": 0})
+    oom = pod(obj, "train-master-0", "Failed", terminated("main", 137, "OOMKilled"), task="master")
+    failed = evaluator.evaluate(shipped, obj, [oom], None, NOW)
+    assert (failed.verdict.phase, failed.verdict.final) == ("Failed", True)
+    completed = job(VCJOB, status={"state": {"phase": "Completed"}, "retryCount": 0})
+    assert evaluator.evaluate(shipped, completed, [], failed.state, NOW).verdict == failed.verdict
+    again = job(VCJOB, status={"state": {"phase": "Running"}, "retryCount": 1})
+    rerun = pod(again, "train-master-0", "Running", task="master")
+    assert evaluator.evaluate(shipped, again, [rerun], failed.state, NOW).verdict.phase == "Running"
 
 
 # -- Kubeflow ------------------------------------------------------------------------------------
@@ -305,6 +356,23 @@ def test_argo_workflow(shipped: plan.Plan, spec: dict, status: dict, expected: t
 
 
 # -- Tekton PipelineRun --------------------------------------------------------------------------
+
+def test_tekton_v1beta1_is_read_by_the_same_kind(shipped: plan.Plan) -> None:
+    obj = job(("tekton.dev/v1beta1", "PipelineRun"),
+              status=conditions(cond("Succeeded", "False", "Failed", "Tasks Completed: 1 (Failed: 1)")))
+    assert shipped.kind_for("tekton.dev/v1beta1", "PipelineRun") is shipped.kind_named("pipelinerun")
+    assert verdict_of(shipped, obj, []) == ("Failed", "Failed", "Tasks Completed: 1 (Failed: 1)")
+
+
+def test_tekton_steps_decide_not_its_own_containers(shipped: plan.Plan) -> None:
+    obj = job(PIPELINERUN)
+    step = pod(obj, "build-pod", "Failed", terminated("step-compile", 2, "Error"),
+               terminated("sidecar-tekton-log-results", 137, "Error"),
+               init=(terminated("prepare", 0, "Completed"), terminated("place-scripts", 0, "Completed")))
+    kind = shipped.kind_named("pipelinerun")
+    e = evaluator.evaluate(kind, obj, [step], None, NOW)
+    assert [ev.container for ev in e.events if ev.event == "podFailed"] == ["step-compile"]
+
 
 @pytest.mark.parametrize(
     ("spec", "status", "reason", "message", "phase"),

@@ -94,7 +94,8 @@ def tokens() -> dict[str, list[tuple[int, int, int, str]]]:
 # or `exact` (one editor token spans exactly the compiler's, its innermost scope starting so).
 WHOLE = {"STRING": "string.quoted.double.rules", "EXPR": "meta.embedded.expression.jmespath.rules"}
 EXACT = {"INT": ("constant.numeric.integer.rules",), "DURATION": ("constant.numeric.duration.rules",),
-         "GROUP_VERSION": ("constant.other.api-version.rules",)}
+         "GROUP_VERSION": ("constant.other.api-version.rules",),
+         "FAILED_OR_EVICTED": ("keyword.other.state.rules",)}
 NAMES = ("NAME", "KIND", "PATH", "WORD")  # innermost scope: a name of some sort
 NAME_SCOPES = ("variable.", "entity.name.", "support.type.")
 

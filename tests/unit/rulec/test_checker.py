@@ -49,7 +49,7 @@ def test_allow_covers_a_multiline_statement() -> None:
 
 
 def test_errors_cannot_be_allowed() -> None:
-    text = kind("    on pod failed exit 300 -> ignore  # rulec: allow exit-code-range")
+    text = kind("    on pod failed exit 3000000000 -> ignore  # rulec: allow exit-code-range")
     assert codes(text) == ["R301", "R901"]
 
 
@@ -261,7 +261,10 @@ def test_fallbacks_are_checked_too() -> None:
 def test_exit_zero_only_warns_on_failures() -> None:
     assert "R302" not in codes(kind("    on pod succeeded exit 0 -> ignore"))
     assert "R302" not in codes(kind("    on pod failed not exit 0 -> ignore"))
-    assert "R302" in codes(kind("    failed when any pod failed with exit in [0..2]"))
+    assert "R302" in codes(kind("    failed when any pod failed with exit in [0, 2]"))
+    assert "R302" in codes(kind("    failed when any pod failed or evicted with exit 0"))
+    # a range that holds 0 still matches its other codes
+    assert "R302" not in codes(kind("    failed when any pod failed with exit in [0..2]"))
 
 
 def test_empty_range() -> None:

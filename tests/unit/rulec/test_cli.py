@@ -52,7 +52,7 @@ def test_check_error(capsys, files) -> None:
 def test_check_folder_recurses(capsys, files, tmp_path: Path) -> None:
     nested = tmp_path / "sub" / "deeper"
     nested.mkdir(parents=True)
-    (nested / "x.rules").write_text("job k: v1 Pod { on pod failed exit 999 -> ignore }")
+    (nested / "x.rules").write_text("job k: v1 Pod { on pod failed exit 3000000000 -> ignore }")
     code, out, _ = run(capsys, "check", str(tmp_path))
     assert code == 1 and "x.rules:1:36: error[R301]" in out and "bad.rules:2:12" in out
 

@@ -221,3 +221,91 @@ def test_the_runtime_validates_status_phase_only(only: Any, error: str | None) -
 def test_errors_give_no_plan() -> None:
     build = api.build_sources([SourceFile.from_text("t.rules", "job j: v1 Pod { on pod faild -> ignore }")])
     assert build.plan is None and build.errors
+
+
+# -- kinds that fit real clusters ---------------------------------------------------------------
+
+SCOPED = """
+job mljob: batch/v1, v2 Job where label "team" = "ml" and label "tier" in ["b", "a"]
+        and label "gpu" and not label "legacy" and label "env" != "dev"
+        and namespace in ["ml", "research"] and namespace in ["ml", "other"] {
+    primary containers prefix "step-"
+    final until <<status.retryCount>> changes
+    succeeded when all pods succeeded
+}
+"""
+
+
+def test_versions_scope_final_and_prefix_in_the_plan() -> None:
+    k = _kind(SCOPED)
+    assert (k["version"], k["versions"], k["apiVersion"]) == ("v1", ["v1", "v2"], "batch/v1")
+    assert k["selector"] == [
+        {"key": "team", "operator": "In", "values": ["ml"]},
+        {"key": "tier", "operator": "In", "values": ["a", "b"]},
+        {"key": "gpu", "operator": "Exists", "values": []},
+        {"key": "legacy", "operator": "DoesNotExist", "values": []},
+        {"key": "env", "operator": "NotIn", "values": ["dev"]}]
+    assert k["namespaces"] == ["ml"]    # every namespace term holds
+    assert k["final"]["sticky"] and k["final"]["until"]["expr"] == "status.retryCount"
+    assert k["primaryContainerPrefix"] == "step-"
+    loaded = runtime_plan.load(_plan(SCOPED)).kinds[0]
+    assert loaded.selector == "team=ml,tier in (a,b),gpu,!legacy,env!=dev"
+    assert loaded.api_versions() == ("batch/v1", "batch/v2")
+
+
+def test_plan_kind_for_finds_every_served_version() -> None:
+    plan = runtime_plan.load(_plan(SCOPED))
+    assert plan.kind_for("batch/v2", "Job") is plan.kind_for("batch/v1", "Job") is plan.kinds[0]
+    assert plan.kind_for("batch/v3", "Job") is None
+
+
+@pytest.mark.parametrize("meta, covered", [
+    ({"namespace": "ml", "labels": {"team": "ml", "tier": "a", "gpu": ""}}, True),
+    ({"namespace": "ml", "labels": {"team": "ml", "tier": "a", "gpu": "", "env": "dev"}}, False),
+    ({"namespace": "ml", "labels": {"team": "ml", "tier": "a", "gpu": "", "legacy": "1"}}, False),
+    ({"namespace": "ml", "labels": {"team": "ml", "tier": "c", "gpu": ""}}, False),
+    ({"namespace": "research", "labels": {"team": "ml", "tier": "a", "gpu": ""}}, False),
+])
+def test_a_kind_covers_the_jobs_of_its_scope(meta: dict, covered: bool) -> None:
+    from runtime import evaluator
+
+    plan = runtime_plan.load(_plan(SCOPED))
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", **meta}}
+    assert plan.kinds[0].covers(job) == covered
+    if not covered:
+        with pytest.raises(evaluator.UnknownKind, match="outside the scope of kind mljob"):
+            evaluator.kind_for(plan, job)
+
+
+def test_extend_adds_policies_after_the_kinds_own_with_ids_counting_on() -> None:
+    build = api.build_sources([
+        SourceFile.from_text("a.rules", 'job vcjob: batch.volcano.sh/v1alpha1 Job {\n'
+                                        '    succeeded when all pods succeeded\n'
+                                        '    on pod failed -> ignore\n}\n'),
+        SourceFile.from_text("b.rules", 'extend vcjob {\n    on pod failed exit 1 -> ignore\n'
+                                        '    on pod evicted -> restart job max 2\n}\n')])
+    assert build.plan is not None, build.diagnostics
+    [k] = build.plan["kinds"]
+    assert [(p["id"], p["span"]["path"]) for p in k["policies"]] == [
+        ("podFailed#0", "a.rules"), ("podFailed#1", "b.rules"), ("podEvicted#0", "b.rules")]
+    # the kind's own unfiltered policy catches every later `pod failed` first
+    assert [d.code for d in build.diagnostics] == ["R401"]
+
+
+def test_new_policy_and_action_shapes() -> None:
+    k = _kind('job k: example.org/v1 K {\n    task label "role"\n    succeeded when all pods succeeded\n'
+              '    on pod failed or evicted condition "X" in ["False", "Unknown"]\n'
+              '        -> count max <<spec.backoffLimit>> per pod then fail task\n'
+              '    on pod failed -> restart pod max 3 after 10s doubling up to 1m\n}\n')
+    counted, restarted = k["policies"]
+    assert counted["evicted"] and not restarted["evicted"]
+    assert counted["filter"] == {"op": "condition", "type": "X", "status": ["False", "Unknown"],
+                                 "reasons": [], "negate": False}
+    assert counted["action"]["action"] == "count"
+    assert counted["action"]["budget"]["max"]["expr"] == "spec.backoffLimit"
+    assert counted["action"]["budget"]["per"] == "pod"
+    assert counted["action"]["fallback"]["action"] == "failTask"
+    assert (restarted["action"]["delay"], restarted["action"]["doubling"],
+            restarted["action"]["delayCap"]) == (10, True, 60)
+    runtime_plan.load(_plan('job k: example.org/v1 K {\n    task label "role"\n'
+                            '    succeeded when count tasks succeeded >= 2\n}\n'))

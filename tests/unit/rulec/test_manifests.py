@@ -255,20 +255,20 @@ def test_cert_manager_issues_the_secret_and_injects_the_ca(issuer: manifests.Iss
                                         "jobrules-webhook.infra.svc.cluster.local"]
     config = objects[-1]
     assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == "infra/jobrules-webhook"
-    [hook] = config["webhooks"]
+    hook = config["webhooks"][0]   # the entry for every namespace
     assert "caBundle" not in hook["clientConfig"]
 
 
 def test_a_user_certificate_is_trusted_through_its_ca_bundle() -> None:
     objects = render(injecting(), certificates=manifests.UserCertificate(CA))
-    [hook] = objects[-1]["webhooks"]
+    hook = objects[-1]["webhooks"][0]
     assert base64.b64decode(hook["clientConfig"]["caBundle"]) == CA
     assert "cert-manager.io/inject-ca-from" not in objects[-1]["metadata"]["annotations"]
 
 
 def test_the_configuration_calls_the_service_and_skips_its_namespace() -> None:
     objects = render(injecting(), namespace="infra", exclude_namespaces=("monitoring",))
-    [hook] = objects[-1]["webhooks"]
+    hook = objects[-1]["webhooks"][0]
     assert hook["clientConfig"]["service"] == {"namespace": "infra", "name": "jobrules-webhook",
                                                "port": 443, "path": "/mutate-pods"}
     assert hook["namespaceSelector"]["matchExpressions"][0]["values"] == [
@@ -336,7 +336,7 @@ def test_file_names_and_kustomization_keep_the_order() -> None:
                      "02-configmap-jobrules-plan.yaml", "03-issuer-jobrules-selfsigned.yaml",
                      "04-certificate-jobrules-webhook.yaml", "05-deployment-jobrules-webhook.yaml",
                      "06-service-jobrules-webhook.yaml",
-                     "07-mutatingwebhookconfiguration-jobrules.yaml"]
+                     "07-mutatingwebhookconfiguration-0-jobrules.yaml"]
     assert manifests.kustomization(names) == {
         "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
         "sortOptions": {"order": "fifo"}, "resources": names}

@@ -20,7 +20,7 @@ GOLDENS = sorted((ROOT / "tests" / "golden" / "diagnostics").glob("*.rules"))
 # two UTF-16 units, so its column tells which unit the log counts in.
 BOTH = """\
 job j: batch/v1 Job {
-    failed when any pod failed with (reason "😀" or exit 999)
+    failed when any pod failed with (reason "😀" or exit 3000000000)
     succeeded when all pods succeeded
     on pod evicted -> restart pod
 }
@@ -73,7 +73,7 @@ def test_one_diagnostic_of_each_severity(capsys, validator, tmp_path, monkeypatc
              r["locations"][0]["physicalLocation"]["region"]["endColumn"]) for r in results] == ends
     error = next(r for r in results if r["level"] == "error")
     region = error["locations"][0]["physicalLocation"]["region"]
-    assert region["startLine"] == 2 and region["startColumn"] == BOTH.splitlines()[1].index("999") + 1
+    assert region["startLine"] == 2 and region["startColumn"] == BOTH.splitlines()[1].index("3000000000") + 1
 
 
 def test_rules_describe_every_code_and_link_to_its_row(validator) -> None:
@@ -99,7 +99,7 @@ def test_rules_describe_every_code_and_link_to_its_row(validator) -> None:
 ])
 def test_the_schema_rejects_a_broken_log(validator, path: tuple, value: Any) -> None:
     """The validation is not vacuous: each of these breaks the log."""
-    text = "job j: v1 Pod { on pod failed exit 999 -> ignore }"
+    text = "job j: v1 Pod { on pod failed exit 3000000000 -> ignore }"
     build = api.build_sources([SourceFile.from_text("x.rules", text)], emit_plan=False)
     log = json.loads(sarif.render(build.diagnostics))
     valid(validator, log)
@@ -144,7 +144,7 @@ def test_paths_outside_the_folder_and_odd_names(capsys, validator, tmp_path, mon
     inside, outside = tmp_path / "repo", tmp_path / "elsewhere"
     (inside / "my rules").mkdir(parents=True)
     outside.mkdir()
-    bad = "job j: v1 Pod { on pod failed exit 999 -> ignore }\n"
+    bad = "job j: v1 Pod { on pod failed exit 3000000000 -> ignore }\n"
     (inside / "my rules" / "a#1.rules").write_text(bad)
     (outside / "b.rules").write_text(bad.replace("job j", "job k"))
     monkeypatch.chdir(inside)

@@ -56,7 +56,7 @@ def test_syntax_errors(text: str, code: str, message: str, position: tuple[int, 
 
 def test_expected_words_not_token_names() -> None:
     d = error("job j: v1 Pod { on pod failed -> }")
-    assert "an action (`fail job`" in d.message
+    assert "an action (`fail job|task`" in d.message
     assert "__ANON" not in d.message and "RBRACE" not in d.message and "NAME" not in d.message
 
 

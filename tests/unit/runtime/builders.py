@@ -59,19 +59,22 @@ def action(name: str, reason: str | None = None, message: str | None = None,
 
 
 def policy(event: str, act: dict[str, Any], id: str | None = None, task: str | None = None,
-           filter: dict | None = None, for_: int | None = None, to: str | None = None) -> dict[str, Any]:
+           filter: dict | None = None, for_: int | None = None, to: str | None = None,
+           evicted: bool = False) -> dict[str, Any]:
     pid = id or f"{event}@{next(_lines)}"
     if act.get("budget") and act["budget"]["key"] == "?":
         act = dict(act, budget=dict(act["budget"], key=pid))
     return {"id": pid, "span": span(), "event": event, "task": task, "filter": filter,
-            "for": for_, "to": to, "action": act}
+            "for": for_, "to": to, "action": act, "evicted": evicted}
 
 
 def kind(verdicts: list | None = None, policies: list | None = None, *, name: str = "vcjob",
          api_version: str = "batch.volcano.sh/v1alpha1", job_kind: str = "Job",
          owned: bool = True, labels: dict[str, str] | None = None,
          task_label: str | None = "volcano.sh/task-spec",
-         primary_containers: list[str] | None = None, primary_pods: dict | None = None) -> dict[str, Any]:
+         primary_containers: list[str] | None = None, primary_pods: dict | None = None,
+         **extra: Any) -> dict[str, Any]:
+    """A kind's JSON; `extra` adds or replaces keys (`final`, `versions`, `selector`, ...)."""
     group, _, version = api_version.rpartition("/")
     return {
         "name": name, "span": span(), "group": group, "version": version, "kind": job_kind,
@@ -82,16 +85,28 @@ def kind(verdicts: list | None = None, policies: list | None = None, *, name: st
         "verdicts": verdicts or [], "policies": policies or [],
         "status": {"phase": None, "reason": None, "message": None, "condition": "JobRulesVerdict",
                    "annotations": True, "events": True},
+        **extra,
     }
 
 
-def load(*kinds: dict[str, Any]) -> plan.Plan:
-    return plan.load({"planVersion": 1, "files": [], "kinds": list(kinds), "injections": [],
+def load(*kinds: dict[str, Any], injections: list | None = None) -> plan.Plan:
+    return plan.load({"planVersion": 1, "files": [], "kinds": list(kinds),
+                      "injections": injections or [],
                       "webhook": {"failurePolicy": "Ignore", "timeoutSeconds": 5}})
 
 
-def load_kind(verdicts: list | None = None, policies: list | None = None, **kw: Any) -> plan.Kind:
-    return load(kind(verdicts, policies, **kw)).kinds[0]
+def load_kind(verdicts: list | None = None, policies: list | None = None,
+              injections: list | None = None, **kw: Any) -> plan.Kind:
+    return load(kind(verdicts, policies, **kw), injections=injections).kinds[0]
+
+
+def sidecar_injection(*names: str, kind_name: str = "vcjob") -> dict[str, Any]:
+    """An injection adding sidecars of these names to the kind's pods."""
+    return {"name": "sidecars", "span": span(), "kinds": [kind_name], "match": None,
+            "completionContainers": None,
+            "ops": [{"op": "sidecar", "span": span(), "name": n, "native": False,
+                     "image": ["example.org/sidecar:1"], "command": None, "args": None,
+                     "env": [], "mounts": []} for n in names]}
 
 
 # -- conditions and filters (plan JSON) ----------------------------------------------------------

@@ -71,7 +71,7 @@ def test_the_matching_container_decides_under_a_filter() -> None:
     ("all succeeded", [pod("a", "Succeeded"), pod("b", "Succeeded")], "Succeeded"),
     ("one running", [pod("a", "Succeeded"), pod("b", "Running")], "Running"),
     ("one failed wins over running", [pod("a", "Failed"), pod("b", "Running")], "Failed"),
-    ("evicted is failed", [evicted("a")], "Failed"),
+    ("evicted is not failed", [evicted("a")], "Pending"),
     ("pending", [pod("a", "Pending")], "Pending"),
 ])
 def test_first_matching_rule_wins(name: str, objects: list, phase: str) -> None:

@@ -55,8 +55,8 @@ DETECTION = [
     ("running -> evicted", [pod("a")], [evicted("a")], ["podEvicted", "podFailed"]),
     ("preemption while running", [pod("a")],
      [pod("a", conditions=[condition("DisruptionTarget", "PreemptionByScheduler")])], ["podEvicted"]),
-    ("evicted then failed: once", [pod("a", conditions=[condition("DisruptionTarget", "X")])],
-     [evicted("a")], []),
+    ("evicted, then failed: a failure for `pod failed or evicted` only",
+     [pod("a", conditions=[condition("DisruptionTarget", "X")])], [evicted("a")], ["podFailed"]),
     ("deletion requested", [pod("a")], [DELETING], ["podDeleted", "podEvicted"]),
     ("deleted then gone: once", [DELETING], [], []),
     ("gone without finishing", [pod("a")], [], ["podDeleted", "podEvicted"]),
@@ -195,11 +195,25 @@ def test_eviction_is_handled_as_an_eviction_not_a_crash() -> None:
     assert ran(crash) == [("failJob", "run")]
 
 
-def test_an_evicted_pod_still_reaches_pod_failed_policies_when_no_eviction_policy_matches() -> None:
-    e = run([policy("podFailed", action("restartPod"))], [evicted("a")], seen(pod("a")))
-    assert ran(e) == [("restartPod", "run")] and e.actions[0].event == "podFailed"
+def test_an_evicted_pod_is_not_a_failure_unless_a_policy_asks_for_both() -> None:
+    plain = run([policy("podFailed", action("restartPod"))], [evicted("a")], seen(pod("a")))
+    assert plain.actions == ()
+    assert [(ev.event, ev.policy) for ev in plain.events[:2]] == [("podEvicted", None),
+                                                                 ("podFailed", None)]
+    e = run([policy("podFailed", action("restartPod")),
+             policy("podFailed", action("restartJob"), evicted=True)], [evicted("a")], seen(pod("a")))
+    assert ran(e) == [("restartJob", "run")] and e.actions[0].event == "podFailed"
     assert [(ev.event, ev.policy) for ev in e.events[:2]] == [("podEvicted", e.actions[0].policy),
                                                              ("podFailed", e.actions[0].policy)]
+
+
+def test_pod_failed_or_evicted_sees_a_pod_evicted_while_running_when_it_fails() -> None:
+    pol = [policy("podFailed", action("count", max=5, then=action("failJob")), evicted=True)]
+    preempted = pod("a", conditions=[condition("DisruptionTarget", "PreemptionByScheduler")])
+    first = run(pol, [preempted], seen(pod("a")))
+    assert first.actions == () and pod_events(first) == ["podEvicted"]
+    then = run(pol, [evicted("a")], first.state)
+    assert ran(then) == [("count", "counted")] and pod_events(then) == ["podFailed"]
 
 
 def test_ignore_counts_nothing_and_stops_matching() -> None:
@@ -371,28 +385,133 @@ def test_reason_filter_on_gone_pods_is_false_and_task_filter_works() -> None:
     assert e.actions[0].target.pod is None
 
 
-# action -> the verdict it makes final, and which pods it stops (their changes are ours, not events)
+# action -> the verdict it leaves, whether that verdict is final, and which pods it stops (their
+# changes are ours, not events, and they count in no verdict)
 CONSEQUENCES = [
-    ("failJob", "Failed", set()),
-    ("completeJob", "Succeeded", set()),
-    ("terminateJob", "Failed", {"a", "b", "c"}),
-    ("abortJob", None, {"a", "b", "c"}),
-    ("restartJob", None, {"a", "b", "c"}),
-    ("restartTask", None, {"a", "b"}),
-    ("restartPod", None, {"a"}),
-    ("ignore", None, set()),
+    ("failJob", "Failed", True, set()),
+    ("completeJob", "Succeeded", True, set()),
+    ("terminateJob", "Failed", True, {"a", "b", "c"}),
+    ("abortJob", "Pending", False, {"a", "b", "c"}),
+    ("restartJob", "Restarting", False, {"a", "b", "c"}),
+    ("restartTask", "Restarting", False, {"a", "b"}),
+    ("restartPod", "Restarting", False, {"a"}),
+    ("failTask", "Running", False, {"a", "b"}),
+    ("ignore", "Failed", True, set()),   # the rules' Failed: terminal verdicts hold
 ]
 
 
-@pytest.mark.parametrize("name, final, stopped", CONSEQUENCES, ids=[row[0] for row in CONSEQUENCES])
-def test_action_consequences(name: str, final: str | None, stopped: set[str]) -> None:
+@pytest.mark.parametrize("name, phase, final, stopped", CONSEQUENCES,
+                         ids=[row[0] for row in CONSEQUENCES])
+def test_action_consequences(name: str, phase: str, final: bool, stopped: set[str]) -> None:
     objs = [pod("a", "Failed", task="w"), pod("b", task="w"), pod("c", task="ps")]
     e = run([policy("podFailed", action(name))], objs, seen(pod("a", task="w"), pod("b", task="w"),
                                                               pod("c", task="ps")))
-    assert (e.verdict.phase if e.verdict.final else None) == final
+    assert (e.verdict.phase, e.verdict.final) == (phase, final)
     ours = {p["metadata"]["name"] for p in objs if e.state.pods[pods.digest(p["metadata"]["uid"])].ours}
     assert ours == stopped
     assert ran(e) == ([] if name == "ignore" else [(name, "run")])
+    assert run([policy("podFailed", action(name))], objs, e.state).verdict == e.verdict  # holds
     later = run([policy("podFailed", action(name))], [], e.state)
     deleted = sorted(ev.pod or ev.uid for ev in later.events if ev.event == "podDeleted")
     assert len(deleted) == len({"b", "c"} - stopped)  # only pods nobody asked to stop count as deleted
+
+
+# -- counting without acting -------------------------------------------------------------------
+
+def fail_replaced(pol: list, n: int, **kw: Any) -> list[evaluator.Evaluation]:
+    """The executor pod fails n times, each time replaced by a new pod of the same name."""
+    out, prior = [], None
+    for i in range(n):
+        failed = pod("exec-0", "Failed", task="executor", uid=f"uid-exec-0-{i}")
+        e = run(pol, [failed], prior, now=NOW + timedelta(minutes=i), **kw)
+        out.append(e)
+        prior = e.state
+    return out
+
+
+def test_a_count_budget_acts_only_once_exceeded() -> None:
+    pol = [policy("podFailed", action("count", max=2, then=action("failJob",
+                  reason="TooManyExecutorFailures")), task="executor", id="executors")]
+    runs = fail_replaced(pol, 3, verdicts=[verdict("Running")])
+    assert [ran(e) for e in runs] == [[("count", "counted")], [("count", "counted")],
+                                      [("failJob", "run")]]
+    assert [e.actions[0].budget.used for e in runs] == [1, 2, 2]
+    assert [e.verdict.phase for e in runs] == ["Running", "Running", "Failed"]
+    assert runs[2].verdict.reason == "TooManyExecutorFailures"
+
+
+@pytest.mark.parametrize("per, keys", [
+    ("job", ["c"]), ("task", ["c[executor]"]), ("pod", ["c[exec-0]"]),
+])
+def test_count_budgets_per_job_task_and_pod(per: str, keys: list[str]) -> None:
+    pol = [policy("podFailed", action("count", max=5, per=per, key="c", then=action("failJob")))]
+    [e] = fail_replaced(pol, 1)
+    assert list(e.state.budgets) == keys
+
+
+def test_per_pod_budgets_are_kept_apart() -> None:
+    pol = [policy("podFailed", action("restartPod", max=1, per="pod", then=action("failJob")))]
+    e = run(pol, [pod("a", "Failed"), pod("b", "Failed")])
+    assert ran(e) == [("restartPod", "run"), ("restartPod", "run")]
+
+
+@pytest.mark.parametrize("limit, outcome", [
+    (0, [("failJob", "run")]),              # backoffLimit 0: the first counted failure fails it
+    (1, [("count", "counted")]),
+])
+def test_a_budget_read_from_the_job(limit: int, outcome: list) -> None:
+    budget = {"expr": "spec.backoffLimit", "span": {"path": "t.rules", "line": 1, "column": 1,
+                                                    "endLine": 1, "endColumn": 2}}
+    pol = [policy("podFailed", action("count", max=1, then=action("failJob")))]
+    pol[0]["action"]["budget"]["max"] = budget
+    k = load_kind(RULES, pol)
+    e = evaluator.evaluate(k, job(spec={"backoffLimit": limit}), [pod("a", "Failed")], None, NOW)
+    assert ran(e) == outcome and e.actions[0].budget.max == limit
+
+
+def test_an_unreadable_budget_counts_as_spent_and_says_so() -> None:
+    pol = [policy("podFailed", action("count", max=1, then=action("failJob")))]
+    pol[0]["action"]["budget"]["max"] = {"expr": "spec.backoffLimit", "span": {
+        "path": "t.rules", "line": 3, "column": 9, "endLine": 3, "endColumn": 10}}
+    e = evaluator.evaluate(load_kind(RULES, pol), job(), [pod("a", "Failed")], None, NOW)
+    assert ran(e) == [("failJob", "run")]
+    assert e.problems == ("t.rules:3:9: <<spec.backoffLimit>>: None is not a budget (a whole "
+                          "number, 0 or more); the budget counts as spent",)
+
+
+def test_delays_that_double_with_each_use_up_to_a_cap() -> None:
+    act = action("restartPod", max=9, delay=10)
+    act.update(doubling=True, delayCap=35)
+    pol = [policy("podFailed", act, id="backoff")]
+    dues, prior = [], None
+    for i in range(4):
+        failed = pod("a", "Failed", uid=f"uid-a-{i}")
+        now = NOW + timedelta(minutes=10 * i)
+        scheduled = run(pol, [failed], prior, now=now)
+        [waiting] = [a for a in scheduled.actions if a.status == "scheduled"]
+        dues.append((waiting.due - now).total_seconds())
+        fired = run(pol, [failed], scheduled.state, now=waiting.due)
+        prior = run(pol, [], fired.state, now=waiting.due + timedelta(seconds=1)).state
+    assert dues == [10, 20, 35, 35]
+
+
+# -- failing one task ----------------------------------------------------------------------------
+
+def test_fail_task_fails_one_task_and_lets_the_others_go_on() -> None:
+    verdicts = [verdict("Failed", {"op": "taskCount", "state": "failed", "cmp": ">",
+                                   "value": [{"expr": "`1`", "span": {
+                                       "path": "t", "line": 1, "column": 1, "endLine": 1,
+                                       "endColumn": 2}}]}, reason="MaxFailedIndexesExceeded"),
+                verdict("Running", pods_cond("any", "running")), verdict("Pending")]
+    pol = [policy("podFailed", action("failTask"), filter=exit_in(42), id="fail-index")]
+    objs = [pod("i0", "Failed", task="0", containers=[terminated("main", 42)]),
+            pod("i1", task="1"), pod("i2", task="2")]
+    e = run(pol, objs, verdicts=verdicts)
+    assert ran(e) == [("failTask", "run")] and e.actions[0].target.task == "0"
+    assert e.state.failed_tasks == {"0"} and e.verdict.phase == "Running"
+    # the index stays failed whatever its pods do; a second failed index fails the job
+    objs[0] = pod("i0", "Running", task="0", uid="uid-i0-b")
+    objs[1] = pod("i1", "Failed", task="1", containers=[terminated("main", 42)])
+    e = run(pol, objs, e.state, verdicts=verdicts)
+    assert e.state.failed_tasks == {"0", "1"}
+    assert (e.verdict.phase, e.verdict.reason) == ("Failed", "MaxFailedIndexesExceeded")

@@ -1,5 +1,6 @@
-"""Property: however pod statuses evolve, an action is taken once per pod incarnation, budgets are
-never exceeded, and evaluating the same inputs again (with the state stored as JSON) does nothing.
+"""Properties over random pod histories: an action is taken once per pod incarnation, budgets are
+never exceeded, evaluating the same inputs again (with the state stored as JSON) does nothing, a
+terminal verdict never changes back, and a count budget acts exactly once when exceeded.
 """
 
 from __future__ import annotations
@@ -99,6 +100,7 @@ def test_actions_once_per_incarnation_and_within_budgets(steps: list[tuple[str, 
     now = T0
     taken: set[tuple] = set()
     spent: dict[str, int] = {}
+    terminal: evaluator.Verdict | None = None
     for serial, (op, i, seconds) in enumerate(steps, 1):
         slots = step(slots, op, i, serial)
         now += timedelta(seconds=seconds)
@@ -126,7 +128,53 @@ def test_actions_once_per_incarnation_and_within_budgets(steps: list[tuple[str, 
         again = evaluator.evaluate(KIND, job(), objects, state.decode(stored).state, now)
         assert again.actions == () and again.events == (), "same inputs, new actions"
         assert state.encode(again.state) == stored
+        assert again.verdict == result.verdict
+        # A terminal verdict holds (this kind never starts a job again), and only a terminal
+        # verdict is final: a restart of ours under way reads Restarting instead.
+        v = result.verdict
+        if terminal is not None:
+            assert (v.phase, v.reason, v.message, v.final) == (
+                terminal.phase, terminal.reason, terminal.message, True), "a terminal verdict changed"
+        elif v.phase in ("Succeeded", "Failed"):
+            assert v.final
+            terminal = v
 
 
 def _primary(policy_id: str) -> str:
     return next(p.action.action for p in KIND.policies if p.id == policy_id)
+
+
+COUNTED = 2
+COUNT_KIND = load_kind([verdict("Running", pods_cond("any", "running")), verdict("Pending")],
+                       [policy("podFailed", action("count", max=COUNTED, key="failures",
+                                                  then=action("failJob", reason="TooManyFailures")),
+                               id="failures"),
+                        policy("podEvicted", action("restartPod", max=2), id="evicted")])
+
+
+@settings(max_examples=200, deadline=None)
+@given(STEPS)
+def test_a_count_budget_acts_exactly_once_when_exceeded(steps: list[tuple[str, int, int]]) -> None:
+    """Failures of pods, replaced or not, are counted; the fallback runs once, on the failure
+    that exceeds the budget, and the job is failed from then on."""
+    slots: list[Slot | None] = [Slot(f"uid-{i}-0") for i in range(SLOTS)]
+    prior = state.EMPTY
+    now = T0
+    failures = counted = failed = 0
+    for serial, (op, i, seconds) in enumerate(steps, 1):
+        slots = step(slots, op, i, serial)
+        now += timedelta(seconds=seconds)
+        objects = [s.obj(n) for n, s in enumerate(slots) if s is not None]
+        result = evaluator.evaluate(COUNT_KIND, job(), objects, prior, now)
+        prior = state.decode(state.encode(result.state)).state
+        taken = [e for e in result.events if e.event == "podFailed" and e.policy == "failures"]
+        failures += len(taken)
+        counted += sum(a.status == "counted" for a in result.actions)
+        runs = [a for a in result.actions if a.action == "failJob"]
+        failed += len(runs)
+        if runs:
+            assert failures == COUNTED + 1, "the fallback ran before the budget was exceeded"
+        assert failures <= COUNTED + 1, "counting went on after the job failed"
+        assert (result.verdict.phase == "Failed") == (failed == 1)
+    assert counted == min(failures, COUNTED)
+    assert failed == (1 if failures > COUNTED else 0)

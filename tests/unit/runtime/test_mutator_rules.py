@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import jsonpatch
@@ -31,7 +32,9 @@ inject "katib-metrics" into pods of tfjob, pytorchjob
         args  ["-t", <<owner.metadata.name>>, "-path", "/var/log/katib/metrics.log"]
         mount volume "metrics" at "/var/log/katib"
     }
-    wrap primary with shell "exec {argv} 2>&1 | tee /var/log/katib/metrics.log"
+    # The output goes to the log and stays on stdout, and the program keeps its exit status and
+    # receives the signals: tee reads a FIFO, and the shell is replaced by the program.
+    wrap primary with shell "mkfifo /tmp/out; tee -a /var/log/katib/metrics.log </tmp/out & exec {argv} >/tmp/out 2>&1"
 }
 
 inject "argo-collector" into pods of workflow where label "katib.kubeflow.org/trial" exists {
@@ -101,7 +104,8 @@ def test_katib_collector_goes_into_primary_training_pods(compiled, api_version, 
     assert main["env"] == [{"name": "KATIB_TRIAL", "value": "mnist-t1"}]
     assert main["volumeMounts"] == [{"name": "metrics", "mountPath": "/var/log/katib"}]
     assert main["command"] == ["/bin/sh", "-c",
-                               "exec python train.py --lr 0.01 2>&1 | tee /var/log/katib/metrics.log"]
+                               "mkfifo /tmp/out; tee -a /var/log/katib/metrics.log </tmp/out & "
+                               "exec python train.py --lr 0.01 >/tmp/out 2>&1"]
     assert "args" not in main
 
 
@@ -124,7 +128,7 @@ def test_katib_wrap_refuses_an_image_entrypoint(compiled):
     assert str(info.value).endswith(
         "injection katib-metrics: container 'tensorflow' has no command: its entrypoint is in "
         "the image, which the webhook does not read; spell the command out in the pod template")
-    assert info.value.span.line == 12
+    assert info.value.span.line == 14
 
 
 def test_katib_wrapped_command_runs_the_original_argv(compiled, tmp_path):
@@ -132,13 +136,40 @@ def test_katib_wrapped_command_runs_the_original_argv(compiled, tmp_path):
     pod["spec"]["containers"][0].update(command=["printf", "%s\\n"],
                                         args=["it's", "$HOME", "a b", "line\nbreak"])
     _, result = apply_and_reinvoke(compiled, pod)
-    command = result["spec"]["containers"][0]["command"]
-    script = command[2].replace("/var/log/katib/metrics.log", str(tmp_path / "metrics.log"))
-    done = subprocess.run([command[0], command[1], script], capture_output=True, check=True,
-                          timeout=10)
+    done = subprocess.run(local(result, tmp_path), capture_output=True, check=True, timeout=10)
     expected = "it's\n$HOME\na b\nline\nbreak\n"
     assert done.stdout.decode() == expected
     assert (tmp_path / "metrics.log").read_text() == expected
+
+
+def local(pod: dict, tmp_path: Path) -> list[str]:
+    """The wrapped command of a pod's first container, with its paths moved under tmp_path."""
+    command = pod["spec"]["containers"][0]["command"]
+    script = command[2].replace("/var/log/katib/metrics.log", str(tmp_path / "metrics.log")) \
+        .replace("/tmp/out", str(tmp_path / "out"))
+    return [command[0], command[1], script]
+
+
+def test_katib_wrap_keeps_the_exit_status_and_hands_the_process_to_the_program(compiled, tmp_path):
+    """What a shell pipeline (`exec {argv} | tee`, R505) loses: the program's exit status, and
+    the program being the container's process (the one SIGTERM is sent to)."""
+    pod = training_pod("kubeflow.org/v1", "TFJob", "tensorflow", "master")
+    pod["spec"]["containers"][0].update(command=["sh", "-c", "echo oops; exit 3"], args=[])
+    failing = subprocess.run(local(apply_and_reinvoke(compiled, pod)[1], tmp_path),
+                             capture_output=True, timeout=10)
+    assert (failing.returncode, failing.stdout) == (3, b"oops\n")
+    assert (tmp_path / "metrics.log").read_text() == "oops\n"
+    pod["spec"]["containers"][0].update(command=["sleep", "30"], args=[])
+    process = subprocess.Popen(local(apply_and_reinvoke(compiled, pod)[1], tmp_path))
+    try:
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{process.pid}/cmdline").read_bytes() != b"sleep\x0030\x00":
+            assert time.monotonic() < deadline, "the shell never became the program"
+            time.sleep(0.01)
+        process.terminate()
+        assert process.wait(timeout=10) == -15   # the program itself got SIGTERM
+    finally:
+        process.kill()
 
 
 def test_argo_collector_waits_for_main_not_wait(compiled):

@@ -60,3 +60,42 @@ def test_field_paths_agree_with_the_interpreter(data: object, keys: list[str]) -
     compiled = compile_expression(text)
     assert isinstance(compiled, FieldPath)
     assert compiled.search(data) == jmespath.search(text, data)
+
+
+# -- the loader's checks of the new plan entries -------------------------------------------------
+
+def _plan_with(kind_extra: dict | None = None, match: dict | None = None):
+    from builders import kind, load, sidecar_injection
+
+    injection = sidecar_injection("x")
+    injection["match"] = match
+    return load(kind(**(kind_extra or {})), injections=[injection])
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"versions": ["v1beta1", "v1alpha1"]}, "must start with the kind's version"),
+    ({"selector": [{"key": "a", "operator": "Near", "values": []}]}, "not one of"),
+    ({"selector": [{"key": "a", "operator": "In", "values": []}]}, "needs values"),
+    ({"selector": [{"key": "a", "operator": "Exists", "values": ["b"]}]}, "takes no values"),
+])
+def test_kind_entries_that_cannot_be_used_are_refused(extra: dict, message: str) -> None:
+    from runtime.plan import PlanError
+
+    with pytest.raises(PlanError, match=message):
+        _plan_with(extra)
+
+
+def test_namespace_label_tests_stand_at_the_top_level_and() -> None:
+    from runtime.plan import PlanError
+
+    label = {"op": "namespaceLabel", "key": "inject", "values": ["yes"], "negate": False}
+    plan = _plan_with(match={"op": "and", "args": [label, {"op": "label", "key": "a", "values": None,
+                                                           "negate": False}]})
+    assert plan.injections[0].namespace_selector == "inject=yes"
+    assert plan.namespace_selectors() == (None, "inject=yes")
+    with pytest.raises(PlanError, match="top-level `and`"):
+        _plan_with(match={"op": "or", "args": [label, label]})
+
+
+def test_the_injected_containers_of_a_kind_come_from_the_injections() -> None:
+    assert _plan_with().kinds[0].injected == {"x"}

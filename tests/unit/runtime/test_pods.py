@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
+import builders
 from runtime import functions, pods, templates, vocabulary
 from builders import (
-    T0, both, condition, either, evicted, exit_in, job, jp, load_kind, negate, pod, reason_in,
-    running, terminated, verdict, waiting,
+    T0, both, condition, either, evicted, exit_in, job, jp, load_kind, negate, pod, pods_cond,
+    reason_in, running, terminated, verdict, waiting,
 )
 
 OPTS = templates.searcher(functions.options(T0))
@@ -59,9 +60,9 @@ def test_primary_containers_limit_what_counts() -> None:
 
 
 @pytest.mark.parametrize("obj, evicted_, states", [
-    (OOM, False, {"failed"}),
-    (EVICTED, True, {"failed", "evicted"}),
-    (PREEMPTED, True, {"running", "failed", "evicted"}),
+    (OOM, False, {"failed", "failedOrEvicted"}),
+    (EVICTED, True, {"failedOrEvicted", "evicted"}),
+    (PREEMPTED, True, {"running", "failedOrEvicted", "evicted"}),
     (pod("p", "Pending"), False, {"pending"}),
     (pod("p", "Succeeded"), False, {"succeeded"}),
     (pod("p", "Running", deleting=100), False, {"running", "terminating"}),
@@ -167,3 +168,82 @@ def test_primary_pods() -> None:
     assert pods.is_primary(kind, pod("m", task="master"), OPTS)
     assert not pods.is_primary(kind, pod("w", task="worker"), OPTS)
     assert pods.is_primary(KIND, pod("w"), OPTS)
+
+
+# -- on a failure, as the Job controller reads a failed pod (pod_failure_policy.go) ---------------
+
+INIT_CLEAN_MAIN_111 = pod("p", "Failed", init=[terminated("setup", 0, finished=5)],
+                          containers=[terminated("main", 111)])
+INIT_5_MAIN_143 = pod("p", "Failed", init=[terminated("init-container", 5, finished=5)],
+                      containers=[terminated("main-container", 143, finished=20)])
+RESTARTED_137 = pod("p", "Failed", containers=[
+    waiting("main", "CrashLoopBackOff", 3, last_exit=137, last_reason="OOMKilled"),
+    terminated("helper", 1)])
+
+
+@pytest.mark.parametrize("obj, f, normal, failure", [
+    # `exit not in [111]`: a clean init container is no failure, so it matches nothing
+    (INIT_CLEAN_MAIN_111, exit_in(111, negate=True), "setup", None),
+    # regular containers are tried before init containers, whatever finished first
+    (INIT_5_MAIN_143, exit_in(5, 143), "init-container", "main-container"),
+    (INIT_5_MAIN_143, exit_in(5), "init-container", "init-container"),
+    # a container's last state is not a failure of this pod: only what is terminated now
+    (RESTARTED_137, exit_in(137), "main", None),
+    (RESTARTED_137, reason_in("CrashLoopBackOff"), "main", None),
+    (RESTARTED_137, None, "main", "helper"),
+    # a named container must itself have failed
+    (INIT_CLEAN_MAIN_111, exit_in(0, container="setup"), "setup", None),
+], ids=["not-in-skips-clean-init", "regular-first", "init-when-only-it", "last-state-is-not-now",
+        "last-reason-is-not-now", "no-filter-names-the-failed", "named-must-have-failed"])
+def test_failure_scope_reads_what_terminated_non_zero(obj: dict, f: Any, normal: str | None,
+                                                     failure: str | None) -> None:
+    p = facts(obj)
+    for scoped, expected in ((False, normal), (True, failure)):
+        ok, container = pods.witness(loaded(f), p, OPTS, failure=scoped)
+        assert (container.name if ok and container else None) == expected, scoped
+
+
+def test_exit_codes_are_32_bit_signed() -> None:
+    windows = pod("p", "Failed", containers=[terminated("main", -1073741819)])
+    assert pods.matches(loaded(exit_in(-1073741819)), facts(windows), OPTS, failure=True)
+    assert pods.matches(loaded(exit_in(ranges=[[-1073741824, -1]])), facts(windows), OPTS,
+                        failure=True)
+
+
+# -- which containers count --------------------------------------------------------------------
+
+def test_containers_the_plan_injects_never_count() -> None:
+    kind = load_kind(injections=[builders.sidecar_injection("log-shipper", "metrics")])
+    assert kind.injected == {"log-shipper", "metrics"}
+    obj = pod("p", "Failed", containers=[terminated("log-shipper", 137, "Error", restarts=2),
+                                         terminated("main", 1)],
+              init=[terminated("metrics", 143, restarts=4)])
+    p = facts(obj, kind)
+    assert [c.name for c in p.counted] == ["main"] and p.restarts == 0
+    assert not pods.matches(loaded(exit_in(137)), p, OPTS, failure=True)
+    named = exit_in(137, container="log-shipper")
+    assert pods.matches(loaded(named), p, OPTS, failure=True)  # asked for by name, it is read
+
+
+def test_primary_containers_by_prefix() -> None:
+    kind = load_kind(primaryContainerPrefix="step-")
+    obj = pod("p", "Failed", init=[terminated("prepare", 1)],
+              containers=[terminated("step-build", 2), terminated("sidecar-tekton-log", 3)])
+    assert [c.name for c in facts(obj, kind).counted] == ["step-build"]
+
+
+@pytest.mark.parametrize("status, statuses, hit", [
+    ("True", ["True"], True), ("False", ["True"], False), ("False", ["False"], True),
+    ("Unknown", ["False", "Unknown"], True), ("True", ["False", "Unknown"], False),
+])
+def test_pod_conditions_match_their_status(status: str, statuses: list, hit: bool) -> None:
+    obj = pod("p", "Failed", conditions=[condition("ConfigIssue", "Bad", status=status)])
+    f = {"op": "condition", "type": "ConfigIssue", "status": statuses, "reasons": [], "negate": False}
+    assert pods.matches(loaded(f), facts(obj), OPTS) == hit
+
+
+def loaded(f: dict | None) -> Any:
+    """A pod filter's plan JSON, loaded."""
+    if f is None:
+        return None
+    return load_kind([verdict("Failed", pods_cond("any", None, f))]).verdicts[0].when.filter

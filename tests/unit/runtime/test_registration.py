@@ -35,7 +35,7 @@ def test_url_registration() -> None:
     config = registration.render(PLAN, registration.Url("https://127.0.0.1:8443/mutate-pods"), CA)
     assert config["apiVersion"] == "admissionregistration.k8s.io/v1"
     assert config["kind"] == "MutatingWebhookConfiguration"
-    assert config["metadata"]["name"] == "jobrules"
+    assert config["metadata"]["name"] == "0-jobrules"   # sorts before Istio's injector
     assert config["metadata"]["annotations"] == {"jobrules.dev/plan-digest": "a" * 64}
     hook = only_webhook(config)
     assert hook["name"] == "pods.jobrules.dev"
@@ -202,3 +202,64 @@ def test_rulec_cli_knows_the_subcommand(plan_file: Path, capsys: pytest.CaptureF
     assert cli.main(["webhook-config", "--plan", str(plan_file), "--service", "jobrules/webhook"]) == 0
     assert only_webhook(yaml.safe_load(capsys.readouterr().out))["clientConfig"]["service"]["name"] == "webhook"
     assert cli.main(["webhook-config", "--plan", str(plan_file)]) == 2   # no target: usage error
+
+
+# ---------------------------------------------------------------------------------------------
+# Namespace opt-in and served versions
+
+KATIB = """
+job tfjob: kubeflow.org/v1 TFJob { succeeded when all pods succeeded }
+job pipelinerun: tekton.dev/v1, v1beta1 PipelineRun { succeeded when all pods succeeded }
+
+inject "everywhere" into pods of pipelinerun { annotate "example.com/a" = "1" }
+inject "collector" into pods of tfjob
+        where namespace label "katib.kubeflow.org/metrics-collector-injection" = "enabled"
+              and label "katib.kubeflow.org/trial" exists {
+    annotate "sidecar.istio.io/inject" = "false"
+}
+inject "collector-too" into pods of pipelinerun, tfjob
+        where label "x" exists and namespace label "katib.kubeflow.org/metrics-collector-injection" = "enabled" {
+    annotate "example.com/b" = "2"
+}
+inject "teams" into pods of tfjob where namespace label "team" in ["a", "b"] and not namespace label "legacy" {
+    annotate "example.com/c" = "3"
+}
+"""
+
+
+def compiled(text: str) -> planlib.Plan:
+    from rulec import api
+    from rulec.source import SourceFile
+
+    build = api.build_sources([SourceFile.from_text("katib.rules", text)])
+    assert build.plan is not None, build.diagnostics
+    return planlib.load(build.plan)
+
+
+def test_one_webhook_entry_per_namespace_selector() -> None:
+    config = registration.render(compiled(KATIB), registration.Url("https://h:8443/mutate-pods"))
+    hooks = {h["name"]: h for h in config["webhooks"]}
+    katib = registration.entry_id("katib.kubeflow.org/metrics-collector-injection=enabled")
+    teams = registration.entry_id("team in (a,b),!legacy")
+    assert list(hooks) == ["pods.jobrules.dev", f"{katib}.pods.jobrules.dev", f"{teams}.pods.jobrules.dev"]
+    base, opt_in = hooks["pods.jobrules.dev"], hooks[f"{katib}.pods.jobrules.dev"]
+    assert base["clientConfig"]["url"] == "https://h:8443/mutate-pods"
+    assert opt_in["clientConfig"]["url"] == f"https://h:8443/mutate-pods/{katib}"
+    assert opt_in["namespaceSelector"]["matchExpressions"] == [
+        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]},
+        {"key": "katib.kubeflow.org/metrics-collector-injection", "operator": "In",
+         "values": ["enabled"]}]
+    assert hooks[f"{teams}.pods.jobrules.dev"]["namespaceSelector"]["matchExpressions"][1:] == [
+        {"key": "team", "operator": "In", "values": ["a", "b"]},
+        {"key": "legacy", "operator": "DoesNotExist"}]
+    # each entry is called only for the owners its own injections name, every served version
+    assert "tekton.dev/v1beta1" in base["matchConditions"][0]["expression"]
+    assert "kubeflow.org/v1" not in base["matchConditions"][0]["expression"]
+    assert "tekton.dev/v1beta1" in opt_in["matchConditions"][0]["expression"]
+    assert "kubeflow.org/v1" in opt_in["matchConditions"][0]["expression"]
+
+
+def test_a_service_entry_path_is_under_the_service_path() -> None:
+    config = registration.render(compiled(KATIB), registration.parse_service("ns/hook:8443/hooks"))
+    paths = [h["clientConfig"]["service"]["path"] for h in config["webhooks"]]
+    assert paths[0] == "/hooks" and all(p.startswith("/hooks/ns-") for p in paths[1:])

@@ -182,3 +182,29 @@ def test_the_served_plan_is_published(plan_file: Path) -> None:
     second = planlib.load_file(plan_file).digest
     assert sample("jobrules_plan_info", digest=second, plan_version="1") == 1
     assert sample("jobrules_plan_info", digest=first, plan_version="1") == 0
+
+
+def test_a_namespace_selector_entry_applies_only_its_injections(tmp_path: Path) -> None:
+    """The entry for a namespace selector serves the injections opted into by it; the plain path
+    serves the others; an entry the plan does not have is a 404."""
+    from runtime import registration
+
+    data = plan_data()
+    data["injections"].append(
+        {"name": "opted-in", "span": data["injections"][0]["span"], "kinds": ["batchjob"],
+         "match": {"op": "namespaceLabel", "key": "inject", "values": ["yes"], "negate": False},
+         "completionContainers": None, "ops": [
+             {"op": "annotate", "span": data["injections"][0]["span"], "key": "example.com/in",
+              "value": ["1"]}]})
+    c = client(write_plan(tmp_path / "plan.json", data))
+    entry = registration.entry_id("inject=yes")
+
+    def applied(path: str) -> list[str]:
+        response = c.post(path, data=review(request()), content_type="application/json")
+        assert response.status_code == 200
+        return [w.split("injected ")[1].split(" ")[0] for w in response.get_json()["response"]["warnings"]]
+
+    assert "opted-in" not in applied(MUTATE)
+    assert applied(f"{MUTATE}/{entry}") == ["opted-in"]
+    unknown = c.post(f"{MUTATE}/ns-0000000000", data=review(request()))
+    assert unknown.status_code == 404 and set(unknown.get_json()) == {"error"}
