@@ -207,3 +207,38 @@ def test_two_replicas_elect_one_leader_and_the_other_takes_over(control_plane: A
         assert standby.metric("jobrules_controller_leader") == 1
         lease = kube.get(api, f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/jobrules-controller")
         assert lease["spec"]["holderIdentity"] == ("b" if standby is b else "a")
+
+
+def test_the_seed_story(control_plane: Any, api: Any, namespace: str, plan: Path,
+                        tmp_path: Path) -> None:
+    """volcano-sh/volcano#740: a Volcano Job whose only pod was OOMKilled ended `Completed`, with
+    no reason. With the controller it reads Failed, says why, and keeps saying so once the pod is
+    gone and Volcano's phase says `Completed`."""
+    job, pod = vcjob(api, namespace, "train")
+    path = VOLCANO.path(namespace, "train")
+    status = VOLCANO.path(namespace, "train", "status")
+    with controllers.running(control_plane, plan, namespace, tmp_path):
+        api.merge_patch(status, {"status": {"state": {"phase": "Running"}}})
+        pod = kube.report_running(api, pod)
+        controllers.wait_for_verdict(api, path, "Running")
+        kube.report_oom_killed(api, pod)
+
+        def reads_failed() -> dict[str, Any] | None:
+            state = (kube.get(api, path).get("status") or {}).get("state") or {}
+            return state if state.get("phase") == "Failed" else None
+
+        state = kube.wait_for("status.state.phase Failed", reads_failed)
+        assert state["reason"] == "PodFailed"
+        for words in ("task master", "pod train-master-0", "container main", "OOMKilled", "137"):
+            assert words in state["message"], state["message"]
+        first = controllers.verdict(kube.get(api, path))
+        # Volcano's own answer once the pod is gone: the wrong `Completed` of the seed issue.
+        kube.delete(api, kube.PODS.path(namespace, "train-master-0"))
+        kube.wait_for("the pod gone", lambda: not kube.exists(api, kube.PODS.path(namespace, "train-master-0")))
+        api.merge_patch(status, {"status": {"state": {"phase": "Completed", "reason": "",
+                                                      "message": ""}}})
+        again = kube.wait_for("Failed written over Completed", reads_failed)
+        assert (again["reason"], again["message"]) == (state["reason"], state["message"])
+        last = controllers.verdict(kube.get(api, path))
+        assert (last["phase"], last["reason"], last["message"]) == \
+            ("Failed", first["reason"], first["message"])
