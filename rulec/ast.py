@@ -294,6 +294,34 @@ class Policy:
 
 
 @dataclass(frozen=True, slots=True, eq=False)
+class Step:
+    """One step of how an action is done (`actions { ... }`)."""
+
+    span: Span
+    op: str                               # deletePods | set | condition | create | await
+    scope: str | None = None              # deletePods: pod | task | job
+    evict: bool = False
+    path: FieldPath | None = None         # set
+    value: object = None                  # set: a JSON value (a Text for a string)
+    type: Text | None = None              # condition
+    api_version: Name | None = None       # create
+    kind: Name | None = None
+    body: tuple[tuple[Text, "Template | str"], ...] = ()   # "job": the job's owner reference
+    when: Node | None = None              # await
+    timeout: Duration | None = None
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Recipe:
+    """`VERB -> steps`, or `-> unsupported` / `-> record`."""
+
+    span: Span
+    verb: str                             # plan ActionName
+    word: str | None                      # unsupported | record | None (steps)
+    steps: tuple[Step, ...]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class PhaseMapEntry:
     span: Span
     phase: Name
@@ -353,6 +381,7 @@ class Kind:
     scope: Node | None = None              # `where ...` in the header
     final: Final | None = None
     primary_prefix: Text | None = None     # `primary containers prefix "step-"`
+    recipes: tuple[Recipe, ...] = ()       # `actions { ... }`
 
     @property
     def has_task(self) -> bool:

@@ -266,6 +266,7 @@ class _Checker:
         for p in k.policies:
             self.policy(p, k)
         self.policy_ids(k)
+        self.recipes(k)
         self.shadowing(k)
         for e in self.extensions(k):
             for p in e.policies:
@@ -522,8 +523,62 @@ class _Checker:
                         "the delay's cap is shorter than the first delay")
         self.template(a.reason, vocabulary.VERDICT_PLACEHOLDERS, "an action")
         self.template(a.message, vocabulary.VERDICT_PLACEHOLDERS, "an action")
+        self.supported(a, k)
         if a.fallback is not None:
             self.action(a.fallback, e, k)
+
+    def supported(self, a: ast.Action, k: ast.Kind) -> None:
+        """R409: the kind can do the action (its `actions` block, else the default)."""
+        if a.verb not in vocabulary.EFFECTS:
+            return
+        recipe = next((r for r in k.recipes if r.verb == a.verb), None)
+        word = recipe.word if recipe is not None else vocabulary.DEFAULT_RECIPES.get(a.verb)
+        if word != "unsupported":
+            return
+        verb = vocabulary.ACTIONS[a.verb]
+        if recipe is not None:
+            self.report("action-unsupported", a.span,
+                        f"kind `{k.name.value}` cannot `{verb}`: its `actions` say so",
+                        notes=(Note("said here", recipe.span),))
+        else:
+            self.report("action-unsupported", a.span,
+                        f"kind `{k.name.value}` has no way to `{verb}`",
+                        help=f"say how in the kind's `actions {{ ... }}`, e.g. `{verb} -> set "
+                             "spec.suspend = true` (docs/language.md, Actions)")
+
+    def recipes(self, k: ast.Kind) -> None:
+        for r in k.recipes:
+            verb = vocabulary.ACTIONS[r.verb]
+            if r.verb not in vocabulary.EFFECTS:
+                self.report("action-not-allowed", r.span, f"`{verb}` has no effect to describe")
+                continue
+            for step in r.steps:
+                if step.op == "deletePods" and step.scope == "task" and not k.has_task:
+                    self.need_task(k, step.span, "`delete pods of task`")
+                elif step.op == "deletePods" and step.scope == "pod" and r.verb != "restartPod":
+                    self.report("action-not-allowed", step.span,
+                                f"`delete pod` deletes the pod an action is about, and `{verb}` "
+                                "is about no pod", help="write `delete pods` (all of the job's) "
+                                "or `delete pods of task`")
+                elif step.op == "deletePods" and step.scope == "task" and \
+                        r.verb not in vocabulary.TASK_ACTIONS:
+                    self.report("action-not-allowed", step.span,
+                                f"`delete pods of task` needs an action about a task, and "
+                                f"`{verb}` is not")
+                elif step.op == "await" and step.when is not None:
+                    self.condition(step.when, k)
+                elif step.op == "condition" and step.type is not None and not step.type.value:
+                    self.report("empty-value", step.type.span, "a condition type cannot be empty")
+                elif step.op == "create":
+                    seen: dict[str, Span] = {}
+                    for key, value in step.body:
+                        first = seen.setdefault(key.value, key.span)
+                        if first is not key.span:
+                            self.report("duplicate-clause", key.span,
+                                        f"field `{key.value}` is given twice",
+                                        notes=(Note("first given here", first),))
+                        if not isinstance(value, str):
+                            self.template(value, vocabulary.VERDICT_PLACEHOLDERS, "a created object")
 
     def policy_ids(self, k: ast.Kind) -> None:
         counters: dict[str, int] = defaultdict(int)

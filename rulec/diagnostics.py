@@ -159,6 +159,11 @@ CODES: tuple[Code, ...] = (
     Code("R408", "no-task-selector", ERROR, "a task used in a kind that declares no `task`",
          "`of task`, `task \"t\"` conditions and events, and task filters need the kind to say how "
          "a pod's task is found (`task label \"...\"` or `task <<expr>>`)."),
+    Code("R409", "action-unsupported", ERROR, "a policy takes an action its kind cannot do",
+         "How an action is done on a kind is said in its `actions { ... }` block (docs/language.md, "
+         "Actions). `abort job` has no default: stopping a job's pods so that it can resume needs "
+         "the operator's own switch (`set spec.suspend = true`); an action the kind says is "
+         "`unsupported` cannot be taken by its policies, first or as a fallback."),
     # ---- R5xx: injection
     Code("R501", "conflicting-injection", ERROR, "two injections write the same field differently",
          "Two injection operations that can apply to the same pod set the same annotation, label, "

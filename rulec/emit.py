@@ -141,7 +141,32 @@ class _Emitter:
             "verdicts": [self.verdict(v) for v in k.verdicts],
             "policies": policies,
             "status": self.status(k.status),
+            "actions": {r.verb: r.word or {"span": span(r.span),
+                                           "steps": [self.step(s) for s in r.steps]}
+                        for r in k.recipes},
         }
+
+    def step(self, s: ast.Step) -> Json:
+        out: Json = {"op": s.op, "span": span(s.span)}
+        if s.op == "deletePods":
+            out.update(scope=s.scope, evict=s.evict)
+        elif s.op == "set":
+            assert s.path is not None
+            out.update(path=list(s.path.segments),
+                       value=s.value.value if isinstance(s.value, ast.Text) else s.value)
+        elif s.op == "condition":
+            assert s.type is not None
+            out["type"] = s.type.value
+        elif s.op == "create":
+            assert s.api_version is not None and s.kind is not None
+            out.update(apiVersion=s.api_version.value, kind=s.kind.value,
+                       plural=plural(s.kind.value),
+                       body={key.value: {"job": True} if isinstance(value, str)
+                             else template(value) for key, value in s.body})
+        else:
+            assert s.when is not None and s.timeout is not None
+            out.update(when=self.condition(s.when), timeout=s.timeout.seconds)
+        return out
 
     def verdict(self, v: ast.Verdict) -> Json:
         return {"span": span(v.span), "phase": v.phase,

@@ -229,6 +229,7 @@ class _Lowering:
         labels: list[ast.PodLabel] = []
         verdicts: list[ast.Verdict] = []
         policies: list[ast.Policy] = []
+        recipes: list[ast.Recipe] = []
         for stmt in stmts:
             kind, span, ch = stmt.data, self.span(stmt), stmt.children
             if kind == "verdict":
@@ -267,11 +268,52 @@ class _Lowering:
             elif kind == "status_block":
                 if self.once(seen, "status", span, "`status`"):
                     status = self.status(stmt)
+            elif kind == "actions_block":
+                if self.once(seen, "actions", span, "`actions`"):
+                    recipes += [self.recipe(r, seen) for r in ch]
         return ast.Kind(
             self.span(tree), self.name(name), ast.Name(self.span(api), api_version), group,
             version, self.name(kind_name), plural, owned, tuple(labels), task_label, task_expr,
             primary_pods, primary_containers, tuple(verdicts), tuple(policies), status,
-            more, scope, final, prefix)
+            more, scope, final, prefix, tuple(recipes))
+
+    def recipe(self, tree: Tree, seen: dict[str, Span]) -> ast.Recipe:
+        verb, *body = tree.children
+        action = _VERBS[tuple(str(t) for t in verb.children)]
+        self.once(seen, f"recipe:{action}", self.span(tree),
+                  f"`{' '.join(str(t) for t in verb.children)}` in `actions`")
+        if body and getattr(body[0], "data", None) == "recipe_word":
+            return ast.Recipe(self.span(tree), action, str(body[0].children[0]), ())
+        return ast.Recipe(self.span(tree), action, None, tuple(self.step(s) for s in body))
+
+    def step(self, tree: Tree) -> ast.Step:
+        span, ch = self.span(tree), tree.children
+        if tree.data == "step_delete":
+            target = ch[0].children   # `pod`, `pods`, or `pods` `of task`
+            scope = "pod" if str(target[0]) == "pod" else "task" if len(target) > 1 else "job"
+            return ast.Step(span, "deletePods", scope=scope, evict=len(ch) > 1)
+        if tree.data == "step_set":
+            token = ch[1].children[0]
+            raw = str(token)
+            value: object = {"true": True, "false": False, "null": None}.get(raw, raw)
+            if token.type == "INT":
+                value = int(raw)
+            elif token.type == "STRING":
+                value = self.text(token)
+            return ast.Step(span, "set", path=self.path_of(ch[0]), value=value)
+        if tree.data == "step_condition":
+            return ast.Step(span, "condition", type=self.text(ch[0]))
+        if tree.data == "step_create":
+            api, kind, *fields = ch
+            body = []
+            for f in fields:
+                key, value = f.children
+                name = ast.Text(self.span(key), str(key)) if key.type == "NAME" else self.text(key)
+                body.append((name, "job" if getattr(value, "data", None) == "create_job"
+                             else self.value(value)))
+            return ast.Step(span, "create", api_version=ast.Name(self.span(api), str(api)),
+                            kind=self.name(kind), body=tuple(body))
+        return ast.Step(span, "await", when=self.node(ch[0]), timeout=self.duration(ch[1]))
 
     def verdict(self, tree: Tree) -> ast.Verdict:
         phase, test, *clauses = tree.children

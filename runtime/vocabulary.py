@@ -40,6 +40,15 @@ ACTIONS = {
     "terminateJob": "terminate job", "ignore": "ignore", "failTask": "fail task", "count": "count",
 }
 RESTARTS = frozenset({"restartJob", "restartTask", "restartPod"})
+# Actions with an effect in the cluster (`ignore` and `count` have none), and how a kind does
+# each when its `actions { ... }` does not say: `record` writes the verdict and does nothing
+# else; `unsupported` makes a policy taking it an error (R409).
+EFFECTS = frozenset({"failJob", "completeJob", "restartJob", "restartTask", "restartPod",
+                     "abortJob", "terminateJob", "failTask"})
+DEFAULT_RECIPES = {"failJob": "record", "completeJob": "record", "terminateJob": "record",
+                   "failTask": "record", "abortJob": "unsupported"}
+DEFAULT_STEPS = {"restartPod": "pod", "restartTask": "task", "restartJob": "job"}   # delete pods
+STEPS = ("deletePods", "set", "condition", "create", "await")
 TASK_ACTIONS = frozenset({"restartTask", "failTask"})   # need a task
 BUDGET_SCOPES = ("job", "task", "pod")
 # What an evaluation says to do with an action: run it now, it waits for its delay, it was
