@@ -315,6 +315,55 @@ class Requirement:
         return hit == (self.operator == "In")
 
 
+# How an action is done on a kind (`actions { ... }`): a closed set of steps.
+@dataclass(frozen=True, slots=True)
+class DeletePods:
+    span: Span | None
+    scope: str   # pod (the action's pod) | task (its task's pods) | job (all the job's pods)
+    evict: bool  # through the Eviction API (which adds DisruptionTarget), else a delete
+
+
+@dataclass(frozen=True, slots=True)
+class SetField:
+    span: Span | None
+    path: tuple[str, ...]   # under `status`: through /status where the kind has it
+    value: Any              # a JSON value
+
+
+@dataclass(frozen=True, slots=True)
+class SetCondition:
+    span: Span | None
+    type: str               # status "True"; reason and message: the action's
+
+
+@dataclass(frozen=True, slots=True)
+class CreateObject:
+    span: Span | None
+    api_version: str
+    kind: str
+    plural: str
+    body: tuple[tuple[str, Template | None], ...]   # None: the job, as an owner reference
+
+
+@dataclass(frozen=True, slots=True)
+class Await:
+    span: Span | None
+    when: Condition
+    timeout: int            # seconds; the action fails when it is not met by then
+
+
+Step: TypeAlias = Union[DeletePods, SetField, SetCondition, CreateObject, Await]
+Recipe: TypeAlias = Union[tuple[Step, ...], str]   # steps, or "record" | "unsupported"
+
+
+def default_recipe(action: str) -> Recipe:
+    """How a kind does an action its `actions` block does not mention (docs/plan.md)."""
+    scope = vocabulary.DEFAULT_STEPS.get(action)
+    if scope is not None:
+        return (DeletePods(None, scope, False),)
+    return vocabulary.DEFAULT_RECIPES.get(action, "record")
+
+
 @dataclass(frozen=True, slots=True)
 class Kind:
     name: str
@@ -340,6 +389,12 @@ class Kind:
     final_until: Expr | None = None  # a terminal verdict holds until this value changes
     primary_prefix: str | None = None  # containers named with it are primary too
     injected: frozenset[str] = frozenset()  # containers the plan's injections add to its pods
+    actions: Mapping[str, Recipe] = dataclasses.field(default_factory=dict)  # declared recipes
+
+    def recipe(self, action: str) -> Recipe:
+        """How this kind does `action`: its `actions` block, else the default."""
+        found = self.actions.get(action)
+        return found if found is not None else default_recipe(action)
 
     @property
     def selector(self) -> str | None:
@@ -821,7 +876,39 @@ def _kind(value: Any) -> Kind:
         final_until=None if until is None else _expr(shape.obj(until, f"{where}.final.until").get("expr"),
                                                      until.get("span")),
         primary_prefix=shape.opt_string(k.get("primaryContainerPrefix"), f"{where}.primaryContainerPrefix"),
+        actions={_choice(action, vocabulary.EFFECTS, f"{where}.actions"):
+                 _recipe(recipe, f"{where}.actions.{action}")
+                 for action, recipe in shape.obj(k.get("actions") or {}, f"{where}.actions").items()},
     )
+
+
+def _recipe(value: Any, where: str) -> Recipe:
+    if isinstance(value, str):
+        return _choice(value, ("record", "unsupported"), where)
+    steps = []
+    for raw in shape.array(shape.obj(value, where).get("steps"), f"{where}.steps"):
+        s = shape.obj(raw, f"{where}.steps")
+        op, span = _choice(s.get("op"), vocabulary.STEPS, f"{where}.op"), _span(s.get("span"))
+        step: Step
+        if op == "deletePods":
+            step = DeletePods(span, _choice(s.get("scope"), ("pod", "task", "job"), f"{where}.scope"),
+                              bool(s.get("evict", False)))
+        elif op == "set":
+            step = SetField(span, _strs(s.get("path"), f"{where}.path"), s.get("value"))
+        elif op == "condition":
+            step = SetCondition(span, shape.string(s.get("type"), f"{where}.type"))
+        elif op == "create":
+            body = tuple((key, None if isinstance(v, dict) and v.get("job") is True
+                          else _template(v, f"{where}.body"))
+                         for key, v in shape.obj(s.get("body") or {}, f"{where}.body").items())
+            step = CreateObject(span, shape.string(s.get("apiVersion"), f"{where}.apiVersion"),
+                                shape.string(s.get("kind"), f"{where}.kind"),
+                                shape.string(s.get("plural"), f"{where}.plural"), body)
+        else:
+            step = Await(span, _condition(shape.obj(s.get("when"), where), where),
+                         shape.integer(s.get("timeout"), f"{where}.timeout"))
+        steps.append(step)
+    return tuple(steps)
 
 
 def _versions(value: Any, version: str, where: str) -> tuple[str, ...]:
