@@ -1,0 +1,189 @@
+"""How an intent's next step is carried out, as a pure function of the intent, the job and its pods.
+
+Each step of a kind's recipe (runtime.plan: DeletePods, SetField, SetCondition, CreateObject,
+Await) becomes the requests that do it, or says it is done, must wait, or cannot be done. Every
+request is idempotent, so a step replayed after a crash repeats no effect:
+
+- a pod is deleted (or evicted) with its uid as a precondition, and only the pods recorded when
+  the action was decided: 404 and 409 both mean that incarnation is gone, and a replacement the
+  operator made since is never touched;
+- a field or a condition is compared first and written only when it differs, with the job's
+  resourceVersion as a precondition;
+- an object is created under a name made from the intent (`jr-<id>`): 409 means it exists. An
+  object its consumer deletes once it has acted (a Volcano Command) could be made twice by a
+  replay, so it is created only while the job's status is as it was when the action was decided;
+  a status that moved since means the object may have done its work, and the step ends;
+- `await` holds the intent until its condition holds, and fails it past its time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Mapping
+
+import orjson
+
+from runtime import conditions, functions, intents, pods, plan, templates, writeback
+
+DONE_ON_DELETE = frozenset({404, 409})   # that incarnation is gone already
+DONE_ON_CREATE = frozenset({409})        # it exists already
+AWAIT_POLL = 2.0                          # seconds between looks while awaiting
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    method: str                      # DELETE | POST | PATCH
+    path: str
+    body: Any
+    done_on: frozenset[int] = frozenset()   # statuses that mean "already so"
+    guarded: bool = False            # a merge patch to send with the job's resourceVersion
+
+
+@dataclass(frozen=True, slots=True)
+class Next:
+    """What the intent's current step needs: requests to send (then it is done), a wait, a
+    failure, or nothing (it is done already)."""
+
+    requests: tuple[Request, ...] = ()
+    wait: float | None = None        # seconds to look again in
+    failed: str | None = None        # why it cannot be done
+    note: str | None = None          # why it was taken as done without a request
+
+    @property
+    def done(self) -> bool:
+        return not self.requests and self.wait is None and self.failed is None
+
+
+def status_digest(job: Mapping[str, Any]) -> str:
+    """The job's status as observed when an action is decided (see CreateObject)."""
+    return hashlib.sha256(orjson.dumps(job.get("status"), option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
+
+def path_of(api_version: str, plural: str, namespace: str | None, name: str | None = None,
+            subresource: str | None = None) -> str:
+    prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    parts = [prefix] + (["namespaces", namespace] if namespace else []) + [plural]
+    return "/".join(parts + [p for p in (name, subresource) if p])
+
+
+def next_step(kind: plan.Kind, intent: intents.Intent, job: Mapping[str, Any],
+              pod_objects: list[Mapping[str, Any]], now: datetime, *,
+              status_subresource: bool) -> Next:
+    """The requests for the intent's current step (`intent.step` of its kind's recipe)."""
+    recipe = kind.recipe(intent.action)
+    if isinstance(recipe, str) or intent.step >= len(recipe):
+        return Next()
+    step = recipe[intent.step]
+    meta = job.get("metadata") or {}
+    namespace, name = meta.get("namespace"), meta.get("name")
+    job_path = path_of(kind.api_version, kind.plural, namespace, name)
+    if isinstance(step, plan.DeletePods):
+        return _delete(step, intent, pod_objects, namespace)
+    if isinstance(step, plan.SetField):
+        if writeback._at(job, step.path) == step.value:
+            return Next(note="already so")
+        patch: dict[str, Any] = {}
+        writeback._put(patch, step.path, step.value, object())
+        return Next((Request("PATCH", _target(job_path, step.path[0], status_subresource), patch,
+                             guarded=True),))
+    if isinstance(step, plan.SetCondition):
+        return _condition(step, intent, job, job_path, now, status_subresource)
+    if isinstance(step, plan.CreateObject):
+        return _create(kind, step, intent, job, namespace, now)
+    return _await(kind, step, intent, job, pod_objects, now)
+
+
+def _target(job_path: str, first: str, status_subresource: bool) -> str:
+    return f"{job_path}/status" if first == "status" and status_subresource else job_path
+
+
+def _delete(step: plan.DeletePods, intent: intents.Intent, pod_objects: list[Mapping[str, Any]],
+            namespace: str | None) -> Next:
+    """Delete the pods recorded on the intent that are still there as those incarnations and
+    not already on their way out."""
+    live = {(p.get("metadata") or {}).get("uid"): p for p in pod_objects}
+    out = []
+    for pod_name, uid in intent.targets:
+        pod = live.get(uid)
+        if pod is None or (pod.get("metadata") or {}).get("deletionTimestamp"):
+            continue
+        path = path_of("v1", "pods", namespace, pod_name)
+        preconditions = {"preconditions": {"uid": uid}}
+        if step.evict:
+            out.append(Request("POST", f"{path}/eviction", {
+                "apiVersion": "policy/v1", "kind": "Eviction",
+                "metadata": {"name": pod_name, "namespace": namespace},
+                "deleteOptions": preconditions}, DONE_ON_DELETE))
+        else:
+            out.append(Request("DELETE", path, preconditions, DONE_ON_DELETE))
+    return Next(tuple(out), note=None if out else "no such pod left")
+
+
+def _condition(step: plan.SetCondition, intent: intents.Intent, job: Mapping[str, Any],
+               job_path: str, now: datetime, status_subresource: bool) -> Next:
+    conditions_ = writeback._conditions(job)
+    if any(c.get("type") == step.type and c.get("status") == "True" for c in conditions_):
+        return Next(note="already so")
+    verdict_like = _Verdict(intent.reason, intent.message)
+    time = functions.rfc3339(now)
+    wanted = {"type": step.type, "status": "True", "reason": writeback.reason(verdict_like),
+              "message": writeback._bounded(intent.message or intent.reason or intent.action,
+                                            writeback.MESSAGE_MAX),
+              "lastTransitionTime": time, "lastProbeTime": time}
+    kept = [c for c in conditions_ if c.get("type") != step.type]
+    return Next((Request("PATCH", _target(job_path, "status", status_subresource),
+                         {"status": {"conditions": [*kept, wanted]}}, guarded=True),))
+
+
+@dataclass(frozen=True, slots=True)
+class _Verdict:
+    """What writeback.reason needs of a verdict: an action's reason, else its phase word."""
+
+    reason: str | None
+    message: str | None
+    phase: str = "Action"
+
+
+def _create(kind: plan.Kind, step: plan.CreateObject, intent: intents.Intent,
+            job: Mapping[str, Any], namespace: str | None, now: datetime) -> Next:
+    if intent.observed.get("status") != status_digest(job):
+        return Next(note="the job's status moved since the action was decided: the object may "
+                         "have done its work already")
+    meta = job.get("metadata") or {}
+    owner = {"apiVersion": job.get("apiVersion"), "kind": job.get("kind"),
+             "name": meta.get("name"), "uid": meta.get("uid"), "controller": False,
+             "blockOwnerDeletion": False}
+    search = templates.searcher(functions.options(now))
+    variables = {"job": meta.get("name"), "namespace": namespace, "kind": job.get("kind"),
+                 "task": intent.task, "pod": intent.pod}
+    body: dict[str, Any] = {
+        "apiVersion": step.api_version, "kind": step.kind,
+        "metadata": {"name": f"jr-{intent.id}", "namespace": namespace,
+                     "labels": {"jobrules.dev/intent": intent.id},
+                     "ownerReferences": [owner]}}
+    for key, template in step.body:
+        if template is None:
+            body[key] = owner
+        else:
+            text = templates.render_text(template, job, variables, search)
+            body[key] = intent.reason if key == "reason" and text is None else text
+    return Next((Request("POST", path_of(step.api_version, step.plural, namespace), body,
+                         DONE_ON_CREATE),))
+
+
+def _await(kind: plan.Kind, step: plan.Await, intent: intents.Intent, job: Mapping[str, Any],
+           pod_objects: list[Mapping[str, Any]], now: datetime) -> Next:
+    search = templates.searcher(functions.options(now))
+    facts = [pods.facts(kind, p, search) for p in pod_objects]
+    meta = job.get("metadata") or {}
+    snapshot = conditions.Snapshot(job, facts, now, search,
+                                   {"job": meta.get("name"), "namespace": meta.get("namespace"),
+                                    "kind": job.get("kind")})
+    if snapshot.holds(step.when)[0]:
+        return Next(note="holds")
+    began = functions.timestamp(intent.since) or now
+    if now - began >= timedelta(seconds=step.timeout):
+        return Next(failed=f"waited {step.timeout}s for it in vain")
+    return Next(wait=AWAIT_POLL)
