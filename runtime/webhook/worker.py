@@ -58,16 +58,19 @@ class Connection:
     def handshake(self, context: Any) -> bool:
         """TLS within the read timeout; False (connection dropped) when it does not finish."""
         tls = context.wrap_socket(self.sock, server_side=True, do_handshake_on_connect=False)
-        done = False
-        with gevent.Timeout(self.read_timeout, False):
-            try:
-                tls.do_handshake()
-                done = True
-            except OSError:   # the client went away or spoke something else: nothing to count
-                return False
-        if not done:
+        timeout = gevent.Timeout(self.read_timeout)
+        timeout.start()
+        try:
+            tls.do_handshake()
+        except gevent.Timeout as err:
+            if err is not timeout:
+                raise
             self.drop("read-timeout")
             return False
+        except OSError:   # the client went away or spoke something else: nothing to count
+            return False
+        finally:
+            timeout.close()
         self.sock = tls
         return True
 
