@@ -281,9 +281,11 @@ def combined(runs: list[Run]) -> Run:
 
 def open_loop(port: int, cafile: str, requests: list[bytes], rate: float, seconds: float,
               connections: int) -> Run:
-    """Request i is due at start + i/rate; its latency runs from then, not from when sent."""
+    """Request i is due at start + i/rate; its latency runs from then, not from when sent.
+    Requests still unsent at twice the run's length (a server that cannot answer) are errors."""
     total = int(rate * seconds)
     start = time.perf_counter() + 0.2
+    give_up = start + 2 * seconds + 5
 
     def loop(offset: int) -> tuple[list[float], int]:
         connection, mine, errors = None, [], 0
@@ -291,6 +293,9 @@ def open_loop(port: int, cafile: str, requests: list[bytes], rate: float, second
             due = start + i / rate
             if (wait := due - time.perf_counter()) > 0:
                 time.sleep(wait)
+            if time.perf_counter() > give_up:
+                errors += len(range(i, total, connections))
+                break
             try:
                 connection = connection or Connection(port, cafile)
                 status, _ = connection.roundtrip(requests[i % len(requests)])

@@ -26,6 +26,7 @@ import errno
 import os
 import socket
 import time
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -55,10 +56,21 @@ class Connection:
         self.writing = False
         self.closed = False
 
-    def handshake(self, context: Any) -> bool:
-        """TLS within the read timeout; False (connection dropped) when it does not finish."""
-        tls = context.wrap_socket(self.sock, server_side=True, do_handshake_on_connect=False)
-        timeout = gevent.Timeout(self.read_timeout)
+    def handshake(self, context: Callable[[], Any]) -> bool:
+        """TLS within the read timeout of the accept; False (connection dropped) when it does
+        not finish. No TLS state is made before the client's first byte: a flood of silent
+        connections costs a socket each, and is dropped cheaply."""
+        deadline = time.monotonic() + self.read_timeout
+        self.sock.settimeout(self.read_timeout)
+        try:
+            if not self.sock.recv(1, socket.MSG_PEEK):
+                return False   # closed before a byte
+        except OSError as err:
+            if _timed_out(err):
+                self.drop("read-timeout")
+            return False
+        tls = context().wrap_socket(self.sock, server_side=True, do_handshake_on_connect=False)
+        timeout = gevent.Timeout(max(0.0, deadline - time.monotonic()))
         timeout.start()
         try:
             tls.do_handshake()
@@ -222,7 +234,7 @@ class Worker(GeventWorker):
         try:
             if not self.connections.open(conn):
                 return
-            if self.cfg.is_ssl and not conn.handshake(gunicorn.sock.ssl_context(self.cfg)):
+            if self.cfg.is_ssl and not conn.handshake(partial(gunicorn.sock.ssl_context, self.cfg)):
                 return
             self.handle(listener, conn, addr)   # gunicorn's HTTP/1.1 loop; closes conn
         finally:
