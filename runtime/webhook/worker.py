@@ -45,14 +45,13 @@ STOP_LINGER = 2.0   # seconds a stopping worker keeps idle connections open
 class Connection:
     """A client socket whose reads and writes have deadlines, as gunicorn's parser sees it."""
 
-    __slots__ = ("sock", "fd", "idle", "read_timeout", "until", "answered", "writing", "closed")
+    __slots__ = ("sock", "fd", "idle", "read_timeout", "until", "writing", "closed")
 
     def __init__(self, raw: socket.socket, idle: float, read_timeout: float) -> None:
         self.sock: Any = raw      # the TLS socket once the handshake is done
         self.fd = raw.fileno()    # the same file descriptor under TLS
         self.idle, self.read_timeout = idle, read_timeout
         self.until: float | None = None   # deadline of the request being read, None between
-        self.answered = False             # at least one answer sent on this connection
         self.writing = False
         self.closed = False
 
@@ -121,7 +120,6 @@ class Connection:
     def next_request(self) -> None:
         """The answer is out: the next request gets a fresh deadline."""
         self.until = None
-        self.answered = True
 
     def drop(self, reason: str | None) -> None:
         """End the connection now: the greenlet serving it sees the end of its input. Shut
