@@ -148,6 +148,19 @@ class Cluster:
         return Batch(tuple(latencies), calls_after - calls, seconds_after - seconds)
 
 
+def answer_seconds(metrics_dir: Path) -> tuple[float, float]:
+    """Requests our webhook answered so far and the seconds it spent on them, from reading the
+    body to the answer built (its own histogram, read from the workers' files)."""
+    from prometheus_client import CollectorRegistry, multiprocess
+
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry, path=str(metrics_dir))
+    found = {s.name: s.value for metric in registry.collect() for s in metric.samples
+             if s.name.startswith("jobrules_webhook_request_duration_seconds_")}
+    return (found.get("jobrules_webhook_request_duration_seconds_count", 0.0),
+            found.get("jobrules_webhook_request_duration_seconds_sum", 0.0))
+
+
 def _wait_for(check: Callable[[], bool], timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not check():
@@ -177,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
 
     modes = {"one client": 1, f"{args.concurrency} clients": args.concurrency}
     batches: dict[tuple[str, str], list[Batch]] = {(s, m): [] for s in SETUPS for m in modes}
+    inside = {mode: [0.0, 0.0] for mode in modes}   # our answers' count and seconds, per mode
     with tempfile.TemporaryDirectory(prefix="jobrules-e2e-") as tmp:
         workdir = Path(tmp)
         (workdir / "bench.rules").write_text(RULES, encoding="utf-8")
@@ -208,17 +222,22 @@ def main(argv: list[str] | None = None) -> int:
                     for setup in order:
                         bench.register(configs[setup])
                         for mode, concurrency in modes.items():
+                            before = answer_seconds(workdir / "metrics-jobrules")
                             batches[(setup, mode)].append(bench.batch(args.pods, concurrency))
+                            if setup == "jobrules":
+                                after = answer_seconds(workdir / "metrics-jobrules")
+                                inside[mode][0] += after[0] - before[0]
+                                inside[mode][1] += after[1] - before[1]
                     print(f"round {number + 1} done", flush=True)
                 bench.register(None)
             finally:
                 for server in servers:
                     server.stop()
-    return report(batches, modes, args)
+    return report(batches, inside, modes, args)
 
 
-def report(batches: dict[tuple[str, str], list[Batch]], modes: dict[str, int],
-           args: argparse.Namespace) -> int:
+def report(batches: dict[tuple[str, str], list[Batch]], inside: dict[str, list[float]],
+           modes: dict[str, int], args: argparse.Namespace) -> int:
     """Per mode: p50/p99 over every round's pods, what each webhook adds, calls per pod."""
     misses = []
     for mode in modes:
@@ -234,6 +253,10 @@ def report(batches: dict[tuple[str, str], list[Batch]], modes: dict[str, int],
             per_call = f"{1000 * b.call_seconds / b.calls:.2f}" if b.calls else "-"
             print(f"{setup:36}{b.percentile(50):>9.2f}{b.percentile(99):>9.2f}{add50:>8.2f}"
                   f"{add99:>8.2f}{b.calls / len(b.latencies):>11.2f}{per_call:>9}")
+        count, seconds = inside[mode]
+        if count:
+            print(f"  jobrules' own answer (body read to answer built): {1000 * seconds / count:.2f}"
+                  f" ms a call on average")
         for p in (50, 99):
             noop = merged["no-op"].percentile(p) - merged["none"].percentile(p)
             ours = merged["jobrules"].percentile(p) - merged["none"].percentile(p)
