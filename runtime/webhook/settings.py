@@ -28,7 +28,7 @@ class Settings:
     metrics: tuple[str, int] | None = ("0.0.0.0", 9090)   # plain HTTP; None: no metrics endpoint
     workers: int = 2
     max_connections: int = 1000          # per worker; one more drops the longest waiting
-    read_timeout: float = 5.0            # TLS handshake, or a request from its first byte, whole
+    client_timeout: float = 5.0          # TLS handshake, or a request from its first byte, whole
     timeout: int = 30                    # seconds a worker may be silent before it is replaced
     graceful_timeout: int = 20           # seconds to finish in-flight requests on SIGTERM
     keepalive: int = 60                  # the API server reuses connections; keep them open
@@ -57,8 +57,9 @@ class Settings:
             workers=integer(env, "JOBRULES_WORKERS", defaults.workers, minimum=1),
             max_connections=integer(env, "JOBRULES_MAX_CONNECTIONS", defaults.max_connections,
                                     minimum=1),
-            read_timeout=_positive(seconds(env, "JOBRULES_READ_TIMEOUT", defaults.read_timeout),
-                                   "JOBRULES_READ_TIMEOUT"),
+            client_timeout=_positive(
+                seconds(env, "JOBRULES_CLIENT_TIMEOUT", defaults.client_timeout),
+                "JOBRULES_CLIENT_TIMEOUT"),
             timeout=integer(env, "JOBRULES_TIMEOUT", defaults.timeout, minimum=1),
             graceful_timeout=integer(env, "JOBRULES_GRACEFUL_TIMEOUT", defaults.graceful_timeout),
             keepalive=integer(env, "JOBRULES_KEEPALIVE", defaults.keepalive),

@@ -4,11 +4,11 @@ Any pod can reach the webhook's port, so no client may hold what the API server'
 Each connection is a greenlet, not a thread: idle or slow clients cost a socket and a little
 memory. On top of gunicorn's gevent worker:
 
-- a TLS handshake must finish within `JOBRULES_READ_TIMEOUT` of the connection's accept, using
+- a TLS handshake must finish within `JOBRULES_CLIENT_TIMEOUT` of the connection's accept, using
   the worker's current context (the `ssl_context` hook, so a renewed certificate is served to
   new connections);
 - a request must arrive whole, from its first byte to the end of its body, within
-  `JOBRULES_READ_TIMEOUT`; between requests a connection waits at most `keepalive` seconds;
+  `JOBRULES_CLIENT_TIMEOUT`; between requests a connection waits at most `keepalive` seconds;
   an answer must be taken by the client within the same timeout;
 - at most `worker_connections` connections per worker (`JOBRULES_MAX_CONNECTIONS`): one more
   closes the connection that has waited longest among those that have not been answered yet
@@ -45,12 +45,12 @@ STOP_LINGER = 2.0   # seconds a stopping worker keeps idle connections open
 class Connection:
     """A client socket whose reads and writes have deadlines, as gunicorn's parser sees it."""
 
-    __slots__ = ("sock", "fd", "idle", "read_timeout", "until", "writing", "closed")
+    __slots__ = ("sock", "fd", "idle", "client_timeout", "until", "writing", "closed")
 
-    def __init__(self, raw: socket.socket, idle: float, read_timeout: float) -> None:
+    def __init__(self, raw: socket.socket, idle: float, client_timeout: float) -> None:
         self.sock: Any = raw      # the TLS socket once the handshake is done
         self.fd = raw.fileno()    # the same file descriptor under TLS
-        self.idle, self.read_timeout = idle, read_timeout
+        self.idle, self.client_timeout = idle, client_timeout
         self.until: float | None = None   # deadline of the request being read, None between
         self.writing = False
         self.closed = False
@@ -59,8 +59,8 @@ class Connection:
         """TLS within the read timeout of the accept; False (connection dropped) when it does
         not finish. No TLS state is made before the client's first byte: a flood of silent
         connections costs a socket each, and is dropped cheaply."""
-        deadline = time.monotonic() + self.read_timeout
-        self.sock.settimeout(self.read_timeout)
+        deadline = time.monotonic() + self.client_timeout
+        self.sock.settimeout(self.client_timeout)
         try:
             if not self.sock.recv(1, socket.MSG_PEEK):
                 return False   # closed before a byte
@@ -89,7 +89,7 @@ class Connection:
         if self.until is None:   # waiting for the first byte of a request
             data = self._recv(size, self.idle, None)
             if data:
-                self.until = time.monotonic() + self.read_timeout
+                self.until = time.monotonic() + self.client_timeout
             return data
         return self._recv(size, self.until - time.monotonic(), "read-timeout")
 
@@ -107,7 +107,7 @@ class Connection:
 
     def sendall(self, data: bytes) -> None:
         self.writing = True
-        self.sock.settimeout(self.read_timeout)
+        self.sock.settimeout(self.client_timeout)
         try:
             self.sock.sendall(data)
         except OSError as err:
@@ -193,8 +193,8 @@ class Worker(GeventWorker):
 
     def init_process(self) -> None:
         settings = Settings.from_env(os.environ)
-        self.read_timeout = settings.read_timeout
-        self.idle_timeout = self.cfg.keepalive or settings.read_timeout
+        self.client_timeout = settings.client_timeout
+        self.idle_timeout = self.cfg.keepalive or settings.client_timeout
         self.connections = Connections(self.cfg.worker_connections)
         self.group = gevent.pool.Pool()   # unbounded: Connections keeps the limit
         super().init_process()
@@ -228,7 +228,7 @@ class Worker(GeventWorker):
             self.group.kill(timeout=1)
 
     def serve(self, listener: socket.socket, client: socket.socket, addr: Any) -> None:
-        conn = Connection(client, self.idle_timeout, self.read_timeout)
+        conn = Connection(client, self.idle_timeout, self.client_timeout)
         try:
             if not self.connections.open(conn):
                 return

@@ -29,14 +29,14 @@ from test_webhook_gunicorn import (MUTATE, Served, admission_review, job_pod, me
 
 from devkit import hostile
 
-READ_TIMEOUT = "2"   # seconds: slow clients are dropped within a test's time
+CLIENT_TIMEOUT = "2"   # seconds: slow clients are dropped within a test's time
 
 
 @pytest.fixture(scope="module")
 def webhook(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     workdir = tmp_path_factory.mktemp("hostile")
     with serve(write_plan(workdir / "plan.json"), workdir,
-               JOBRULES_READ_TIMEOUT=READ_TIMEOUT) as served:
+               JOBRULES_CLIENT_TIMEOUT=CLIENT_TIMEOUT) as served:
         yield served
 
 
@@ -67,7 +67,7 @@ def test_every_request_is_answered_beside_hostile_clients(webhook: Served, kind:
         for n, connection in enumerate(kept):
             answered(connection, f"{kind}-warm-{n}")
         with hostile.Hostile(webhook.port, kind, count, webhook.ca.cert_pem) as attack:
-            deadline = time.monotonic() + 2 * float(READ_TIMEOUT) + 1   # past their deadline
+            deadline = time.monotonic() + 2 * float(CLIENT_TIMEOUT) + 1   # past their deadline
             rounds = 0
             while time.monotonic() < deadline or rounds < 10:
                 for n, connection in enumerate(kept):
