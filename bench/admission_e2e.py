@@ -215,8 +215,8 @@ def main(argv: list[str] | None = None) -> int:
         with cluster.running() as plane, plane.api_client() as api:
             try:
                 cafile = str(workdir / "ca.crt")
-                servers = [loadtest.start("no-op", "webhook:baseline", env, cafile, workdir),
-                           loadtest.start("jobrules", None, env, cafile, workdir)]
+                servers.append(loadtest.start("no-op", "webhook:baseline", env, cafile, workdir))
+                servers.append(loadtest.start("jobrules", None, env, cafile, workdir))
                 configs = {"none": None, **{s.name: configuration(plan, s, ca.cert_pem) for s in servers}}
                 bench = Cluster(api)
                 for number in range(args.rounds):

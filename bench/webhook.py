@@ -392,17 +392,21 @@ def start(name: str, app: str | None, env: dict[str, str], cafile: str, workdir:
     with open(log, "wb") as out:
         process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out,
                                    stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
-    while not _ready(port, cafile):
-        if process.poll() is not None:
-            raise SystemExit(f"{name}: gunicorn exited:\n{log.read_text()}")
-        if time.monotonic() > deadline:
-            raise SystemExit(f"{name}: not ready after 30 s:\n{log.read_text()}")
-        time.sleep(0.1)
-    memory = Memory(process.pid)
-    memory.start()
-    server = Server(name, process, port, memory, [admission_request(i, port) for i in range(256)])
-    check(server, cafile)
+    server = Server(name, process, port, Memory(process.pid),
+                    [admission_request(i, port) for i in range(256)])
+    try:   # a server that does not come up right is stopped, not left behind
+        deadline = time.monotonic() + 30
+        while not _ready(port, cafile):
+            if process.poll() is not None:
+                raise SystemExit(f"{name}: gunicorn exited:\n{log.read_text()}")
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{name}: not ready after 30 s:\n{log.read_text()}")
+            time.sleep(0.1)
+        server.memory.start()
+        check(server, cafile)
+    except BaseException:
+        server.stop()
+        raise
     return server
 
 
@@ -588,8 +592,8 @@ def main(argv: list[str] | None = None) -> int:
                 folder.mkdir()
                 servers: list[Server] = []
                 try:
-                    servers = [start("baseline", "webhook:baseline", env, cafile, folder),
-                               start("jobrules", None, env, cafile, folder)]
+                    servers.append(start("baseline", "webhook:baseline", env, cafile, folder))
+                    servers.append(start("jobrules", None, env, cafile, folder))
                     for server in servers:   # warm up: connections, caches, first requests
                         closed_loop(pool, args.clients, server.port, cafile, server.requests,
                                     args.connections, 0.5)
