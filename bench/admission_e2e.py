@@ -69,18 +69,16 @@ class Batch:
 class Cluster:
     """The control plane as the bench uses it: a namespace, a TFJob owning every pod."""
 
-    def __init__(self, api: Any) -> None:
-        from devkit import cluster
-
-        self.api, self.request = api, cluster.request
-        self.request(api, "POST", "/api/v1/namespaces",
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.request("POST", "/api/v1/namespaces",
                      {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-        self.request(api, "POST", f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts",
+        self.request("POST", f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts",
                      {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "trainer"}})
-        self.request(api, "POST", "/apis/scheduling.k8s.io/v1/priorityclasses",
+        self.request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses",
                      {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
                       "metadata": {"name": "batch-high"}, "value": 1000})
-        job = self.request(api, "POST", f"/apis/kubeflow.org/v1/namespaces/{NAMESPACE}/tfjobs", {
+        job = self.request("POST", f"/apis/kubeflow.org/v1/namespaces/{NAMESPACE}/tfjobs", {
             "apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": "train"},
             "spec": {"tfReplicaSpecs": {"Worker": {"replicas": 1, "template": {"spec": {
                 "containers": [{"name": "tensorflow", "image": "tensorflow/tensorflow:2.16"}]}}}}}})
@@ -94,17 +92,20 @@ class Cluster:
                 del init["readinessProbe"]
             self.pods.append(pod)
 
+    def request(self, method: str, path: str, body: Any = None, query: Any = ()) -> Any:
+        return self.client.request(method, path, body, query=query)
+
     def create(self, index: int, dry_run: bool = False) -> float:
         """Seconds to create one pod."""
         started = time.perf_counter()
-        self.request(self.api, "POST", f"/api/v1/namespaces/{NAMESPACE}/pods",
+        self.request("POST", f"/api/v1/namespaces/{NAMESPACE}/pods",
                      self.pods[index % len(self.pods)], query=[("dryRun", "All")] if dry_run else [])
         return time.perf_counter() - started
 
     def calls(self) -> tuple[float, float]:
         """Calls of our webhook's name the API server has made so far (any registration), and
         the seconds they took as it measures them (the call, from its side)."""
-        text = self.request(self.api, "GET", "/metrics").decode()
+        text = self.client.request("GET", "/metrics", accept="text/plain").decode()
 
         def total(series: str) -> float:
             return sum(float(value) for value in re.findall(
@@ -116,11 +117,11 @@ class Cluster:
     def register(self, config: dict[str, Any] | None) -> None:
         """Make `config` (or no webhook) the one the API server calls; wait until it does."""
         path = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
-        for item in self.request(self.api, "GET", path)["items"]:
+        for item in self.request("GET", path)["items"]:
             if item["metadata"]["name"].startswith("bench-"):
-                self.request(self.api, "DELETE", f"{path}/{item['metadata']['name']}")
+                self.request("DELETE", f"{path}/{item['metadata']['name']}")
         if config is not None:
-            self.request(self.api, "POST", path, config)
+            self.request("POST", path, config)
 
         def settled() -> bool:   # three dry runs in a row called the webhook, or none did
             before = self.calls()[0]
@@ -132,9 +133,9 @@ class Cluster:
         _wait_for(settled)
 
     def clear(self) -> None:
-        self.request(self.api, "DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods")
+        self.request("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods")
         _wait_for(lambda: not self.request(
-            self.api, "GET", f"/api/v1/namespaces/{NAMESPACE}/pods", query=[("limit", "1")])["items"])
+            "GET", f"/api/v1/namespaces/{NAMESPACE}/pods", query=[("limit", "1")])["items"])
 
     def batch(self, pods: int, concurrency: int) -> Batch:
         calls, seconds = self.calls()
@@ -212,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
               f"webhook, jobrules (rotating), {args.pods} pods one after another then {args.pods} "
               f"from {args.concurrency} threads", flush=True)
         servers: list[loadtest.Server] = []
-        with cluster.running() as plane, plane.api_client() as api:
+        with cluster.running() as plane, plane.client() as api:
             try:
                 cafile = str(workdir / "ca.crt")
                 servers.append(loadtest.start("no-op", "webhook:baseline", env, cafile, workdir))
