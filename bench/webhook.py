@@ -1,6 +1,7 @@
 """Load test of the admission webhook against a bare Flask endpoint, both under the same gunicorn.
 
     .venv/bin/python bench/webhook.py [--rounds 5] [--duration 5] [--rate 300] [--no-fail]
+    .venv/bin/python bench/webhook.py --hostile [--rounds 3] [--duration 10] [--no-fail]
 
 Both servers run `gunicorn -c python:runtime.webhook.gunicorn_conf` on 127.0.0.1 with the same settings
 and the same TLS certificate; the baseline app only reads the body and returns a fixed allow
@@ -14,6 +15,11 @@ scheduled time, so a stall is not hidden). Medians over rounds are reported. Bod
 (native sidecar, volume, mounts, env, annotations). Peak memory is the summed RSS of the gunicorn
 master and its workers, sampled from /proc. Targets: the webhook's throughput is at least 70%
 of the baseline's, and its p99 at the fixed rate is under 10 ms; exit 1 when missed.
+
+With --hostile only the webhook runs: for each kind of client in devkit/hostile.py (hundreds of
+slow headers, slow bodies, stalled TLS handshakes; thousands of silent connections), the
+fixed-rate run without them, then with them held open. Targets: every request answered 200, and
+the p99 with them under twice the p99 without (medians over rounds).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,16 +52,20 @@ MUTATE = "/mutate-pods"
 THROUGHPUT_RATIO = 0.70
 P99_LIMIT_MS = 10.0
 
-# The baseline: what gunicorn + Flask + TLS cost with no admission logic at all.
+# The baseline: what gunicorn + Flask + TLS cost with no admission logic at all. It answers as a
+# webhook must, with the request's uid (the first "uid" in a review: the API server writes the
+# request's fields in order, uid first), found without decoding the body.
 baseline = flask.Flask("baseline")
 ALLOW = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                    "response": {"uid": "", "allowed": True}}).encode()
+                    "response": {"uid": "UID", "allowed": True}}).encode().split(b"UID")
+UID = re.compile(rb'"uid": ?"([^"\\]*)"')
 
 
 @baseline.post(MUTATE)
 def _allow() -> flask.Response:
-    flask.request.get_data()
-    return baseline.response_class(ALLOW, mimetype="application/json")
+    found = UID.search(flask.request.get_data())
+    uid = found[1] if found else b""
+    return baseline.response_class(uid.join(ALLOW), mimetype="application/json")
 
 
 @baseline.get("/readyz")
@@ -270,20 +281,32 @@ def combined(runs: list[Run]) -> Run:
 
 def open_loop(port: int, cafile: str, requests: list[bytes], rate: float, seconds: float,
               connections: int) -> Run:
-    """Request i is due at start + i/rate; its latency runs from then, not from when sent."""
+    """Request i is due at start + i/rate; its latency runs from then, not from when sent.
+    Requests still unsent at twice the run's length (a server that cannot answer) are errors."""
     total = int(rate * seconds)
     start = time.perf_counter() + 0.2
+    give_up = start + 2 * seconds + 5
 
     def loop(offset: int) -> tuple[list[float], int]:
-        connection, mine, errors = Connection(port, cafile), [], 0
+        connection, mine, errors = None, [], 0
         for i in range(offset, total, connections):
             due = start + i / rate
             if (wait := due - time.perf_counter()) > 0:
                 time.sleep(wait)
-            status, _ = connection.roundtrip(requests[i % len(requests)])
+            if time.perf_counter() > give_up:
+                errors += len(range(i, total, connections))
+                break
+            try:
+                connection = connection or Connection(port, cafile)
+                status, _ = connection.roundtrip(requests[i % len(requests)])
+            except OSError:   # refused, reset or closed: an error, and a new connection
+                errors += 1
+                connection = None
+                continue
             mine.append(time.perf_counter() - due)
             errors += status != 200
-        connection.close()
+        if connection is not None:
+            connection.close()
         return mine, errors
 
     latencies, errors = _in_threads(loop, connections)
@@ -369,17 +392,21 @@ def start(name: str, app: str | None, env: dict[str, str], cafile: str, workdir:
     with open(log, "wb") as out:
         process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out,
                                    stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
-    while not _ready(port, cafile):
-        if process.poll() is not None:
-            raise SystemExit(f"{name}: gunicorn exited:\n{log.read_text()}")
-        if time.monotonic() > deadline:
-            raise SystemExit(f"{name}: not ready after 30 s:\n{log.read_text()}")
-        time.sleep(0.1)
-    memory = Memory(process.pid)
-    memory.start()
-    server = Server(name, process, port, memory, [admission_request(i, port) for i in range(256)])
-    check(server, cafile)
+    server = Server(name, process, port, Memory(process.pid),
+                    [admission_request(i, port) for i in range(256)])
+    try:   # a server that does not come up right is stopped, not left behind
+        deadline = time.monotonic() + 30
+        while not _ready(port, cafile):
+            if process.poll() is not None:
+                raise SystemExit(f"{name}: gunicorn exited:\n{log.read_text()}")
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{name}: not ready after 30 s:\n{log.read_text()}")
+            time.sleep(0.1)
+        server.memory.start()
+        check(server, cafile)
+    except BaseException:
+        server.stop()
+        raise
     return server
 
 
@@ -435,6 +462,70 @@ def one_round(pool: multiprocessing.pool.Pool, servers: list[Server], cafile: st
     return rounds
 
 
+# ---------------------------------------------------------------------------------------------
+# --hostile: the webhook's latency while other clients misbehave (devkit/hostile.py)
+
+HOSTILE = (("header", 300), ("body", 300), ("tls", 300), ("silent", 3000))
+HOSTILE_RATIO = 2.0
+
+
+def _hostile(port: int, kind: str, count: int, ca_pem: bytes, ready: Any, stop: Any) -> None:
+    """Run in a process of its own, so that the clients measured do not share its interpreter."""
+    from devkit import hostile
+
+    with hostile.Hostile(port, kind, count, ca_pem):
+        ready.set()
+        stop.wait(600)
+
+
+def hostile_round(server: Server, cafile: str, ca_pem: bytes,
+                  args: argparse.Namespace) -> dict[str, tuple[Run, Run]]:
+    """For each kind: a fixed-rate run without hostile clients, then one with them held open."""
+    context = multiprocessing.get_context("spawn")
+    runs = {}
+    for kind, count in HOSTILE:
+        quiet = open_loop(server.port, cafile, server.requests, args.rate, args.duration,
+                          args.connections)
+        ready, stop = context.Event(), context.Event()
+        attacker = context.Process(target=_hostile, args=(server.port, kind, count, ca_pem,
+                                                          ready, stop))
+        attacker.start()
+        try:
+            if not ready.wait(120):
+                raise SystemExit(f"hostile clients ({kind}) did not start")
+            loud = open_loop(server.port, cafile, server.requests, args.rate, args.duration,
+                             args.connections)
+        finally:
+            stop.set()
+            attacker.join(60)
+        runs[kind] = (quiet, loud)
+    return runs
+
+
+def report_hostile(rounds: list[dict[str, tuple[Run, Run]]], args: argparse.Namespace) -> int:
+    """p99 with and without each kind of hostile client, median over rounds; every request answered."""
+    print(f"\n{'median of ' + str(len(rounds)) + ' rounds':30}{'p50 ms':>9}{'p99 ms':>9}"
+          f"{'p99 quiet':>11}{'ratio':>8}{'errors':>8}   ratio by round")
+    misses = []
+    for kind, count in HOSTILE:
+        pairs = [r[kind] for r in rounds]
+        ratios = [loud.percentile(99) / quiet.percentile(99) for quiet, loud in pairs]
+        ratio = statistics.median(ratios)
+        errors = sum(quiet.errors + loud.errors for quiet, loud in pairs)
+        label = f"{count} {kind}" + (" (flood)" if kind == "silent" else "")
+        print(f"{label:30}{statistics.median(l.percentile(50) for _, l in pairs):>9.2f}"
+              f"{statistics.median(l.percentile(99) for _, l in pairs):>9.2f}"
+              f"{statistics.median(q.percentile(99) for q, _ in pairs):>11.2f}{ratio:>8.2f}"
+              f"{errors:>8}   {', '.join(f'{r:.2f}' for r in ratios)}")
+        if not ratio < HOSTILE_RATIO:
+            misses.append(f"{label}: p99 {ratio:.2f}x the quiet p99 (target < {HOSTILE_RATIO:.0f}x)")
+        if errors:
+            misses.append(f"{label}: {errors} requests not answered 200")
+    for miss in misses:
+        print(f"MISSED: {miss}")
+    return 1 if misses and not args.no_fail else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5,
@@ -444,7 +535,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connections", type=int, default=4, help="keep-alive connections per client process")
     parser.add_argument("--clients", type=int, default=2, help="client processes in the closed-loop run")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--hostile", action="store_true",
+                        help="the webhook alone at the fixed rate, with and without hostile clients")
     parser.add_argument("--no-fail", action="store_true", help="exit 0 even when a target is missed")
     args = parser.parse_args(argv)
     args.duration = min(max(args.duration, 1.0), 60.0)
@@ -467,11 +559,26 @@ def main(argv: list[str] | None = None) -> int:
         (workdir / "ca.crt").write_bytes(ca.cert_pem)
         env = {**os.environ, "JOBRULES_PLAN": str(workdir / "plan.json"),
                "JOBRULES_TLS_CERT": str(workdir / "tls.crt"), "JOBRULES_TLS_KEY": str(workdir / "tls.key"),
-               "JOBRULES_WORKERS": str(args.workers), "JOBRULES_THREADS": str(args.threads),
+               "JOBRULES_WORKERS": str(args.workers),
                "JOBRULES_METRICS_BIND": "", "JOBRULES_LOG_LEVEL": "warning"}
         cafile = str(workdir / "ca.crt")
         size = len(admission_request(0, 0).split(b"\r\n\r\n", 1)[1])
-        print(f"{args.workers} workers x {args.threads} threads, TLS on 127.0.0.1, AdmissionReview "
+        if args.hostile:
+            print(f"{args.workers} workers, TLS on 127.0.0.1, AdmissionReview bodies "
+                  f"{size / 1024:.1f} KiB; {args.rounds} rounds, each with a fresh webhook: for "
+                  f"each kind of hostile client, {args.rate:.0f}/s for {args.duration:.0f} s "
+                  f"without, then {args.duration:.0f} s with them held open", flush=True)
+            hostile_rounds = []
+            for number in range(args.rounds):
+                folder = workdir / f"round-{number}"
+                folder.mkdir()
+                server = start("jobrules", None, env, cafile, folder)
+                try:
+                    hostile_rounds.append(hostile_round(server, cafile, ca.cert_pem, args))
+                finally:
+                    server.stop()
+            return report_hostile(hostile_rounds, args)
+        print(f"{args.workers} workers, TLS on 127.0.0.1, AdmissionReview "
               f"bodies {size / 1024:.1f} KiB; {args.rounds} rounds, each: closed loop {args.clients} x "
               f"{args.connections} connections for {args.duration:.0f} s per server in {SLICE:.0f} s "
               f"slices taking turns, then {args.rate:.0f}/s for {args.duration:.0f} s each", flush=True)
@@ -485,8 +592,8 @@ def main(argv: list[str] | None = None) -> int:
                 folder.mkdir()
                 servers: list[Server] = []
                 try:
-                    servers = [start("baseline", "webhook:baseline", env, cafile, folder),
-                               start("jobrules", None, env, cafile, folder)]
+                    servers.append(start("baseline", "webhook:baseline", env, cafile, folder))
+                    servers.append(start("jobrules", None, env, cafile, folder))
                     for server in servers:   # warm up: connections, caches, first requests
                         closed_loop(pool, args.clients, server.port, cafile, server.requests,
                                     args.connections, 0.5)

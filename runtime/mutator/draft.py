@@ -21,6 +21,10 @@ from runtime.plan import Injection
 from runtime.span import Span
 
 RECORD_ANNOTATION = "jobrules.dev/injected"
+# What the API server's ServiceAccount admission plugin mounts into every container it finds
+# without it: the projected token volume it added to the pod, read-only, at this path.
+TOKEN_VOLUME_PREFIX = "kube-api-access-"
+TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 _SPEC = {field: f"/spec/{field}" for field in LISTS}   # their pointers
 
@@ -89,6 +93,18 @@ class Draft:
         if self._volume_names is None:
             self._volume_names = _taken(self.pod.spec.get("volumes"), "name")
         return self._volume_names
+
+    def token_mount(self) -> dict | None:
+        """The service-account token mount the API server would add to a container we add,
+        or None when it would add none (the pod opts out, or has no token volume)."""
+        spec = self.pod.spec
+        if spec.get("automountServiceAccountToken") is False:
+            return None
+        for volume in array(spec.get("volumes")):
+            name = volume.get("name") if isinstance(volume, dict) else None
+            if isinstance(name, str) and name.startswith(TOKEN_VOLUME_PREFIX):
+                return {"name": name, "readOnly": True, "mountPath": TOKEN_PATH}
+        return None
 
     def require(self, field: str, injection: Injection, span: Span) -> None:
         """Raise if the pod's `field` (see _odd) cannot be written, citing the op at `span`."""

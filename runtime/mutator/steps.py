@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from runtime import templates
-from runtime.mutator.draft import Draft, listed, mount
+from runtime.mutator.draft import TOKEN_PATH, Draft, listed, mount
 from runtime.mutator.view import MutationError, Received
 from runtime.plan import (
     Annotate, Env, Injection, Label, Mount, Sidecar, Template, Var, Volume, Wrap,
@@ -214,10 +214,14 @@ def _sidecar(op: Sidecar, injection: Injection) -> Step:
         if names:
             container["env"] = [{"name": key, "value": value} for key, value
                                 in zip(names, env.render(pod, cname))]
-        if mounts:
-            for volume in volumes:
-                draft.known_volume(volume, injection, span)
-            container["volumeMounts"] = [dict(m) for m in mounts]
+        made = [dict(m) for m in mounts]
+        for volume in volumes:
+            draft.known_volume(volume, injection, span)
+        token = draft.token_mount()   # else the API server adds it, and calls us again
+        if token is not None and all(m["mountPath"] != TOKEN_PATH for m in made):
+            made.append(token)
+        if made:
+            container["volumeMounts"] = made
         if op.native:
             container["restartPolicy"] = "Always"
         draft.sidecars[field].append(container)

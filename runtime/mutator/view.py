@@ -80,6 +80,7 @@ class _Spec(TypedDict, total=False):
     containers: list[_Container] | None
     initContainers: list[_Container] | None
     volumes: list[_Named] | None
+    automountServiceAccountToken: bool | None
 
 
 class PodView(TypedDict, total=False):

@@ -32,9 +32,9 @@ from runtime.webhook import app, metrics  # noqa: E402  (needs PROMETHEUS_MULTIP
 wsgi_app = "runtime.webhook.app:create_app()"
 proc_name = "jobrules-webhook"
 bind = [_settings.bind]
-worker_class = "gthread"
+worker_class = "runtime.webhook.worker.Worker"   # gevent: connections cost no thread
 workers = _settings.workers
-threads = _settings.threads
+worker_connections = _settings.max_connections
 timeout = _settings.timeout
 graceful_timeout = _settings.graceful_timeout
 keepalive = _settings.keepalive

@@ -51,12 +51,20 @@ RELOAD_FAILURES = Counter(
     "Changed plan or TLS files that could not be loaded (the previous ones stay in use).",
     ["file"],
 )
+CONNECTIONS_DROPPED = Counter(
+    "jobrules_webhook_connections_dropped",
+    "Connections the webhook closed on a client, by reason: read-timeout (TLS handshake or "
+    "request not complete in time), write-timeout (answer not taken in time), evicted (the "
+    "worker was at its connection limit).",
+    ["reason"],
+)
 
 
 # The labelled children the request path counts on, made once each (`labels` takes a lock and
 # builds a key on every call). Their labels are bounded: results, and the plan's injections.
 requests = functools.cache(REQUESTS.labels)
 injections = functools.cache(INJECTIONS.labels)
+connections_dropped = functools.cache(CONNECTIONS_DROPPED.labels)
 
 
 def multiprocess_dir() -> Path | None:

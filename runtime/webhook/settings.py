@@ -27,7 +27,8 @@ class Settings:
     bind: str = "0.0.0.0:8443"
     metrics: tuple[str, int] | None = ("0.0.0.0", 9090)   # plain HTTP; None: no metrics endpoint
     workers: int = 2
-    threads: int = 4
+    max_connections: int = 1000          # per worker; one more drops the longest waiting
+    client_timeout: float = 5.0          # TLS handshake, or a request from its first byte, whole
     timeout: int = 30                    # seconds a worker may be silent before it is replaced
     graceful_timeout: int = 20           # seconds to finish in-flight requests on SIGTERM
     keepalive: int = 60                  # the API server reuses connections; keep them open
@@ -54,7 +55,11 @@ class Settings:
             bind=env.get("JOBRULES_BIND", defaults.bind),
             metrics=host_port(env, "JOBRULES_METRICS_BIND", defaults.metrics),
             workers=integer(env, "JOBRULES_WORKERS", defaults.workers, minimum=1),
-            threads=integer(env, "JOBRULES_THREADS", defaults.threads, minimum=1),
+            max_connections=integer(env, "JOBRULES_MAX_CONNECTIONS", defaults.max_connections,
+                                    minimum=1),
+            client_timeout=_positive(
+                seconds(env, "JOBRULES_CLIENT_TIMEOUT", defaults.client_timeout),
+                "JOBRULES_CLIENT_TIMEOUT"),
             timeout=integer(env, "JOBRULES_TIMEOUT", defaults.timeout, minimum=1),
             graceful_timeout=integer(env, "JOBRULES_GRACEFUL_TIMEOUT", defaults.graceful_timeout),
             keepalive=integer(env, "JOBRULES_KEEPALIVE", defaults.keepalive),
@@ -66,3 +71,9 @@ class Settings:
             log_level=choice(env, "JOBRULES_LOG_LEVEL", defaults.log_level,
                               ("debug", "info", "warning", "error")),
         )
+
+
+def _positive(value: float, name: str) -> float:
+    if value == 0:
+        raise SettingsError(f"{name}: must be a finite number of seconds > 0, got 0")
+    return value

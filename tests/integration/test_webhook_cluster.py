@@ -135,6 +135,21 @@ def test_pods_of_undeclared_kinds_are_not_even_sent(api: Client, namespace: str,
     assert requests(webhook, "patched") == patched + 1
 
 
+def test_a_pod_costs_one_call(api: Client, namespace: str, webhook: Served,
+                              register: Register) -> None:
+    """Our sidecar comes with the service-account token mount the API server's plugin would add
+    after us: the plugin changes nothing, so the API server does not call us a second time."""
+    register(webhook, webhook.workdir / "plan.json")
+    wait_until_called(api, namespace)
+    calls = calls_to(webhook)
+    pod = kube.create(api, kube.PODS, kube.pod_manifest(namespace, "once", owner=JOB))
+    assert calls_to(webhook) == calls + 1
+    [token] = [v["name"] for v in pod["spec"]["volumes"] if v["name"].startswith("kube-api-access-")]
+    for container in pod["spec"]["initContainers"] + pod["spec"]["containers"]:
+        assert {"name": token, "readOnly": True,
+                "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"} in container["volumeMounts"]
+
+
 def test_reinvocation_leaves_our_injection_as_it_was(api: Client, namespace: str, webhook: Served,
                                                      register: Register, tmp_path: Path) -> None:
     """A webhook after ours changes the pod, so the API server calls ours again (IfNeeded): the

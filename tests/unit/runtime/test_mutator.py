@@ -589,6 +589,58 @@ def test_sidecar_fields_are_rendered():
         "volumeMounts": [{"name": "v", "mountPath": "/m", "readOnly": True}]}
 
 
+TOKEN_VOLUME = {"name": "kube-api-access-x7k2p", "projected": {"sources": [
+    {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}}]}}
+TOKEN_MOUNT = {"name": "kube-api-access-x7k2p", "readOnly": True,
+               "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}
+
+
+def service_account_plugin(pod_: dict) -> dict:
+    """What the API server's ServiceAccount admission plugin does when run again after the
+    webhooks: mount the pod's token volume into every container that lacks the mount."""
+    pod_ = copy.deepcopy(pod_)
+    volume = next((v["name"] for v in pod_["spec"].get("volumes", [])
+                   if v["name"].startswith("kube-api-access-")), None)
+    if volume is None or pod_["spec"].get("automountServiceAccountToken") is False:
+        return pod_
+    for field in ("initContainers", "containers"):
+        for c in pod_["spec"].get(field, []):
+            mounts = c.setdefault("volumeMounts", [])
+            if all(m["mountPath"] != TOKEN_MOUNT["mountPath"] for m in mounts):
+                mounts.append({**TOKEN_MOUNT, "name": volume})
+    return pod_
+
+
+@pytest.mark.parametrize("native", [True, False])
+@pytest.mark.parametrize("mounts", [[], [{"volume": "v", "path": "/m", "readOnly": True}]])
+def test_sidecar_gets_the_token_mount_the_api_server_would_add(native, mounts):
+    """Left without it, the ServiceAccount plugin adds it after us, which makes the API server
+    call the webhook again (reinvocationPolicy IfNeeded) for nothing."""
+    admitted = service_account_plugin(pod("main", volumes=[TOKEN_VOLUME]))
+    plan_ = build(inj(op("volume", name="v", source={"emptyDir": {}}),
+                      sidecar(native=native, mounts=mounts)))
+    _, result = run(plan_, admitted)
+    added = result["spec"]["initContainers" if native else "containers"][-1]
+    assert added["volumeMounts"][-1] == TOKEN_MOUNT
+    assert added["volumeMounts"][:-1] == [{"name": "v", "mountPath": "/m", "readOnly": True}
+                                          for _ in mounts]
+    assert service_account_plugin(result) == result
+
+
+@pytest.mark.parametrize("spec, sidecar_mounts", [
+    ({}, []),                                                                     # no token volume
+    ({"volumes": [TOKEN_VOLUME], "automountServiceAccountToken": False}, []),    # opted out
+    ({"volumes": [TOKEN_VOLUME, {"name": "own", "emptyDir": {}}]},                # its own there
+     [{"volume": "own", "path": "/var/run/secrets/kubernetes.io/serviceaccount"}]),
+])
+def test_sidecar_without_a_token_mount(spec, sidecar_mounts):
+    admitted = service_account_plugin(pod("main", **spec))
+    _, result = run(build(inj(sidecar(mounts=sidecar_mounts))), admitted)
+    added = result["spec"]["containers"][-1]
+    assert all(m["name"] != TOKEN_VOLUME["name"] for m in added.get("volumeMounts", []))
+    assert service_account_plugin(result) == result
+
+
 def test_sidecar_with_empty_image_is_an_error():
     with pytest.raises(mutator.MutationError, match="image is empty"):
         mutator.mutate(build(inj(sidecar(image=[expr("pod.nothing")]))), pod())
