@@ -25,7 +25,7 @@ from typing import Any, Mapping
 
 import orjson
 
-from runtime import conditions, functions, intents, pods, plan, templates, writeback
+from runtime import conditions, functions, intents, pods, plan, templates, vocabulary, writeback
 
 DONE_ON_DELETE = frozenset({404, 409})   # that incarnation is gone already
 DONE_ON_CREATE = frozenset({409})        # it exists already
@@ -126,24 +126,16 @@ def _condition(step: plan.SetCondition, intent: intents.Intent, job: Mapping[str
     conditions_ = writeback._conditions(job)
     if any(c.get("type") == step.type and c.get("status") == "True" for c in conditions_):
         return Next(note="already so")
-    verdict_like = _Verdict(intent.reason, intent.message)
     time = functions.rfc3339(now)
-    wanted = {"type": step.type, "status": "True", "reason": writeback.reason(verdict_like),
+    word = "".join(w.capitalize() for w in vocabulary.ACTIONS[intent.action].split())  # FailJob
+    wanted = {"type": step.type, "status": "True",
+              "reason": writeback.condition_reason(intent.reason, word),
               "message": writeback._bounded(intent.message or intent.reason or intent.action,
                                             writeback.MESSAGE_MAX),
               "lastTransitionTime": time, "lastProbeTime": time}
     kept = [c for c in conditions_ if c.get("type") != step.type]
     return Next((Request("PATCH", _target(job_path, "status", status_subresource),
                          {"status": {"conditions": [*kept, wanted]}}, guarded=True),))
-
-
-@dataclass(frozen=True, slots=True)
-class _Verdict:
-    """What writeback.reason needs of a verdict: an action's reason, else its phase word."""
-
-    reason: str | None
-    message: str | None
-    phase: str = "Action"
 
 
 def _create(kind: plan.Kind, step: plan.CreateObject, intent: intents.Intent,

@@ -39,6 +39,7 @@ class Intent:
     task: str | None = None
     pod: str | None = None          # the pod's name and uid, for pod actions
     uid: str | None = None
+    targets: tuple[tuple[str, str], ...] = ()   # (name, uid) of the pods a delete may touch
     step: int = 0                   # the next step of the recipe
     attempts: int = 0               # permanent failures of the current step so far
     since: str | None = None        # when the current step began (for `await ... within`)
@@ -76,6 +77,8 @@ def _json(i: Intent) -> dict[str, Any]:
                        ("pod", i.pod), ("uid", i.uid), ("since", i.since)):
         if value is not None:
             out[key] = value
+    if i.targets:
+        out["targets"] = [list(t) for t in i.targets]
     if i.step:
         out["step"] = i.step
     if i.attempts:
@@ -115,9 +118,17 @@ def _from_json(data: Any) -> tuple[Intent, ...]:
             task=shape.opt_string(i.get("task"), "intent.task"),
             pod=shape.opt_string(i.get("pod"), "intent.pod"),
             uid=shape.opt_string(i.get("uid"), "intent.uid"),
+            targets=tuple(_target(t) for t in shape.array(i.get("targets", []), "intent.targets")),
             step=shape.count(i.get("step", 0), "intent.step"),
             attempts=shape.count(i.get("attempts", 0), "intent.attempts"),
             since=shape.opt_string(i.get("since"), "intent.since"),
             observed=dict(shape.obj(i.get("observed", {}), "intent.observed")),
         ))
     return tuple(out)
+
+
+def _target(value: Any) -> tuple[str, str]:
+    pair = shape.array(value, "intent.targets")
+    if len(pair) != 2:
+        raise IntentError(f"intent.targets: expected [name, uid], got {pair!r}")
+    return shape.string(pair[0], "intent.targets"), shape.string(pair[1], "intent.targets")

@@ -179,11 +179,15 @@ def events(kind: plan.Kind, job: Mapping[str, Any], stored: str | None,
 
 
 def reason(verdict: evaluator.Verdict) -> str:
-    """The verdict's reason if it fits the condition schema (`^[A-Za-z]([A-Za-z0-9_,:]*
-    [A-Za-z0-9_])?$`, at most 1,024), else its phase: free text would make a kind whose
-    conditions are metav1.Conditions (JobSet) reject the write."""
-    text = verdict.reason or ""
-    return text if len(text) <= REASON_MAX and REASON.fullmatch(text) else verdict.phase
+    """The verdict's reason if it fits the condition schema, else its phase."""
+    return condition_reason(verdict.reason, verdict.phase)
+
+
+def condition_reason(text: str | None, otherwise: str) -> str:
+    """`text` if it fits the condition schema (`^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`, at
+    most 1,024), else `otherwise`: free text would make a kind whose conditions are
+    metav1.Conditions (JobSet) reject the write."""
+    return text if text and len(text) <= REASON_MAX and REASON.fullmatch(text) else otherwise
 
 
 def _message(verdict: evaluator.Verdict) -> str:
