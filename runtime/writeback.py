@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Mapping
 
-from runtime import evaluator, functions, plan, state
+from runtime import evaluator, functions, intents, plan, state, vocabulary
 
 VERDICT_ANNOTATION = "jobrules.dev/verdict"
 REASON = re.compile(r"[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?")
@@ -60,12 +60,16 @@ def verdict_annotation(verdict: evaluator.Verdict, job: Mapping[str, Any], now: 
                       sort_keys=True, ensure_ascii=False)
 
 
-def commit(job: Mapping[str, Any], new_state: state.State, verdict: str | None) -> dict | None:
+def commit(job: Mapping[str, Any], new_state: state.State, verdict: str | None,
+           journal: str | None = None) -> dict | None:
     """The merge patch of our annotations, guarded by the resourceVersion read (a precondition:
     the API server answers 409 if the job changed since); None when they are already so.
-    `verdict` None leaves the verdict annotation out (`status { no annotations }`)."""
+    `verdict` None leaves the verdict annotation out (`status { no annotations }`); `journal`
+    is the intents annotation (runtime.intents), None when no intent is open."""
     current = _annotations(job)
-    wanted = {state.ANNOTATION: state.encode(new_state)}
+    wanted: dict[str, str | None] = {state.ANNOTATION: state.encode(new_state)}
+    if journal is not None or intents.ANNOTATION in current:
+        wanted[intents.ANNOTATION] = journal
     if verdict is not None and _same_verdict(current.get(VERDICT_ANNOTATION), verdict):
         verdict = current[VERDICT_ANNOTATION]
     if verdict is not None:
@@ -176,6 +180,28 @@ def events(kind: plan.Kind, job: Mapping[str, Any], stored: str | None,
         out.append(EventSpec(_event_name(meta, seed, "state", decode_error), "Warning",
                              "StateIgnored", "Evaluate", _bounded(decode_error, EVENT_NOTE_MAX)))
     return out
+
+
+def action_event(job: Mapping[str, Any], intent: intents.Intent) -> EventSpec:
+    """An action carried out: named from the intent, so a replay makes the same Event."""
+    word = _action_word(intent)
+    return EventSpec(_event_name(_meta(job), intent.id, "action", "done"), "Normal",
+                     _bounded(condition_reason(intent.reason, word), EVENT_REASON_MAX), word,
+                     _bounded(f"{vocabulary.ACTIONS[intent.action]}"
+                              + (f" {intent.pod}" if intent.pod else "")
+                              + (f": {intent.message}" if intent.message else "")
+                              + f" ({intent.rule})", EVENT_NOTE_MAX), intent.pod)
+
+
+def action_failed_event(job: Mapping[str, Any], intent: intents.Intent, why: str) -> EventSpec:
+    return EventSpec(_event_name(_meta(job), intent.id, "action", "failed"), "Warning",
+                     "ActionFailed", _action_word(intent),
+                     _bounded(f"{vocabulary.ACTIONS[intent.action]} ({intent.rule}) given up: "
+                              f"{why}", EVENT_NOTE_MAX), intent.pod)
+
+
+def _action_word(intent: intents.Intent) -> str:
+    return "".join(w.capitalize() for w in vocabulary.ACTIONS[intent.action].split())
 
 
 def reason(verdict: evaluator.Verdict) -> str:

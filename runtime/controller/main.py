@@ -18,12 +18,13 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from runtime import evaluator, functions, plan, projection, reconcile, reloading, templates
+from runtime import actions, evaluator, functions, intents, plan, projection, reconcile
+from runtime import reloading, templates, writeback
 from runtime import store as storelib
 from runtime.controller import events, health, informer, kube, leader, metrics
 from runtime.controller.settings import ControllerSettings, SettingsError
@@ -32,6 +33,7 @@ from runtime.workqueue import WorkQueue
 log = logging.getLogger("jobrules.controller")
 
 Key = tuple[str, str, str]   # (kind name, namespace, name)
+MAX_ATTEMPTS = 5             # tries of a step the API server refuses for good (403, 422)
 STATE, VERDICT = projection.OURS[0], projection.OURS[1]
 
 
@@ -87,6 +89,9 @@ class Controller:
                                         "keeping the previous one" if kept else "none yet", err))
         self._workers: list[threading.Thread] = []
         self._elector: leader.Elector | None = None
+        self._sent = 0                          # action requests sent (for the test hooks)
+        self._intents_open: dict[Key, int] = {}
+        metrics.INTENTS_OPEN.set_function(lambda: sum(self._intents_open.values()))
 
     # -- the process -------------------------------------------------------------------------
 
@@ -357,6 +362,11 @@ class Controller:
         candidates = _candidates(kind, watch.store, job)
         pods = evaluator.pods_of(kind.spec, job, candidates, now)
         writes = reconcile.reconcile(kind.spec, job, pods, now)
+        if any(i.pod is None and i.uid is not None for i in writes.new):
+            # An action about a pod the cache does not have: a pod relabelled out of the watch
+            # looks deleted there. Decide again on a live list of the job's pods.
+            pods = evaluator.pods_of(kind.spec, job, self._live_pods(kind, job), now)
+            writes = reconcile.reconcile(kind.spec, job, pods, now)
         path = kind.resource.path(namespace, name)
         rv = (job.get("metadata") or {}).get("resourceVersion")
         status_path = self._status_path(kind, path)
@@ -365,14 +375,104 @@ class Controller:
                             writes.status if status_path == path else None)
             written = self._patch(kind, path, patch)
             rv = written["metadata"]["resourceVersion"]
+            job = written
             self._committed(key, kind, writes)
+            self._fault("after", "commit")
         if writes.status is not None and status_path != path:
-            self._patch(kind, status_path, writes.status, rv)
+            job = self._patch(kind, status_path, writes.status, rv)
+            rv = job["metadata"]["resourceVersion"]
         for spec in writes.events:
             self.recorder.emit(job, spec)
-        if writes.requeue_at is None:
-            return None
-        return (writes.requeue_at - now).total_seconds()
+        wait = self._act(kind, key, job, pods, writes.journal, now) if writes.journal else None
+        times = [t for t in ((writes.requeue_at - now).total_seconds()
+                             if writes.requeue_at else None, wait) if t is not None]
+        return min(times) if times else None
+
+    # -- actions -------------------------------------------------------------------------------
+
+    def _act(self, kind: _Kind, key: Key, job: dict[str, Any], pods: list[Mapping[str, Any]],
+             journal: tuple[intents.Intent, ...], now: datetime) -> float | None:
+        """Carry out the open intents, step by step, then clear the done ones with a guarded
+        patch; seconds until a waiting step should be looked at again."""
+        path = kind.resource.path(*key[1:])
+        subresource = self._status_path(kind, path) != path
+        remaining: list[intents.Intent] = []
+        wait: float | None = None
+        for intent in journal:
+            while True:
+                nxt = actions.next_step(kind.spec, intent, job, pods, now,
+                                        status_subresource=subresource)
+                if nxt.failed is not None:
+                    self._dropped(kind, job, intent, nxt.failed)
+                    break
+                if nxt.wait is not None:
+                    remaining.append(intent)
+                    wait = nxt.wait if wait is None else min(wait, nxt.wait)
+                    break
+                if nxt.done and intent.step >= _steps(kind.spec, intent):
+                    self._done(kind, job, intent)
+                    break
+                try:
+                    job = self._send(kind, path, job, nxt.requests)
+                except (kube.Denied, kube.Invalid) as err:   # permanent: a few tries, then drop
+                    intent = replace(intent, attempts=intent.attempts + 1)
+                    if intent.attempts >= MAX_ATTEMPTS:
+                        self._dropped(kind, job, intent, str(err))
+                    else:
+                        remaining.append(intent)
+                        wait = 1.0 if wait is None else min(wait, 1.0)
+                    break
+                intent = intent.advanced(functions.rfc3339(now))
+        if tuple(remaining) != journal:
+            self._fault("before", "clear")
+            self._patch(kind, path, {"metadata": {"annotations": {
+                intents.ANNOTATION: intents.encode(tuple(remaining))}}},
+                job["metadata"]["resourceVersion"])
+        self._intents_open[key] = len(remaining)
+        return wait
+
+    def _send(self, kind: _Kind, path: str, job: dict[str, Any],
+              requests: tuple[actions.Request, ...]) -> dict[str, Any]:
+        """Send a step's requests; the job as the last of them left it."""
+        for request in requests:
+            try:
+                if request.guarded:
+                    job = self._patch(kind, request.path, request.body,
+                                      job["metadata"]["resourceVersion"])
+                else:
+                    self.client.request(request.method, request.path, request.body)
+            except kube.ApiError as err:
+                if err.status not in request.done_on:
+                    raise
+            self._sent += 1
+            self._fault("after", f"act:{self._sent}")
+        return job
+
+    def _done(self, kind: _Kind, job: dict[str, Any], intent: intents.Intent) -> None:
+        metrics.ACTIONS.labels(kind.spec.name, intent.action, "done").inc()
+        if kind.spec.status.events:
+            self.recorder.emit(job, writeback.action_event(job, intent))
+
+    def _dropped(self, kind: _Kind, job: dict[str, Any], intent: intents.Intent, why: str) -> None:
+        log.warning("%s/%s: %s dropped: %s", (job.get("metadata") or {}).get("namespace"),
+                    (job.get("metadata") or {}).get("name"), intent.action, why)
+        metrics.ACTIONS.labels(kind.spec.name, intent.action, "dropped").inc()
+        self.recorder.emit(job, writeback.action_failed_event(job, intent, why))
+
+    def _live_pods(self, kind: _Kind, job: dict[str, Any]) -> list[dict[str, Any]]:
+        namespace = storelib.key_of(job)[0]
+        query = []
+        if kind.spec.pod_labels:
+            key, template = kind.spec.pod_labels[0]
+            query = [("labelSelector", f"{key}={_render(template, job)}")]
+        return self.client.list(kube.Resource("v1", "pods").path(namespace), query=query)["items"]
+
+    def _fault(self, when: str, point: str) -> None:
+        """Test hooks (JOBRULES_TEST_HOOKS=1): exit at once at `JOBRULES_FAULT`'s point."""
+        if self.settings.fault and self.settings.fault == f"exit-{when}:{point}":
+            log.error("JOBRULES_FAULT=%s: exiting", self.settings.fault)
+            logging.shutdown()
+            os._exit(137)
 
     def _committed(self, key: Key, kind: _Kind, writes: reconcile.Writes) -> None:
         received = self._pending.pop(key, None)
@@ -406,6 +506,11 @@ class Controller:
             _, kind.status_subresource = informer.served(
                 self.client, kind.spec.group, kind.spec.version, kind.spec.plural)
         return f"{path}/status" if kind.status_subresource else path
+
+
+def _steps(spec: plan.Kind, intent: intents.Intent) -> int:
+    recipe = spec.recipe(intent.action)
+    return 0 if isinstance(recipe, str) else len(recipe)
 
 
 class _NotYet(Exception):

@@ -141,6 +141,13 @@ RESOURCE_SERVED = Gauge(
     "1 when the API server serves a declared kind's resource, 0 when not (CRD missing).",
     ["kind"],
 )
+ACTIONS = Counter(
+    "jobrules_controller_actions",
+    "Actions carried out to the end (done) or given up (dropped), by kind and action.",
+    ["kind", "action", "result"],
+)
+INTENTS_OPEN = Gauge("jobrules_controller_intents_open",
+                     "Actions committed and not yet done, over the jobs this replica acted on.")
 EVENTS_DROPPED = Counter("jobrules_controller_events_dropped",
                          "Events not sent, by why (rate, queue, error).", ["reason"])
 LEADER = Gauge("jobrules_controller_leader",
