@@ -25,6 +25,7 @@ import ctypes
 import dataclasses
 import datetime
 import functools
+import http.client
 import ipaddress
 import json
 import os
@@ -37,7 +38,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -57,9 +57,11 @@ REPO = Path(__file__).resolve().parents[1]
 BUILD_SCRIPT = REPO / "tools" / "k8s" / "build.sh"
 CRDS = REPO / "devkit" / "crds"
 BINARY_NAMES = ("etcd", "kube-apiserver", "kube-controller-manager")
-# Every process a plane may run, clients first: the order they are stopped in.
-PROCESS_NAMES = ("training-operator", "kwok", "kube-scheduler", "kube-controller-manager",
-                 "kube-apiserver", "etcd")
+# Every process a plane may run, in the order they are stopped: the API server's clients all at
+# once, then kube-apiserver, then etcd.
+STOP_TIERS = (("training-operator", "kwok", "kube-scheduler", "kube-controller-manager"),
+              ("kube-apiserver",), ("etcd",))
+PROCESS_NAMES = tuple(name for tier in STOP_TIERS for name in tier)
 # Controllers a batch-job test needs; the rest would only burn the two cores we have.
 CONTROLLERS = (
     "job-controller",
@@ -295,7 +297,8 @@ class ControlPlane:
     version: str
     controller_manager: bool
     scheduler: bool = False
-    nodes: tuple[str, ...] = ()
+    kwok: bool = False
+    nodes: tuple[str, ...] = ()  # the KWOK nodes it made
     training_operator: bool = False
 
     @property
@@ -364,7 +367,7 @@ def start(*, crds: bool = True, detached: bool = False, binaries: Binaries | Non
     root = Path(tempfile.mkdtemp(prefix=ROOT_PREFIX, dir=_scratch_parent()))
     try:
         plane = _launch(root, binaries, crd_folder, detached, time.monotonic() + timeout,
-                        _WorldOptions(nodes, training_operator and crds))
+                        nodes, training_operator and crds)
     except BaseException:
         _terminate(root)
         _release_rotator_check()
@@ -413,7 +416,7 @@ def _stop_attached() -> None:
 
 
 def _launch(root: Path, binaries: Binaries, crd_folder: Path | None, detached: bool,
-            deadline: float, world: _WorldOptions) -> ControlPlane:
+            deadline: float, nodes: int, training_operator: bool) -> ControlPlane:
     pki = root / "pki"
     pki.mkdir()
     etcd_client, etcd_peer, secure_port = free_ports(3)
@@ -486,12 +489,13 @@ def _launch(root: Path, binaries: Binaries, crd_folder: Path | None, detached: b
         wait("kube-apiserver /readyz", lambda: _get(api, "/readyz") == b"ok")
         version = api.get("/version")["gitVersion"]
         # The scheduler and KWOK need only the API: they boot while the CRDs are installed.
-        started = _start_nodes(api, ca, root, server, binaries, world.nodes, spawn)
+        started = _start_scheduler(ca, root, server, binaries, spawn).merge(
+            _start_kwok(api, ca, root, server, binaries, nodes, spawn))
         # One at a time: concurrent CRD creations make the API server slower, not faster.
         installed = [_apply_crd(api, crd) for crd in (crds.result() if crds else [])]
         for name in installed:
             wait(f"CRD {name} Established", functools.partial(_established, api, name))
-        if world.training_operator:
+        if training_operator:
             started = started.merge(
                 _start_training_operator(api, ca, root, server, binaries, installed, spawn))
         if binaries.kube_controller_manager:
@@ -512,7 +516,7 @@ def _launch(root: Path, binaries: Binaries, crd_folder: Path | None, detached: b
         for what, ready in started.checks:
             wait(what, ready)
     return ControlPlane(root, server, version, binaries.kube_controller_manager is not None,
-                        started.scheduler, started.nodes, started.training_operator)
+                        started.scheduler, started.kwok, started.nodes, started.training_operator)
 
 
 def free_ports(count: int) -> list[int]:
@@ -637,7 +641,7 @@ _WEBHOOK_PROBES = {
 # (where a Deployment would mount the Secret). The webhook server reads the certificates from
 # $TMPDIR/k8s-webhook-server/serving-certs instead, so each operator gets its own TMPDIR.
 _ROTATOR_SECRET = "training-operator-webhook-cert"
-_ROTATOR_WEBHOOKS = "validator.training-operator.kubeflow.org"
+TRAINING_OPERATOR_WEBHOOKS = "validator.training-operator.kubeflow.org"
 _ROTATOR_CHECKS = Path("/tmp/k8s-webhook-server/serving-certs/tls.crt")
 
 _Spawn = Callable[..., None]
@@ -645,22 +649,18 @@ _Check = tuple[str, Callable[[], Any]]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class _WorldOptions:
-    nodes: int
-    training_operator: bool
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
 class _Started:
     """What the world's parts started, and what to wait for before the plane is usable."""
 
     scheduler: bool = False
+    kwok: bool = False
     nodes: tuple[str, ...] = ()
     training_operator: bool = False
     checks: tuple[_Check, ...] = ()
 
     def merge(self, other: _Started) -> _Started:
-        return _Started(self.scheduler or other.scheduler, self.nodes + other.nodes,
+        return _Started(self.scheduler or other.scheduler, self.kwok or other.kwok,
+                        self.nodes + other.nodes,
                         self.training_operator or other.training_operator,
                         self.checks + other.checks)
 
@@ -711,10 +711,9 @@ def _component_kubeconfig(root: Path, ca: CertificateAuthority, server: str, use
     return path
 
 
-def _start_nodes(api: Any, ca: CertificateAuthority, root: Path, server: str,
-                 binaries: Binaries, nodes: int, spawn: _Spawn) -> _Started:
-    """kube-scheduler, then KWOK and its nodes (which need the scheduler, and the controller
-    manager's node lifecycle controller to lift the not-ready taint every new node gets)."""
+def _start_scheduler(ca: CertificateAuthority, root: Path, server: str, binaries: Binaries,
+                     spawn: _Spawn) -> _Started:
+    """kube-scheduler, serving /readyz on loopback with a certificate from the plane's CA."""
     if binaries.kube_scheduler is None:
         return _Started()
     [port] = free_ports(1)
@@ -729,10 +728,17 @@ def _start_nodes(api: Any, ca: CertificateAuthority, root: Path, server: str,
         f"--tls-private-key-file={root / 'pki' / 'kube-scheduler.key'}",
     ])
     trusted = ssl.create_default_context(cadata=ca.cert_pem.decode())
-    scheduler = _Started(scheduler=True, checks=(("kube-scheduler /readyz", functools.partial(
+    return _Started(scheduler=True, checks=(("kube-scheduler /readyz", functools.partial(
         _http_ok, f"https://127.0.0.1:{port}/readyz", trusted)),))
-    if binaries.kwok is None or binaries.kube_controller_manager is None:
-        return scheduler
+
+
+def _start_kwok(api: Any, ca: CertificateAuthority, root: Path, server: str, binaries: Binaries,
+                nodes: int, spawn: _Spawn) -> _Started:
+    """KWOK with the stages of STAGES, and its ``nodes``. It needs the scheduler to place pods on
+    them, and the controller manager's node lifecycle controller to lift the not-ready taint the
+    API server gives every new node."""
+    if None in (binaries.kwok, binaries.kube_scheduler, binaries.kube_controller_manager):
+        return _Started()
     key_name, value = KWOK_NODE_ANNOTATION
     spawn("kwok", [
         str(binaries.kwok),
@@ -746,9 +752,9 @@ def _start_nodes(api: Any, ca: CertificateAuthority, root: Path, server: str,
     names = tuple(f"kwok-node-{index}" for index in range(nodes))
     for name in names:
         request(api, "POST", "/api/v1/nodes", kwok_node(name))
-    return scheduler.merge(_Started(nodes=names, checks=(
+    return _Started(kwok=True, nodes=names, checks=(
         (f"KWOK nodes {', '.join(names)} Ready and schedulable",
-         functools.partial(_nodes_ready, api, names)),)))
+         functools.partial(_nodes_ready, api, names)),))
 
 
 def _nodes_ready(api: Any, names: Sequence[str]) -> bool:
@@ -867,7 +873,7 @@ def _training_operator_webhooks(port: int, ca_pem: bytes) -> dict[str, Any]:
     Service here) for the kinds it validates."""
     return {
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": _ROTATOR_WEBHOOKS},
+        "metadata": {"name": TRAINING_OPERATOR_WEBHOOKS},
         "webhooks": [{
             "name": f"validator.{scheme}.training-operator.kubeflow.org",
             "clientConfig": {"url": f"https://127.0.0.1:{port}/validate-kubeflow-org-v1-{scheme}",
@@ -902,7 +908,7 @@ def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
     try:
         with opener.open(url, timeout=2) as answer:
             return answer.status == 200
-    except OSError:  # urllib.error.URLError included
+    except (OSError, http.client.HTTPException):  # urllib.error.URLError is an OSError
         return False
 
 
@@ -962,19 +968,19 @@ def _pids(names: Sequence[str], marker: bytes | None = None) -> list[int]:
 def _terminate(root: Path, grace: float = 5.0) -> None:
     """Stop the processes of ``root``: SIGTERM, then SIGKILL after ``grace`` seconds.
 
-    Clients go first (PROCESS_NAMES' order): kube-apiserver drains its clients' requests (up to a minute) before it
-    exits, and it needs etcd to exit cleanly. Returns once the processes have left the process
+    Clients go first (STOP_TIERS): kube-apiserver drains its clients' requests (up to a minute)
+    before it exits, and it needs etcd to exit cleanly. Returns once the processes have left the process
     table: our children are reaped here; a detached plane's belong to init, which reaps them.
     """
     ended: list[int] = []
-    for name in PROCESS_NAMES:
+    for names in STOP_TIERS:
         for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
-            for pid in processes_using(root, [name]):
+            for pid in processes_using(root, names):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, sig)
                 ended.append(pid)
             deadline = time.monotonic() + wait
-            while processes_using(root, [name]) and time.monotonic() < deadline:
+            while processes_using(root, names) and time.monotonic() < deadline:
                 time.sleep(0.02)
     deadline = time.monotonic() + 5.0
     while ended and time.monotonic() < deadline:
@@ -1040,7 +1046,7 @@ def _parts(plane: ControlPlane) -> str:
     return ", ".join(filter(None, [
         "controller manager" if plane.controller_manager else "no controller manager",
         "scheduler" if plane.scheduler else "no scheduler",
-        f"{len(plane.nodes)} KWOK node(s)" if plane.nodes else "no KWOK nodes",
+        f"KWOK with {len(plane.nodes)} node(s)" if plane.kwok else "no KWOK",
         "training operator" if plane.training_operator else "no training operator",
     ]))
 
