@@ -143,24 +143,38 @@ def job_manifest(namespace: str, name: str, *, backoff_limit: int = 3,
             "metadata": {"name": name, "namespace": namespace}, "spec": spec}
 
 
-def on_kwok(template: Obj, *, outcome: str | None = None, after: str | None = None,
-            exit_code: int | None = None, container: str | None = None) -> Obj:
+def on_kwok(template: Obj, **stages: Any) -> Obj:
     """A copy of ``template`` (a pod, or a pod template) that tolerates the KWOK nodes' taint, so
-    it is scheduled and run there, its way through the stages chosen by the annotations
-    (docs/cluster.md): ``outcome`` (one of cluster.OUTCOMES; default succeed), ``after`` (a Go
-    duration such as "2s"), ``exit_code``, and the ``container`` that fails."""
+    it is scheduled and run there, its way through the stages chosen as ``stage_annotations``
+    says."""
+    metadata = template.get("metadata") or {}
+    spec = template["spec"]
+    return template | {
+        "metadata": metadata | {"annotations": (metadata.get("annotations") or {})
+                                | stage_annotations(**stages)},
+        "spec": spec | {"tolerations": [*(spec.get("tolerations") or []), cluster.KWOK_TOLERATION]},
+    }
+
+
+def stage_annotations(*, outcome: str | None = None, after: str | None = None,
+                      exit_code: int | None = None, container: str | None = None) -> dict[str, str]:
+    """The annotations that choose a KWOK pod's stages (docs/cluster.md): ``outcome`` (one of
+    cluster.OUTCOMES; default succeed), ``after`` (a Go duration such as "2s"), ``exit_code``, and
+    the ``container`` that fails."""
     if outcome is not None and outcome not in cluster.OUTCOMES:
         raise ValueError(f"unknown outcome {outcome!r}; expected one of {cluster.OUTCOMES}")
     chosen = {cluster.OUTCOME: outcome, cluster.AFTER: after, cluster.CONTAINER: container,
               cluster.EXIT_CODE: None if exit_code is None else str(exit_code)}
-    metadata = template.get("metadata") or {}
-    annotations = (metadata.get("annotations") or {}) | {
-        key: value for key, value in chosen.items() if value is not None}
-    spec = template["spec"]
-    return template | {
-        "metadata": metadata | {"annotations": annotations},
-        "spec": spec | {"tolerations": [*(spec.get("tolerations") or []), cluster.KWOK_TOLERATION]},
-    }
+    return {key: value for key, value in chosen.items() if value is not None}
+
+
+def change_outcome(api: ApiClient, pod: Obj, **stages: Any) -> Obj:
+    """Choose anew how a KWOK pod ends (``stage_annotations``' arguments), say when a test wants
+    a running pod to fail: KWOK applies the stage the new annotations select."""
+    meta = pod["metadata"]
+    return request(api, "PATCH", PODS.path(meta["namespace"], meta["name"]),
+                   {"metadata": {"annotations": stage_annotations(**stages)}},
+                   content_type="application/merge-patch+json")
 
 
 def job_pods(api: Client, job: Obj, count: int = 1) -> list[Obj]:

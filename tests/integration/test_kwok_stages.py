@@ -109,6 +109,17 @@ def test_a_pod_that_never_ends(api, namespace, stages, restart_policy):
     assert kube.get(api, kube.PODS.path(namespace, "p"))["status"]["phase"] == "Running"
 
 
+def test_a_running_pod_ends_as_its_outcome_is_changed(api, namespace):
+    running = run_pod(api, namespace, "p", outcome="run")
+    wait_for_pod(api, namespace, "p", "to run", lambda p: p["status"].get("phase") == "Running")
+
+    kube.change_outcome(api, running, outcome="exit-code", exit_code=4, after="0s")
+
+    pod = wait_for_pod(api, namespace, "p", "to fail",
+                       lambda p: p["status"].get("phase") == "Failed")
+    assert ended(statuses(pod)["main"]) == (4, "Error")
+
+
 def test_a_failing_container_under_on_failure_crash_loops(api, namespace):
     run_pod(api, namespace, "p", restart_policy="OnFailure", outcome="oom-killed", after=QUICK)
 
