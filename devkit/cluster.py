@@ -347,11 +347,11 @@ def _die_with_parent() -> None:
 
 
 def start(*, crds: bool = True, detached: bool = False, binaries: Binaries | None = None,
-          timeout: float = 90.0, nodes: int = DEFAULT_NODES,
+          timeout: float = 90.0, nodes: int = DEFAULT_NODES, scheduler: bool = True,
           training_operator: bool = True) -> ControlPlane:
-    """Start etcd, kube-apiserver and, when present, kube-controller-manager, kube-scheduler, KWOK
-    with ``nodes`` fake nodes and (``training_operator``, with the CRDs) the training operator;
-    wait until usable.
+    """Start etcd, kube-apiserver and, when present, kube-controller-manager, kube-scheduler
+    (``scheduler``), KWOK with ``nodes`` fake nodes (with the scheduler) and (``training_operator``,
+    with the CRDs) the training operator; wait until usable.
 
     Usable means: ``/readyz`` is ok, every CRD from crds_dir() is Established and answers a
     LIST, the controller manager has created the ``default`` ServiceAccount, the scheduler is
@@ -362,6 +362,8 @@ def start(*, crds: bool = True, detached: bool = False, binaries: Binaries | Non
     if nodes < 0:
         raise ClusterError(f"nodes must be 0 or more, not {nodes}")
     binaries = binaries or find_binaries()
+    if not scheduler:
+        binaries = dataclasses.replace(binaries, kube_scheduler=None)
     crd_folder = crds_dir() if crds else None
     sweep_stale()
     root = Path(tempfile.mkdtemp(prefix=ROOT_PREFIX, dir=_scratch_parent()))
@@ -918,10 +920,13 @@ def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
 
 def restart(plane: ControlPlane, name: str, *, timeout: float = 60.0) -> None:
     """Stop one process of the plane (SIGTERM, then SIGKILL) and start it again with the same
-    command line, as a node reboot or a crash-looping static pod would; etcd's data is kept.
-    Returns once the API server is ready again."""
+    command line and environment (the training operator's TMPDIR), as a node reboot or a
+    crash-looping static pod would; etcd's data is kept. Returns once the API server is ready
+    again."""
     [pid] = processes_using(plane.root, [name])
     argv = [a.decode() for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
+    env = dict(entry.decode().split("=", 1)
+               for entry in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if b"=" in entry)
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + 10.0
     while processes_using(plane.root, [name]) and time.monotonic() < deadline:
@@ -933,7 +938,7 @@ def restart(plane: ControlPlane, name: str, *, timeout: float = 60.0) -> None:
         os.waitpid(pid, os.WNOHANG)
     with open(plane.root / f"{name}.log", "ab") as log:
         subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                         start_new_session=True, preexec_fn=_die_with_parent)
+                         env=env, start_new_session=True, preexec_fn=_die_with_parent)
     with plane.client() as api:
         _wait(f"{name} to come back", lambda: _get(api, "/readyz") == b"ok", plane.root, {},
               time.monotonic() + timeout)
