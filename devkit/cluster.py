@@ -734,8 +734,8 @@ def _start_scheduler(ca: CertificateAuthority, root: Path, server: str, binaries
         _http_ok, f"https://127.0.0.1:{port}/readyz", trusted)),))
 
 
-def _start_kwok(api: Any, ca: CertificateAuthority, root: Path, server: str, binaries: Binaries,
-                nodes: int, spawn: _Spawn) -> _Started:
+def _start_kwok(api: kube.Client, ca: CertificateAuthority, root: Path, server: str,
+                binaries: Binaries, nodes: int, spawn: _Spawn) -> _Started:
     """KWOK with the stages of STAGES, and its ``nodes``. It needs the scheduler to place pods on
     them, and the controller manager's node lifecycle controller to lift the not-ready taint the
     API server gives every new node."""
@@ -753,13 +753,13 @@ def _start_kwok(api: Any, ca: CertificateAuthority, root: Path, server: str, bin
     ])
     names = tuple(f"kwok-node-{index}" for index in range(nodes))
     for name in names:
-        request(api, "POST", "/api/v1/nodes", kwok_node(name))
+        api.create("/api/v1/nodes", kwok_node(name))
     return _Started(kwok=True, nodes=names, checks=(
         (f"KWOK nodes {', '.join(names)} Ready and schedulable",
          functools.partial(_nodes_ready, api, names)),))
 
 
-def _nodes_ready(api: Any, names: Sequence[str]) -> bool:
+def _nodes_ready(api: kube.Client, names: Sequence[str]) -> bool:
     listed = _get(api, "/api/v1/nodes?labelSelector=type%3Dkwok") or {"items": []}
     usable = {
         node["metadata"]["name"] for node in listed["items"]
@@ -771,7 +771,7 @@ def _nodes_ready(api: Any, names: Sequence[str]) -> bool:
     return usable >= set(names)
 
 
-def _start_training_operator(api: Any, ca: CertificateAuthority, root: Path, server: str,
+def _start_training_operator(api: kube.Client, ca: CertificateAuthority, root: Path, server: str,
                              binaries: Binaries, crds: Sequence[str], spawn: _Spawn) -> _Started:
     """The training operator for the kinds in TRAINING_OPERATOR_SCHEMES, its webhook registered
     with the API server and its certificates made here (see _webhook_pki)."""
@@ -790,16 +790,16 @@ def _start_training_operator(api: Any, ca: CertificateAuthority, root: Path, ser
     _write(served / "tls.crt", cert)
     _write(served / "tls.key", key)
     namespace = TRAINING_OPERATOR_NAMESPACE
-    request(api, "POST", "/api/v1/namespaces", {
+    api.create("/api/v1/namespaces", {
         "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    request(api, "POST", f"/api/v1/namespaces/{namespace}/secrets", {
+    api.create(f"/api/v1/namespaces/{namespace}/secrets", {
         "apiVersion": "v1", "kind": "Secret",
         "metadata": {"name": _ROTATOR_SECRET, "namespace": namespace},
         "data": {name: base64.b64encode(data).decode() for name, data in (
             ("ca.crt", ca_pem), ("ca.key", ca_key), ("tls.crt", cert), ("tls.key", key))},
     })
-    request(api, "POST", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
-            _training_operator_webhooks(webhook_port, ca_pem))
+    api.create("/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+               _training_operator_webhooks(webhook_port, ca_pem))
     _hold_rotator_check()
     environment = {name: value for name, value in os.environ.items()
                    if name not in ("KUBECONFIG", "KUBEFLOW_NAMESPACE")}
@@ -820,15 +820,14 @@ def _start_training_operator(api: Any, ca: CertificateAuthority, root: Path, ser
     ))
 
 
-def _admits(api: Any, probe: dict[str, Any]) -> bool:
+def _admits(api: kube.Client, probe: dict[str, Any]) -> bool:
     """Whether the API server, webhooks included, admits creating ``probe`` (dry run)."""
-    from kubernetes.client.exceptions import ApiException
-    from urllib3.exceptions import HTTPError
+    from runtime.controller import kube
 
     path = f"/apis/kubeflow.org/v1/namespaces/{TRAINING_OPERATOR_NAMESPACE}/{probe['kind'].lower()}s"
     try:
-        request(api, "POST", path, probe, query=[("dryRun", "All")], timeout=5)
-    except (ApiException, HTTPError):
+        api.request("POST", path, probe, query=[("dryRun", "All")], timeout=5)
+    except kube.KubeError:
         return False
     return True
 

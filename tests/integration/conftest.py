@@ -32,7 +32,7 @@ class Session:
     training_operator: bool
 
     @classmethod
-    def of(cls, api: ApiClient, plane: cluster.ControlPlane | None) -> Session:
+    def of(cls, api: Client, plane: cluster.ControlPlane | None) -> Session:
         if plane is not None:
             nodes = plane.nodes if plane.scheduler and plane.kwok else ()
             return cls(api, plane, nodes, plane.training_operator)

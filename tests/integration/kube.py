@@ -168,13 +168,12 @@ def stage_annotations(*, outcome: str | None = None, after: str | None = None,
     return {key: value for key, value in chosen.items() if value is not None}
 
 
-def change_outcome(api: ApiClient, pod: Obj, **stages: Any) -> Obj:
+def change_outcome(api: Client, pod: Obj, **stages: Any) -> Obj:
     """Choose anew how a KWOK pod ends (``stage_annotations``' arguments), say when a test wants
     a running pod to fail: KWOK applies the stage the new annotations select."""
     meta = pod["metadata"]
-    return request(api, "PATCH", PODS.path(meta["namespace"], meta["name"]),
-                   {"metadata": {"annotations": stage_annotations(**stages)}},
-                   content_type="application/merge-patch+json")
+    return api.merge_patch(PODS.path(meta["namespace"], meta["name"]),
+                           {"metadata": {"annotations": stage_annotations(**stages)}})
 
 
 def job_pods(api: Client, job: Obj, count: int = 1) -> list[Obj]:

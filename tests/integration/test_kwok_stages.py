@@ -184,8 +184,7 @@ def test_a_deleted_pod_is_stopped_then_removed_once_its_finalizers_are_gone(api,
     stopped = wait_for_pod(api, namespace, "p", "to be stopped",
                            lambda p: p["status"].get("phase") == "Failed")
     assert ended(statuses(stopped)["main"]) == (137, "Error")
-    kube.request(api, "PATCH", kube.PODS.path(namespace, "p"), {"metadata": {"finalizers": None}},
-                 content_type="application/merge-patch+json")
+    api.merge_patch(kube.PODS.path(namespace, "p"), {"metadata": {"finalizers": None}})
     kube.wait_for("KWOK to remove the pod",
                   lambda: not kube.exists(api, kube.PODS.path(namespace, "p")))
 

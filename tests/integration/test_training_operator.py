@@ -9,11 +9,11 @@ from datetime import datetime, timezone
 
 import kube
 import pytest
-from kubernetes.client.exceptions import ApiException
 
 from devkit import cluster
 from rulec import api as rulec_api
 from runtime import evaluator, plan
+from runtime.controller.kube import Denied
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("training_operator")]
 
@@ -113,8 +113,7 @@ def test_suspending_a_pytorchjob_stops_its_pods_and_resuming_restarts_them(api, 
     kube.wait_for_condition(api, path, "Running")
 
     def suspend(value: bool) -> None:
-        kube.request(api, "PATCH", path, {"spec": {"runPolicy": {"suspend": value}}},
-                     content_type="application/merge-patch+json")
+        api.merge_patch(path, {"spec": {"runPolicy": {"suspend": value}}})
 
     suspend(True)
     suspended = kube.wait_for_condition(api, path, "Suspended")
@@ -131,12 +130,12 @@ def test_the_operators_webhook_rejects_an_invalid_pytorchjob(api, namespace):
     invalid = pytorch_job(namespace, "twice", master=replica("pytorch", replicas=2),
                           workers=replica("pytorch"))
 
-    with pytest.raises(ApiException) as rejected:
+    with pytest.raises(Denied) as rejected:
         kube.create(api, kube.PYTORCH_JOBS, invalid)
 
     assert rejected.value.status == 403
-    assert "validator.pytorchjob.training-operator.kubeflow.org" in rejected.value.body
-    assert "must be 1" in rejected.value.body
+    assert "validator.pytorchjob.training-operator.kubeflow.org" in rejected.value.message
+    assert "must be 1" in rejected.value.message
 
 
 def test_a_tfjobs_pods_are_the_operators_and_are_collected_with_it(api, namespace):
