@@ -213,7 +213,9 @@ def main(argv: list[str] | None = None) -> int:
               f"webhook, jobrules (rotating), {args.pods} pods one after another then {args.pods} "
               f"from {args.concurrency} threads", flush=True)
         servers: list[loadtest.Server] = []
-        with cluster.running() as plane, plane.client() as api:
+        # No scheduler, KWOK nodes or training operator: nothing but the bench touches its pods.
+        with (cluster.running(scheduler=False, training_operator=False) as plane,
+              plane.client() as api):
             try:
                 cafile = str(workdir / "ca.crt")
                 servers.append(loadtest.start("no-op", "webhook:baseline", env, cafile, workdir))

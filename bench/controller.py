@@ -1,7 +1,7 @@
 """Benchmark of the controller on a real control plane, beside the Job controller in the same run.
 
     .venv/bin/python bench/controller.py [--jobs 1000] [--failures 200] [--rate 5] [--pods 10000]
-                                         [--no-fail]
+                                         [--kwok] [--nodes 4] [--no-fail]
 
 1. `--jobs` batch/v1 Jobs of one pod each (`podFailurePolicy: FailJob` on exit 137), their pods
    created by kube-controller-manager's Job controller and reported Running through pods/status
@@ -18,6 +18,12 @@
    (bare pods carrying the Job controller's label, which the controller caches), each from a
    fresh start (a process that has worked keeps freed heap): MiB per 1,000 pods. Beside it, in this process, the same pods held as the controller holds them (projected,
    as JSON bytes) and as whole decoded objects.
+
+With `--kwok` the pods run on `--nodes` KWOK nodes instead (docs/cluster.md): the scheduler places
+them, KWOK reports them Running, and a failure is a change of the pod's outcome to `oom-killed`,
+which KWOK writes at once (t0 is that PATCH's return, so both controllers' times include KWOK's
+reaction); the bare pods of step 4 run there too. Without it the plane has no scheduler and no
+KWOK, and every status is written by hand as above.
 
 Targets: our p50 below the Job controller's, our p99 <= 1 s, <= 5 MiB per 1,000 pods. Exits 1
 when one is missed, unless --no-fail.
@@ -81,6 +87,8 @@ def main() -> int:
     parser.add_argument("--failures", type=int, default=200)
     parser.add_argument("--rate", type=float, default=5.0)
     parser.add_argument("--pods", type=int, default=10000)
+    parser.add_argument("--kwok", action="store_true", help="run the pods on KWOK nodes")
+    parser.add_argument("--nodes", type=int, default=4, help="KWOK nodes, with --kwok")
     parser.add_argument("--no-fail", action="store_true")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="jobrules-bench-controller-"))
@@ -89,7 +97,9 @@ def main() -> int:
     built = rulec_api.build([str(work / "bench.rules")])
     assert built.plan is not None, built.diagnostics
     plan_path.write_text(emit.dumps(built.plan))
-    with cluster.running() as plane, plane.client() as api, plane.client() as client:
+    world = {"nodes": args.nodes} if args.kwok else {"scheduler": False}
+    with (cluster.running(training_operator=False, **world) as plane, plane.client() as api,
+          plane.client() as client):
         kube.create(api, kube.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
                                            "metadata": {"name": NAMESPACE}})
         kube.wait_for("the default ServiceAccount", lambda: kube.exists(
@@ -100,17 +110,18 @@ def main() -> int:
         figures: dict[str, Any] = {}
         controller = Controller(env, work)
         figures["rss_0"] = controller.rss_after_ready()
-        jobs = make_jobs(api, args.jobs)
-        pods = report_running(api, args.jobs)
+        jobs = make_jobs(api, args.jobs, args.kwok)
+        pods = report_running(api, args.jobs, args.kwok)
         wait_verdicts(client, args.jobs, "Running")
         figures["rss_jobs"] = controller.rss()
-        figures.update(fail_pods(client, api, controller, pods[:args.failures], args.rate))
+        figures.update(fail_pods(client, api, controller, pods[:args.failures], args.rate,
+                                 args.kwok))
         controller.stop()
         began = time.monotonic()
         controller = Controller(env, work)
         figures["rss_after_restart"] = controller.rss_after_ready()
         figures["initial_sync_s"] = time.monotonic() - began
-        figures.update(many_pods(api, controller, jobs[0], args.pods - args.jobs))
+        figures.update(many_pods(api, controller, jobs[0], args.pods - args.jobs, args.kwok))
         controller.stop()
         controller = Controller(env, work)   # RSS of a fresh process: freed heap hides growth
         figures["rss_many"] = controller.rss_after_ready()
@@ -170,20 +181,33 @@ def _parallel(fn: Any, items: list[Any], threads: int = 16) -> list[Any]:
         return list(pool.map(fn, items))
 
 
-def make_jobs(api: Any, count: int) -> list[dict[str, Any]]:
+def make_jobs(api: Any, count: int, kwok: bool) -> list[dict[str, Any]]:
+    def job(i: int) -> dict[str, Any]:
+        made = kube.job_manifest(NAMESPACE, f"job-{i:05d}", backoff_limit=0,
+                                 pod_failure_rules=FAIL_ON_137)
+        if kwok:
+            made["spec"]["template"] = kube.on_kwok(made["spec"]["template"], outcome="run")
+        return made
+
     began = time.monotonic()
-    jobs = _parallel(lambda i: kube.create(api, kube.JOBS, kube.job_manifest(
-        NAMESPACE, f"job-{i:05d}", backoff_limit=0, pod_failure_rules=FAIL_ON_137)), list(range(count)))
+    jobs = _parallel(lambda i: kube.create(api, kube.JOBS, job(i)), list(range(count)))
     print(f"{count} Jobs created in {time.monotonic() - began:.1f}s", file=sys.stderr)
     return jobs
 
 
-def report_running(api: Any, count: int) -> list[dict[str, Any]]:
+def report_running(api: Any, count: int, kwok: bool) -> list[dict[str, Any]]:
     pods = kube.wait_for(f"{count} pods", lambda: p if len(p := kube.list_pods(
         api, NAMESPACE, "batch.kubernetes.io/controller-uid")) >= count else None, 600)
     began = time.monotonic()
-    running = _parallel(lambda pod: kube.report_running(api, pod), pods)
-    print(f"{len(pods)} pods reported Running in {time.monotonic() - began:.1f}s", file=sys.stderr)
+    if kwok:
+        def all_running() -> list[dict[str, Any]] | None:
+            listed = kube.list_pods(api, NAMESPACE, "batch.kubernetes.io/controller-uid")
+            ran = [pod for pod in listed if pod["status"].get("phase") == "Running"]
+            return ran if len(ran) >= count else None
+        running = kube.wait_for(f"KWOK to run {count} pods", all_running, 600)
+    else:
+        running = _parallel(lambda pod: kube.report_running(api, pod), pods)
+    print(f"{len(pods)} pods Running in {time.monotonic() - began:.1f}s", file=sys.stderr)
     return sorted(running, key=lambda p: p["metadata"]["name"])
 
 
@@ -205,7 +229,7 @@ def _conditions(job: dict[str, Any]) -> set[str]:
 
 
 def fail_pods(client: transport.Client, api: Any, controller: Controller, pods: list[dict[str, Any]],
-              rate: float) -> dict[str, Any]:
+              rate: float, kwok: bool) -> dict[str, Any]:
     owner = {p["metadata"]["labels"]["batch.kubernetes.io/job-name"]: p for p in pods}
     t0: dict[str, float] = {}
     seen: dict[str, dict[str, float]] = {name: {} for name in owner}
@@ -243,7 +267,10 @@ def fail_pods(client: transport.Client, api: Any, controller: Controller, pods: 
     for i, (name, pod) in enumerate(owner.items()):
         due = began + i / rate
         time.sleep(max(0.0, due - time.monotonic()))
-        kube.report_oom_killed(api, pod)
+        if kwok:
+            kube.change_outcome(api, pod, outcome="oom-killed", after="0s")
+        else:
+            kube.report_oom_killed(api, pod)
         t0[name] = time.monotonic()
     kube.wait_for("every verdict and Failed condition", lambda: all(
         "ours" in m and "Failed" in m for m in seen.values()), 300)
@@ -268,13 +295,18 @@ def _pct(values: list[float], pct: int) -> float:
     return values[min(len(values) - 1, max(0, round(pct / 100 * len(values)) - 1))]
 
 
-def many_pods(api: Any, controller: Controller, job: dict[str, Any], extra: int) -> dict[str, Any]:
+def many_pods(api: Any, controller: Controller, job: dict[str, Any], extra: int,
+              kwok: bool) -> dict[str, Any]:
     """Bare pods with the label the controller's pod watch selects on, up to the total asked."""
     uid = job["metadata"]["uid"]
+
+    def pod(i: int) -> dict[str, Any]:
+        made = kube.pod_manifest(NAMESPACE, f"extra-{i:05d}",
+                                 labels={"batch.kubernetes.io/controller-uid": uid})
+        return kube.on_kwok(made, outcome="run") if kwok else made
+
     began = time.monotonic()
-    _parallel(lambda i: kube.create(api, kube.PODS, kube.pod_manifest(
-        NAMESPACE, f"extra-{i:05d}", labels={"batch.kubernetes.io/controller-uid": uid})),
-        list(range(extra)))
+    _parallel(lambda i: kube.create(api, kube.PODS, pod(i)), list(range(extra)))
     print(f"{extra} more pods created in {time.monotonic() - began:.1f}s", file=sys.stderr)
     kube.wait_for("the controller to cache them", lambda: controller.metric(
         "jobrules_controller_store_objects", resource="pods/batch.kubernetes.io/controller-uid@bench") >= extra, 300)

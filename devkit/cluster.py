@@ -1,12 +1,16 @@
 """A real, local Kubernetes control plane for tests and demos.
 
-Runs etcd, kube-apiserver and kube-controller-manager on 127.0.0.1 with throw-away credentials,
-then installs the CRDs in ``devkit/crds``. There is no kubelet and no scheduler: pods stay unscheduled and
-tests report their lifecycle through the ``pods/status`` subresource, as Kubernetes' own Job
-integration tests do. Neither the runtime nor the compiler imports this module: it is tooling around the product, run
-from the repository's root::
+Runs etcd, kube-apiserver, kube-controller-manager and kube-scheduler on 127.0.0.1 with
+throw-away credentials, then installs the CRDs in ``devkit/crds``. KWOK plays the kubelet of a few
+fake nodes: pods that tolerate their taint are scheduled onto them and moved through their
+lifecycle by the stages in ``devkit/stages``, as each pod's annotations choose. The Kubeflow
+training operator runs TFJobs, PyTorchJobs and MPIJobs. Pods that stay off the nodes stay
+unscheduled, and tests report their lifecycle through the ``pods/status`` subresource, as
+Kubernetes' own Job integration tests do. Neither the runtime nor the compiler imports this
+module: it is tooling around the product, run from the repository's root::
 
     python -m devkit.cluster up     # start detached; prints ``export KUBECONFIG=...`` on stdout
+    python -m devkit.cluster up --nodes 5 --no-training-operator
     python -m devkit.cluster env    # print the export line of the running control plane
     python -m devkit.cluster down   # stop it and remove every file it wrote
 """
@@ -21,17 +25,20 @@ import ctypes
 import dataclasses
 import datetime
 import functools
+import http.client
 import ipaddress
 import json
 import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -40,7 +47,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 if TYPE_CHECKING:   # imported where used: `down` and `env` need no Kubernetes client
@@ -50,17 +57,25 @@ REPO = Path(__file__).resolve().parents[1]
 BUILD_SCRIPT = REPO / "tools" / "k8s" / "build.sh"
 CRDS = REPO / "devkit" / "crds"
 BINARY_NAMES = ("etcd", "kube-apiserver", "kube-controller-manager")
+# Every process a plane may run, in the order they are stopped: the API server's clients all at
+# once, then kube-apiserver, then etcd.
+STOP_TIERS = (("training-operator", "kwok", "kube-scheduler", "kube-controller-manager"),
+              ("kube-apiserver",), ("etcd",))
+PROCESS_NAMES = tuple(name for tier in STOP_TIERS for name in tier)
 # Controllers a batch-job test needs; the rest would only burn the two cores we have.
 CONTROLLERS = (
     "job-controller",
     "garbage-collector-controller",
     "namespace-controller",
+    "node-lifecycle-controller",
     "pod-garbage-collector-controller",
     "ttl-after-finished-controller",
     "replicaset-controller",
     "serviceaccount-controller",
     "serviceaccount-token-controller",
 )
+# How many KWOK nodes a plane gets unless told (`up --nodes N`, start(nodes=N)).
+DEFAULT_NODES = 2
 FIELD_MANAGER = "jobrules-cluster"
 ROOT_PREFIX = "jobrules-cluster-"
 # A root directory younger than this may belong to a launcher that has not spawned etcd yet.
@@ -79,15 +94,21 @@ class ClusterError(RuntimeError):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Binaries:
-    """Where the control-plane executables are; the controller manager is optional (envtest)."""
+    """Where the executables are. Only etcd and kube-apiserver are required (envtest has no
+    more); without a part, what needs it does not run."""
 
     etcd: Path
     kube_apiserver: Path
     kube_controller_manager: Path | None
+    kube_scheduler: Path | None = None
+    kwok: Path | None = None
+    training_operator: Path | None = None
 
 
 def find_binaries() -> Binaries:
-    """Binaries from ``KUBEBUILDER_ASSETS``, else ``JOBRULES_K8S_BIN``, else a (cached) build."""
+    """Binaries from ``KUBEBUILDER_ASSETS``, else ``JOBRULES_K8S_BIN``, else a (cached) build;
+    KWOK and the training operator from ``JOBRULES_KWOK_BIN`` and
+    ``JOBRULES_TRAINING_OPERATOR_BIN``, else their (cached) builds."""
     if assets := os.environ.get("KUBEBUILDER_ASSETS"):
         folder = Path(assets)
         kcm = folder / "kube-controller-manager"
@@ -100,12 +121,14 @@ def find_binaries() -> Binaries:
                 "with tools/k8s/build.sh.",
                 file=sys.stderr,
             )
+        print("warning: with KUBEBUILDER_ASSETS there is no kube-scheduler, KWOK or training "
+              "operator: pods are never scheduled nor run.", file=sys.stderr)
         return Binaries(_executable(folder / "etcd"), _executable(folder / "kube-apiserver"),
                         kcm if found else None)
     own = os.environ.get("JOBRULES_K8S_BIN")
     folder = Path(own) if own else build_binaries()
     etcd, apiserver, controller_manager = (_executable(folder / name) for name in BINARY_NAMES)
-    return Binaries(etcd, apiserver, controller_manager)
+    return Binaries(etcd, apiserver, controller_manager, *_world_binaries(folder))
 
 
 def find_kubectl() -> Path:
@@ -216,7 +239,8 @@ class CertificateAuthority:
 
 
 def _certificate_builder(
-    subject: x509.Name, issuer: x509.Name, public_key: ec.EllipticCurvePublicKey
+    subject: x509.Name, issuer: x509.Name,
+    public_key: ec.EllipticCurvePublicKey | rsa.RSAPublicKey, days: int = 30,
 ) -> x509.CertificateBuilder:
     now = datetime.datetime.now(datetime.UTC)
     return (
@@ -226,11 +250,11 @@ def _certificate_builder(
         .public_key(public_key)
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=30))
+        .not_valid_after(now + datetime.timedelta(days=days))
     )
 
 
-def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+def _key_pem(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
     return key.private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.PKCS8,
@@ -272,6 +296,10 @@ class ControlPlane:
     server: str
     version: str
     controller_manager: bool
+    scheduler: bool = False
+    kwok: bool = False
+    nodes: tuple[str, ...] = ()  # the KWOK nodes it made
+    training_operator: bool = False
 
     @property
     def kubeconfig(self) -> Path:
@@ -291,7 +319,7 @@ class ControlPlane:
     @classmethod
     def from_json(cls, text: str) -> ControlPlane:
         data = json.loads(text)
-        return cls(**{**data, "root": Path(data["root"])})
+        return cls(**{**data, "root": Path(data["root"]), "nodes": tuple(data.get("nodes", ()))})
 
 
 def _admin_client(server: str, pki: Path) -> kube.Client:
@@ -319,22 +347,32 @@ def _die_with_parent() -> None:
 
 
 def start(*, crds: bool = True, detached: bool = False, binaries: Binaries | None = None,
-          timeout: float = 90.0) -> ControlPlane:
-    """Start etcd, kube-apiserver and (when present) kube-controller-manager; wait until usable.
+          timeout: float = 90.0, nodes: int = DEFAULT_NODES, scheduler: bool = True,
+          training_operator: bool = True) -> ControlPlane:
+    """Start etcd, kube-apiserver and, when present, kube-controller-manager, kube-scheduler
+    (``scheduler``), KWOK with ``nodes`` fake nodes (with the scheduler) and (``training_operator``,
+    with the CRDs) the training operator; wait until usable.
 
     Usable means: ``/readyz`` is ok, every CRD from crds_dir() is Established and answers a
-    LIST, and the controller manager has created the ``default`` ServiceAccount. An attached
-    control plane dies with this process (atexit, and the kernel's parent-death signal as a last
-    resort); a detached one runs until stop() or ``down``.
+    LIST, the controller manager has created the ``default`` ServiceAccount, the scheduler is
+    ready, every node is Ready and schedulable, and the training operator's webhook serves. An
+    attached control plane dies with this process (atexit, and the kernel's parent-death signal as
+    a last resort); a detached one runs until stop() or ``down``.
     """
+    if nodes < 0:
+        raise ClusterError(f"nodes must be 0 or more, not {nodes}")
     binaries = binaries or find_binaries()
+    if not scheduler:
+        binaries = dataclasses.replace(binaries, kube_scheduler=None)
     crd_folder = crds_dir() if crds else None
     sweep_stale()
     root = Path(tempfile.mkdtemp(prefix=ROOT_PREFIX, dir=_scratch_parent()))
     try:
-        plane = _launch(root, binaries, crd_folder, detached, time.monotonic() + timeout)
+        plane = _launch(root, binaries, crd_folder, detached, time.monotonic() + timeout,
+                        nodes, training_operator and crds)
     except BaseException:
         _terminate(root)
+        _release_rotator_check()
         shutil.rmtree(root, ignore_errors=True)
         raise
     if not detached:
@@ -350,6 +388,7 @@ def stop(plane: ControlPlane) -> None:
     with _ATTACHED_LOCK:
         _ATTACHED.pop(plane.root, None)
     _terminate(plane.root)
+    _release_rotator_check()
     shutil.rmtree(plane.root, ignore_errors=True)
 
 
@@ -379,7 +418,7 @@ def _stop_attached() -> None:
 
 
 def _launch(root: Path, binaries: Binaries, crd_folder: Path | None, detached: bool,
-            deadline: float) -> ControlPlane:
+            deadline: float, nodes: int, training_operator: bool) -> ControlPlane:
     pki = root / "pki"
     pki.mkdir()
     etcd_client, etcd_peer, secure_port = free_ports(3)
@@ -405,10 +444,10 @@ def _launch(root: Path, binaries: Binaries, crd_folder: Path | None, detached: b
 
     processes: dict[str, subprocess.Popen[bytes]] = {}
 
-    def spawn(name: str, argv: list[str]) -> None:
+    def spawn(name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
         with open(root / f"{name}.log", "wb") as log:
             processes[name] = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                 start_new_session=True, preexec_fn=None if detached else _die_with_parent,
             )
 
@@ -451,17 +490,22 @@ def _launch(root: Path, binaries: Binaries, crd_folder: Path | None, detached: b
         crds = pool.submit(crd_manifests, crd_folder) if crd_folder else None
         wait("kube-apiserver /readyz", lambda: _get(api, "/readyz") == b"ok")
         version = api.get("/version")["gitVersion"]
+        # The scheduler and KWOK need only the API: they boot while the CRDs are installed.
+        started = _start_scheduler(ca, root, server, binaries, spawn).merge(
+            _start_kwok(api, ca, root, server, binaries, nodes, spawn))
         # One at a time: concurrent CRD creations make the API server slower, not faster.
-        for name in [_apply_crd(api, crd) for crd in (crds.result() if crds else [])]:
+        installed = [_apply_crd(api, crd) for crd in (crds.result() if crds else [])]
+        for name in installed:
             wait(f"CRD {name} Established", functools.partial(_established, api, name))
+        if training_operator:
+            started = started.merge(
+                _start_training_operator(api, ca, root, server, binaries, installed, spawn))
         if binaries.kube_controller_manager:
-            kcm_cert, kcm_key = ca.issue("system:kube-controller-manager")
-            _write(root / "kube-controller-manager.kubeconfig", _kubeconfig(
-                server, ca.cert_pem, kcm_cert, kcm_key, "system:kube-controller-manager"))
+            kubeconfig = _component_kubeconfig(root, ca, server, "system:kube-controller-manager")
             # Started once the CRDs are served, so the garbage collector's first discovery sees them.
             spawn("kube-controller-manager", [
                 str(binaries.kube_controller_manager),
-                f"--kubeconfig={root / 'kube-controller-manager.kubeconfig'}",
+                f"--kubeconfig={kubeconfig}",
                 f"--controllers={','.join(CONTROLLERS)}",
                 f"--root-ca-file={pki / 'ca.crt'}",
                 f"--service-account-private-key-file={pki / 'sa.key'}",
@@ -471,7 +515,10 @@ def _launch(root: Path, binaries: Binaries, crd_folder: Path | None, detached: b
             ])
             wait("kube-controller-manager to create ServiceAccount default/default",
                  lambda: _get(api, "/api/v1/namespaces/default/serviceaccounts/default") is not None)
-    return ControlPlane(root, server, version, binaries.kube_controller_manager is not None)
+        for what, ready in started.checks:
+            wait(what, ready)
+    return ControlPlane(root, server, version, binaries.kube_controller_manager is not None,
+                        started.scheduler, started.kwok, started.nodes, started.training_operator)
 
 
 def free_ports(count: int) -> list[int]:
@@ -559,15 +606,326 @@ def _established(api: kube.Client, name: str) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------
+# The world: kube-scheduler, KWOK nodes and the Kubeflow training operator
+
+STAGES = REPO / "devkit" / "stages"
+TOOLS_BUILD_SCRIPT = REPO / "tools" / "build.sh"
+# KWOK runs the pods of the nodes that carry this annotation. Their taint keeps off every pod that
+# does not tolerate it, so the tests that report pod status by hand keep their pods to themselves.
+KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
+KWOK_TAINT = {"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}
+KWOK_TOLERATION = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
+# The pod annotations that choose a pod's way through the stages (docs/cluster.md says how).
+OUTCOME = "kwok.jobrules.dev/outcome"
+OUTCOMES = ("succeed", "run", "oom-killed", "exit-code", "evicted", "init-failed")
+AFTER = "kwok.jobrules.dev/after"
+EXIT_CODE = "kwok.jobrules.dev/exit-code"
+CONTAINER = "kwok.jobrules.dev/container"
+# Addresses KWOK writes into node and pod status. Nothing serves them; loopback ranges, so that a
+# client that dials one (the API server for `kubectl logs`) never leaves the machine.
+NODE_IP = "127.0.0.1"
+POD_CIDR = "127.244.0.0/16"
+TRAINING_OPERATOR_NAMESPACE = "kubeflow"
+# The kinds the training operator runs here (their CRDs are in devkit/crds).
+TRAINING_OPERATOR_SCHEMES = ("tfjob", "pytorchjob", "mpijob")
+# For each kind that v1.8.1 validates by webhook, the smallest object it admits.
+_WEBHOOK_PROBES = {
+    scheme: {"apiVersion": "kubeflow.org/v1", "kind": kind,
+             "metadata": {"name": "probe", "namespace": TRAINING_OPERATOR_NAMESPACE},
+             "spec": {field: {replica: {"replicas": 1, "template": {"spec": {
+                 "containers": [{"name": container, "image": "busybox:1.36"}]}}}}}}
+    for scheme, kind, field, replica, container in (
+        ("tfjob", "TFJob", "tfReplicaSpecs", "Worker", "tensorflow"),
+        ("pytorchjob", "PyTorchJob", "pytorchReplicaSpecs", "Master", "pytorch"))
+}
+# The operator's cert rotator reads its certificates from this Secret, checks that this
+# ValidatingWebhookConfiguration carries their CA, and waits for a file at a path it hard-codes
+# (where a Deployment would mount the Secret). The webhook server reads the certificates from
+# $TMPDIR/k8s-webhook-server/serving-certs instead, so each operator gets its own TMPDIR.
+_ROTATOR_SECRET = "training-operator-webhook-cert"
+TRAINING_OPERATOR_WEBHOOKS = "validator.training-operator.kubeflow.org"
+_ROTATOR_CHECKS = Path("/tmp/k8s-webhook-server/serving-certs/tls.crt")
+
+_Spawn = Callable[..., None]
+_Check = tuple[str, Callable[[], Any]]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Started:
+    """What the world's parts started, and what to wait for before the plane is usable."""
+
+    scheduler: bool = False
+    kwok: bool = False
+    nodes: tuple[str, ...] = ()
+    training_operator: bool = False
+    checks: tuple[_Check, ...] = ()
+
+    def merge(self, other: _Started) -> _Started:
+        return _Started(self.scheduler or other.scheduler, self.kwok or other.kwok,
+                        self.nodes + other.nodes,
+                        self.training_operator or other.training_operator,
+                        self.checks + other.checks)
+
+
+def kwok_node(name: str) -> dict[str, Any]:
+    """A Node whose pods KWOK runs; the plane makes ``nodes`` of them, a test may add more."""
+    key, value = KWOK_NODE_ANNOTATION
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "annotations": {key: value},
+                     "labels": {"type": "kwok", "kubernetes.io/hostname": name,
+                                "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}},
+        "spec": {"taints": [dict(KWOK_TAINT)]},
+    }
+
+
+def _world_binaries(k8s: Path) -> tuple[Path | None, Path | None, Path | None]:
+    """kube-scheduler from the Kubernetes folder; KWOK and the training operator from their own."""
+    scheduler = k8s / "kube-scheduler"
+    if not _is_executable(scheduler):
+        print(f"warning: no kube-scheduler in {k8s} (bash tools/k8s/build.sh builds it): pods are "
+              "never scheduled, no KWOK nodes.", file=sys.stderr)
+    return (scheduler if _is_executable(scheduler) else None,
+            _tool("kwok", "JOBRULES_KWOK_BIN"),
+            _tool("training-operator", "JOBRULES_TRAINING_OPERATOR_BIN"))
+
+
+def _tool(name: str, variable: str) -> Path | None:
+    """``name`` from the folder in ``variable``, else from tools/build.sh (a no-op once cached);
+    None, with a warning, when it cannot be built."""
+    if folder := os.environ.get(variable):
+        return _executable(Path(folder) / name)
+    done = subprocess.run(["bash", str(TOOLS_BUILD_SCRIPT), name], stdout=subprocess.PIPE,
+                          text=True)
+    if done.returncode != 0:
+        print(f"warning: bash {TOOLS_BUILD_SCRIPT} {name} failed with exit code "
+              f"{done.returncode}: no {name}.", file=sys.stderr)
+        return None
+    return _executable(Path(done.stdout.strip().splitlines()[-1]) / name)
+
+
+def _component_kubeconfig(root: Path, ca: CertificateAuthority, server: str, user: str,
+                          organization: str | None = None) -> Path:
+    """A kubeconfig for one component, with its own client certificate."""
+    cert, key = ca.issue(user, organization=organization)
+    path = root / f"{user.removeprefix('system:')}.kubeconfig"
+    _write(path, _kubeconfig(server, ca.cert_pem, cert, key, user))
+    return path
+
+
+def _start_scheduler(ca: CertificateAuthority, root: Path, server: str, binaries: Binaries,
+                     spawn: _Spawn) -> _Started:
+    """kube-scheduler, serving /readyz on loopback with a certificate from the plane's CA."""
+    if binaries.kube_scheduler is None:
+        return _Started()
+    [port] = free_ports(1)
+    cert, key = ca.issue("kube-scheduler", hosts=["127.0.0.1"])
+    _write(root / "pki" / "kube-scheduler.crt", cert)
+    _write(root / "pki" / "kube-scheduler.key", key)
+    spawn("kube-scheduler", [
+        str(binaries.kube_scheduler),
+        f"--kubeconfig={_component_kubeconfig(root, ca, server, 'system:kube-scheduler')}",
+        "--leader-elect=false", "--bind-address=127.0.0.1", f"--secure-port={port}",
+        f"--tls-cert-file={root / 'pki' / 'kube-scheduler.crt'}",
+        f"--tls-private-key-file={root / 'pki' / 'kube-scheduler.key'}",
+    ])
+    trusted = ssl.create_default_context(cadata=ca.cert_pem.decode())
+    return _Started(scheduler=True, checks=(("kube-scheduler /readyz", functools.partial(
+        _http_ok, f"https://127.0.0.1:{port}/readyz", trusted)),))
+
+
+def _start_kwok(api: kube.Client, ca: CertificateAuthority, root: Path, server: str,
+                binaries: Binaries, nodes: int, spawn: _Spawn) -> _Started:
+    """KWOK with the stages of STAGES, and its ``nodes``. It needs the scheduler to place pods on
+    them, and the controller manager's node lifecycle controller to lift the not-ready taint the
+    API server gives every new node."""
+    if None in (binaries.kwok, binaries.kube_scheduler, binaries.kube_controller_manager):
+        return _Started()
+    key_name, value = KWOK_NODE_ANNOTATION
+    spawn("kwok", [
+        str(binaries.kwok),
+        f"--kubeconfig={_component_kubeconfig(root, ca, server, 'kwok', 'system:masters')}",
+        *(f"--config={stage}" for stage in sorted(STAGES.glob("*.yaml"))),
+        f"--manage-nodes-with-annotation-selector={key_name}={value}",
+        f"--node-ip={NODE_IP}", f"--cidr={POD_CIDR}",
+        # Renewed leases keep the node lifecycle controller from marking the nodes unreachable.
+        "--node-lease-duration-seconds=40",
+    ])
+    names = tuple(f"kwok-node-{index}" for index in range(nodes))
+    for name in names:
+        api.create("/api/v1/nodes", kwok_node(name))
+    return _Started(kwok=True, nodes=names, checks=(
+        (f"KWOK nodes {', '.join(names)} Ready and schedulable",
+         functools.partial(_nodes_ready, api, names)),))
+
+
+def _nodes_ready(api: kube.Client, names: Sequence[str]) -> bool:
+    listed = _get(api, "/api/v1/nodes?labelSelector=type%3Dkwok") or {"items": []}
+    usable = {
+        node["metadata"]["name"] for node in listed["items"]
+        if any(c["type"] == "Ready" and c["status"] == "True"
+               for c in (node.get("status") or {}).get("conditions") or [])
+        and not any(t["key"] == "node.kubernetes.io/not-ready"
+                    for t in node["spec"].get("taints") or [])
+    }
+    return usable >= set(names)
+
+
+def _start_training_operator(api: kube.Client, ca: CertificateAuthority, root: Path, server: str,
+                             binaries: Binaries, crds: Sequence[str], spawn: _Spawn) -> _Started:
+    """The training operator for the kinds in TRAINING_OPERATOR_SCHEMES, its webhook registered
+    with the API server and its certificates made here (see _webhook_pki)."""
+    if binaries.training_operator is None:
+        return _Started()
+    missing = [s for s in TRAINING_OPERATOR_SCHEMES if f"{s}s.kubeflow.org" not in crds]
+    if missing:
+        print(f"warning: the training operator is not started: no CRD for {', '.join(missing)}",
+              file=sys.stderr)
+        return _Started()
+    webhook_port, probe_port = free_ports(2)
+    home = root / "training-operator"
+    served = home / "k8s-webhook-server" / "serving-certs"
+    served.mkdir(parents=True)
+    ca_pem, ca_key, cert, key = _webhook_pki()
+    _write(served / "tls.crt", cert)
+    _write(served / "tls.key", key)
+    namespace = TRAINING_OPERATOR_NAMESPACE
+    api.create("/api/v1/namespaces", {
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    api.create(f"/api/v1/namespaces/{namespace}/secrets", {
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": _ROTATOR_SECRET, "namespace": namespace},
+        "data": {name: base64.b64encode(data).decode() for name, data in (
+            ("ca.crt", ca_pem), ("ca.key", ca_key), ("tls.crt", cert), ("tls.key", key))},
+    })
+    api.create("/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+               _training_operator_webhooks(webhook_port, ca_pem))
+    _hold_rotator_check()
+    environment = {name: value for name, value in os.environ.items()
+                   if name not in ("KUBECONFIG", "KUBEFLOW_NAMESPACE")}
+    spawn("training-operator", [
+        str(binaries.training_operator),
+        f"--kubeconfig={_component_kubeconfig(root, ca, server, 'training-operator', 'system:masters')}",
+        *(f"--enable-scheme={scheme}" for scheme in TRAINING_OPERATOR_SCHEMES),
+        f"--webhook-server-port={webhook_port}",
+        f"--health-probe-bind-address=127.0.0.1:{probe_port}",
+        "--metrics-bind-address=0", "--zap-log-level=info",
+    ], env=environment | {"TMPDIR": str(home), "MY_POD_NAMESPACE": namespace})
+    # Ready first, then each webhook path: the operator registers them one by one once ready.
+    return _Started(training_operator=True, checks=(
+        ("the training operator's /readyz (certificates accepted, webhook serving)",
+         functools.partial(_http_ok, f"http://127.0.0.1:{probe_port}/readyz")),
+        *((f"the training operator's {scheme} webhook to admit a dry run",
+           functools.partial(_admits, api, probe)) for scheme, probe in _WEBHOOK_PROBES.items()),
+    ))
+
+
+def _admits(api: kube.Client, probe: dict[str, Any]) -> bool:
+    """Whether the API server, webhooks included, admits creating ``probe`` (dry run)."""
+    from runtime.controller import kube
+
+    path = f"/apis/kubeflow.org/v1/namespaces/{TRAINING_OPERATOR_NAMESPACE}/{probe['kind'].lower()}s"
+    try:
+        api.request("POST", path, probe, query=[("dryRun", "All")], timeout=5)
+    except kube.KubeError:
+        return False
+    return True
+
+
+def _webhook_pki() -> tuple[bytes, bytes, bytes, bytes]:
+    """(CA cert, CA key, server cert, server key) PEMs that the operator's cert rotator keeps
+    rather than replaces: an RSA CA with a PKCS #1 key and its own name as a DNS name, a server
+    certificate for the operator's Service name (which it checks) and for 127.0.0.1 (which the
+    API server dials), both valid past the rotator's 90-day look-ahead."""
+    days = 400
+    ca_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "training-operator-ca")])
+    ca_cert = (
+        _certificate_builder(ca_name, ca_name, ca_key.public_key(), days)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.KeyUsage(
+            digital_signature=True, content_commitment=False, key_encipherment=True,
+            data_encipherment=False, key_agreement=False, key_cert_sign=True, crl_sign=False,
+            encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("training-operator-ca")]),
+                       critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    service = f"training-operator.{TRAINING_OPERATOR_NAMESPACE}.svc"
+    cert = (
+        _certificate_builder(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, service)]),
+                             ca_name, key.public_key(), days)
+        .add_extension(x509.SubjectAlternativeName([
+            x509.DNSName(service), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    pkcs1 = ca_key.private_bytes(serialization.Encoding.PEM,
+                                 serialization.PrivateFormat.TraditionalOpenSSL,
+                                 serialization.NoEncryption())
+    return (ca_cert.public_bytes(serialization.Encoding.PEM), pkcs1,
+            cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
+
+
+def _training_operator_webhooks(port: int, ca_pem: bytes) -> dict[str, Any]:
+    """The operator's ValidatingWebhookConfiguration, reaching it on loopback (there is no
+    Service here) for the kinds it validates."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": TRAINING_OPERATOR_WEBHOOKS},
+        "webhooks": [{
+            "name": f"validator.{scheme}.training-operator.kubeflow.org",
+            "clientConfig": {"url": f"https://127.0.0.1:{port}/validate-kubeflow-org-v1-{scheme}",
+                             "caBundle": base64.b64encode(ca_pem).decode()},
+            "rules": [{"apiGroups": ["kubeflow.org"], "apiVersions": ["v1"],
+                       "operations": ["CREATE", "UPDATE"], "resources": [f"{scheme}s"]}],
+            "failurePolicy": "Fail", "sideEffects": "None", "admissionReviewVersions": ["v1"],
+        } for scheme in _WEBHOOK_PROBES],
+    }
+
+
+def _hold_rotator_check() -> None:
+    """Make the file the cert rotator waits for (empty: it only checks that it exists)."""
+    if not _ROTATOR_CHECKS.exists():
+        _ROTATOR_CHECKS.parent.mkdir(parents=True, exist_ok=True)
+        _ROTATOR_CHECKS.touch()
+
+
+def _release_rotator_check() -> None:
+    """Remove that empty file once no training operator runs on this machine any more."""
+    with contextlib.suppress(OSError):
+        if _ROTATOR_CHECKS.stat().st_size == 0 and not _pids(["training-operator"]):
+            _ROTATOR_CHECKS.unlink()
+            _ROTATOR_CHECKS.parent.rmdir()
+            _ROTATOR_CHECKS.parent.parent.rmdir()
+
+
+def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
+    """GET ``url`` on loopback (never through a proxy): True on 200."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}),
+                                         urllib.request.HTTPSHandler(context=context))
+    try:
+        with opener.open(url, timeout=2) as answer:
+            return answer.status == 200
+    except (OSError, http.client.HTTPException):  # urllib.error.URLError is an OSError
+        return False
+
+
+# ---------------------------------------------------------------------------------------------
 # Finding and ending processes
 
 
 def restart(plane: ControlPlane, name: str, *, timeout: float = 60.0) -> None:
     """Stop one process of the plane (SIGTERM, then SIGKILL) and start it again with the same
-    command line, as a node reboot or a crash-looping static pod would; etcd's data is kept.
-    Returns once the API server is ready again."""
+    command line and environment (the training operator's TMPDIR), as a node reboot or a
+    crash-looping static pod would; etcd's data is kept. Returns once the API server is ready
+    again."""
     [pid] = processes_using(plane.root, [name])
     argv = [a.decode() for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
+    env = dict(entry.decode().split("=", 1)
+               for entry in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if b"=" in entry)
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + 10.0
     while processes_using(plane.root, [name]) and time.monotonic() < deadline:
@@ -579,19 +937,23 @@ def restart(plane: ControlPlane, name: str, *, timeout: float = 60.0) -> None:
         os.waitpid(pid, os.WNOHANG)
     with open(plane.root / f"{name}.log", "ab") as log:
         subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                         start_new_session=True, preexec_fn=_die_with_parent)
+                         env=env, start_new_session=True, preexec_fn=_die_with_parent)
     with plane.client() as api:
         _wait(f"{name} to come back", lambda: _get(api, "/readyz") == b"ok", plane.root, {},
               time.monotonic() + timeout)
 
 
-def processes_using(root: Path, names: Sequence[str] = BINARY_NAMES) -> list[int]:
+def processes_using(root: Path, names: Sequence[str] = PROCESS_NAMES) -> list[int]:
     """Pids of control-plane processes (of ``names``) whose command line points into ``root``.
 
     Found from /proc rather than from remembered pids, so nothing escapes when the launcher
     crashed or a pid was reused.
     """
-    marker = os.fsencode(f"{root}/")
+    return _pids(names, os.fsencode(f"{root}/"))
+
+
+def _pids(names: Sequence[str], marker: bytes | None = None) -> list[int]:
+    """Pids of processes running one of ``names``, with ``marker`` in an argument if given."""
     wanted = {os.fsencode(name) for name in names}
     pids = []
     for entry in os.scandir("/proc"):
@@ -601,7 +963,8 @@ def processes_using(root: Path, names: Sequence[str] = BINARY_NAMES) -> list[int
             argv = Path(entry.path, "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if os.path.basename(argv[0]) in wanted and any(marker in arg for arg in argv[1:]):
+        if os.path.basename(argv[0]) in wanted and (
+                marker is None or any(marker in arg for arg in argv[1:])):
             pids.append(int(entry.name))
     return pids
 
@@ -609,19 +972,19 @@ def processes_using(root: Path, names: Sequence[str] = BINARY_NAMES) -> list[int
 def _terminate(root: Path, grace: float = 5.0) -> None:
     """Stop the processes of ``root``: SIGTERM, then SIGKILL after ``grace`` seconds.
 
-    Clients go first: kube-apiserver drains its clients' requests (up to a minute) before it
-    exits, and it needs etcd to exit cleanly. Returns once the processes have left the process
+    Clients go first (STOP_TIERS): kube-apiserver drains its clients' requests (up to a minute)
+    before it exits, and it needs etcd to exit cleanly. Returns once the processes have left the process
     table: our children are reaped here; a detached plane's belong to init, which reaps them.
     """
     ended: list[int] = []
-    for name in ("kube-controller-manager", "kube-apiserver", "etcd"):
+    for names in STOP_TIERS:
         for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
-            for pid in processes_using(root, [name]):
+            for pid in processes_using(root, names):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, sig)
                 ended.append(pid)
             deadline = time.monotonic() + wait
-            while processes_using(root, [name]) and time.monotonic() < deadline:
+            while processes_using(root, names) and time.monotonic() < deadline:
                 time.sleep(0.02)
     deadline = time.monotonic() + 5.0
     while ended and time.monotonic() < deadline:
@@ -670,15 +1033,26 @@ def _up(args: argparse.Namespace) -> int:
             return 0
         _down(args)
     began = time.monotonic()
-    plane = start(crds=not args.no_crds, detached=True)
+    plane = start(crds=not args.no_crds, detached=True, nodes=args.nodes,
+                  training_operator=not args.no_training_operator)
     path = state_file()
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(plane.to_json())
-    print(f"Kubernetes {plane.version} ready at {plane.server} in {time.monotonic() - began:.1f}s\n"
+    print(f"Kubernetes {plane.version} ready at {plane.server} in {time.monotonic() - began:.1f}s"
+          f" ({_parts(plane)})\n"
           f"kubeconfig: {plane.kubeconfig}\nlogs: {plane.root}/*.log\n"
           "stop with: python -m devkit.cluster down", file=sys.stderr)
     print(_export_line(plane))
     return 0
+
+
+def _parts(plane: ControlPlane) -> str:
+    return ", ".join(filter(None, [
+        "controller manager" if plane.controller_manager else "no controller manager",
+        "scheduler" if plane.scheduler else "no scheduler",
+        f"KWOK with {len(plane.nodes)} node(s)" if plane.kwok else "no KWOK",
+        "training operator" if plane.training_operator else "no training operator",
+    ]))
 
 
 def _down(args: argparse.Namespace) -> int:
@@ -702,19 +1076,31 @@ def _env(args: argparse.Namespace) -> int:
 
 
 _DESCRIPTION = ("Run a local Kubernetes control plane (etcd, kube-apiserver, "
-                "kube-controller-manager) with the CRDs in devkit/crds. Exit codes: 0 done, 1 `env` found "
-                "nothing running, 2 the control plane could not be found, started or stopped.")
+                "kube-controller-manager, kube-scheduler) with the CRDs in devkit/crds, KWOK nodes "
+                "and the Kubeflow training operator. Exit codes: 0 done, 1 `env` found nothing "
+                "running, 2 the control plane could not be found, started or stopped.")
 
 
 def _add_actions(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     up = actions.add_parser("up", help="start a detached control plane and print its export line")
-    up.add_argument("--no-crds", action="store_true", help="skip installing the CRDs")
+    up.add_argument("--no-crds", action="store_true",
+                    help="skip installing the CRDs (and so the training operator)")
+    up.add_argument("--nodes", type=_node_count, default=DEFAULT_NODES, metavar="N",
+                    help=f"how many KWOK nodes to create (default {DEFAULT_NODES})")
+    up.add_argument("--no-training-operator", action="store_true",
+                    help="do not run the Kubeflow training operator")
     up.set_defaults(func=_run, action_func=_up)
     actions.add_parser("down", help="stop it and remove its files").set_defaults(
         func=_run, action_func=_down)
     actions.add_parser("env", help="print the KUBECONFIG export line").set_defaults(
         func=_run, action_func=_env)
+
+
+def _node_count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a number of nodes (0 or more), not {text!r}")
+    return int(text)
 
 
 def _run(args: argparse.Namespace) -> int:

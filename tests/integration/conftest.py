@@ -2,6 +2,8 @@
 
 One control plane serves the whole session (started here, or an already running one when
 ``JOBRULES_REUSE_CLUSTER=1`` and ``KUBECONFIG`` are set); every test gets its own namespace.
+Tests that need a part the session lacks (a binary missing, see the warnings printed at its
+start) ask for its fixture and are skipped with the reason.
 """
 
 from __future__ import annotations
@@ -21,10 +23,24 @@ from runtime.controller.kube import Client
 
 @dataclass(frozen=True, slots=True)
 class Session:
-    """The control plane the tests talk to. ``plane`` is None when reusing one started elsewhere."""
+    """The control plane the tests talk to. ``plane`` is None when reusing one started elsewhere;
+    its parts are then read from the API (a controller manager and a scheduler are assumed)."""
 
     api: Client
     plane: cluster.ControlPlane | None
+    nodes: tuple[str, ...]
+    training_operator: bool
+
+    @classmethod
+    def of(cls, api: Client, plane: cluster.ControlPlane | None) -> Session:
+        if plane is not None:
+            nodes = plane.nodes if plane.scheduler and plane.kwok else ()
+            return cls(api, plane, nodes, plane.training_operator)
+        key, value = cluster.KWOK_NODE_ANNOTATION
+        nodes = tuple(node["metadata"]["name"] for node in kube.get(api, kube.NODES.path())["items"]
+                      if (node["metadata"].get("annotations") or {}).get(key) == value)
+        webhooks = kube.VALIDATING_WEBHOOKS.path(name=cluster.TRAINING_OPERATOR_WEBHOOKS)
+        return cls(api, None, nodes, kube.exists(api, webhooks))
 
     @property
     def has_controller_manager(self) -> bool:
@@ -45,13 +61,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def control_plane(pytestconfig: pytest.Config) -> Iterator[Session]:
     if os.environ.get("JOBRULES_REUSE_CLUSTER") == "1" and os.environ.get("KUBECONFIG"):
         with Client.from_kubeconfig(os.environ["KUBECONFIG"]) as api:
-            yield Session(api, None)
+            yield Session.of(api, None)
         return
     # Finding the binaries may mean building them for minutes, or warn of a missing one: show it.
     with pytestconfig.pluginmanager.getplugin("capturemanager").global_and_fixture_disabled():
         binaries = cluster.find_binaries()
     with cluster.running(binaries=binaries) as plane, plane.client() as api:
-        yield Session(api, plane)
+        yield Session.of(api, plane)
 
 
 @pytest.fixture(scope="session")
@@ -64,6 +80,22 @@ def controller_manager(control_plane: Session) -> None:
     """Skip tests that need kube-controller-manager when it is not running (envtest assets)."""
     if not control_plane.has_controller_manager:
         pytest.skip("kube-controller-manager is missing (KUBEBUILDER_ASSETS has none)")
+
+
+@pytest.fixture
+def kwok_nodes(control_plane: Session) -> tuple[str, ...]:
+    """The KWOK nodes pods run on; skips the test when there are none (kube-scheduler or KWOK
+    missing)."""
+    if not control_plane.nodes:
+        pytest.skip("no KWOK nodes (kube-scheduler or kwok is missing)")
+    return control_plane.nodes
+
+
+@pytest.fixture
+def training_operator(control_plane: Session, kwok_nodes: tuple[str, ...]) -> None:
+    """Skip tests that need the training operator (and nodes for its pods) when it is not running."""
+    if not control_plane.training_operator:
+        pytest.skip("the training operator is not running (its binary is missing)")
 
 
 @pytest.fixture

@@ -1,8 +1,9 @@
 """Raw-dict Kubernetes helpers for integration tests, and a stand-in for the kubelet.
 
 Objects are plain camelCase dicts, sent and read through the controller's transport
-(`runtime.controller.kube`). With no kubelet in the test control plane,
-the ``report_*`` functions write what a kubelet would write to ``pods/status``: the phase, the
+(`runtime.controller.kube`). Pods made with ``on_kwok`` are scheduled onto KWOK nodes and run
+there, their outcome chosen by annotations. For the pods that stay off those nodes, the
+``report_*`` functions write what a kubelet would write to ``pods/status``: the phase, the
 conditions and the container states of a pod that runs, succeeds, fails, is OOM-killed, evicted,
 or whose init container fails.
 """
@@ -29,12 +30,16 @@ Obj = dict[str, Any]
 
 
 NAMESPACES = Resource("v1", "namespaces")
+NODES = Resource("v1", "nodes")
 SERVICE_ACCOUNTS = Resource("v1", "serviceaccounts")
 PODS = Resource("v1", "pods")
 JOBS = Resource("batch/v1", "jobs")
 MUTATING_WEBHOOKS = Resource("admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations")
+VALIDATING_WEBHOOKS = Resource("admissionregistration.k8s.io/v1",
+                               "validatingwebhookconfigurations")
 VOLCANO_JOBS = Resource("batch.volcano.sh/v1alpha1", "jobs")
 TF_JOBS = Resource("kubeflow.org/v1", "tfjobs")
+PYTORCH_JOBS = Resource("kubeflow.org/v1", "pytorchjobs")
 WORKFLOWS = Resource("argoproj.io/v1alpha1", "workflows")
 
 
@@ -136,6 +141,39 @@ def job_manifest(namespace: str, name: str, *, backoff_limit: int = 3,
         spec["podFailurePolicy"] = {"rules": pod_failure_rules}
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+
+
+def on_kwok(template: Obj, **stages: Any) -> Obj:
+    """A copy of ``template`` (a pod, or a pod template) that tolerates the KWOK nodes' taint, so
+    it is scheduled and run there, its way through the stages chosen as ``stage_annotations``
+    says."""
+    metadata = template.get("metadata") or {}
+    spec = template["spec"]
+    return template | {
+        "metadata": metadata | {"annotations": (metadata.get("annotations") or {})
+                                | stage_annotations(**stages)},
+        "spec": spec | {"tolerations": [*(spec.get("tolerations") or []), cluster.KWOK_TOLERATION]},
+    }
+
+
+def stage_annotations(*, outcome: str | None = None, after: str | None = None,
+                      exit_code: int | None = None, container: str | None = None) -> dict[str, str]:
+    """The annotations that choose a KWOK pod's stages (docs/cluster.md): ``outcome`` (one of
+    cluster.OUTCOMES; default succeed), ``after`` (a Go duration such as "2s"), ``exit_code``, and
+    the ``container`` that fails."""
+    if outcome is not None and outcome not in cluster.OUTCOMES:
+        raise ValueError(f"unknown outcome {outcome!r}; expected one of {cluster.OUTCOMES}")
+    chosen = {cluster.OUTCOME: outcome, cluster.AFTER: after, cluster.CONTAINER: container,
+              cluster.EXIT_CODE: None if exit_code is None else str(exit_code)}
+    return {key: value for key, value in chosen.items() if value is not None}
+
+
+def change_outcome(api: Client, pod: Obj, **stages: Any) -> Obj:
+    """Choose anew how a KWOK pod ends (``stage_annotations``' arguments), say when a test wants
+    a running pod to fail: KWOK applies the stage the new annotations select."""
+    meta = pod["metadata"]
+    return api.merge_patch(PODS.path(meta["namespace"], meta["name"]),
+                           {"metadata": {"annotations": stage_annotations(**stages)}})
 
 
 def job_pods(api: Client, job: Obj, count: int = 1) -> list[Obj]:

@@ -99,18 +99,23 @@ def run_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]
 
 def test_cli_up_env_down_leaves_nothing(tmp_path):
     env = os.environ | {"JOBRULES_CLUSTER_STATE": str(tmp_path)}
-    up = run_cli("up", "--no-crds", env=env)
+    up = run_cli("up", "--no-crds", "--nodes", "1", env=env)
     assert up.returncode == 0, up.stderr
     [export] = up.stdout.splitlines()
     kubeconfig = Path(export.removeprefix("export KUBECONFIG="))
     root = kubeconfig.parent
     try:
         plane = cluster.ControlPlane.from_json((tmp_path / "state.json").read_text())
-        assert len(cluster.processes_using(root)) == (3 if plane.controller_manager else 2)
+        running = (plane.controller_manager, plane.scheduler, plane.kwok, plane.training_operator)
+        assert len(cluster.processes_using(root)) == 2 + sum(running)
         assert run_cli("env", env=env).stdout == up.stdout
         with Client.from_kubeconfig(kubeconfig) as api:
             names = {ns["metadata"]["name"] for ns in kube.get(api, "/api/v1/namespaces")["items"]}
+            nodes = [node["metadata"]["name"] for node in kube.get(api, "/api/v1/nodes")["items"]]
         assert {"default", "kube-system"} <= names
+        assert nodes == (["kwok-node-0"] if plane.kwok else [])
+        assert plane.nodes == tuple(nodes)
+        assert not plane.training_operator  # it needs the CRDs
     finally:
         down = run_cli("down", env=env)
     assert down.returncode == 0, down.stderr

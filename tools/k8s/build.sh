@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# Build etcd, kube-apiserver and kube-controller-manager from the pinned Go modules in this
-# folder into a cache keyed by version, plus any extra kubernetes commands named as arguments
-# (`build.sh kubectl`). Idempotent: builds only what is missing, and keeps each binary as soon as
-# it is built, so an interrupted build resumes. Prints the binaries' directory on its last line.
+# Build etcd, kube-apiserver, kube-controller-manager and kube-scheduler from the pinned Go
+# modules in this folder into a cache keyed by version, plus any extra kubernetes commands named
+# as arguments (`build.sh kubectl`). Idempotent: builds only what is missing, and keeps each
+# binary as soon as it is built, so an interrupted build resumes. Prints the binaries' directory
+# on its last line.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 k8s_version=$(awk '$1=="k8s.io/kubernetes"{print $2; exit}' "$here/go.mod")
 etcd_version=$(awk '$1=="go.etcd.io/etcd/server/v3"{print $2; exit}' "$here/go.mod")
 out=${JOBRULES_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/jobrules}/k8s-${k8s_version}-etcd-${etcd_version}
 missing=()
-for name in etcd kube-apiserver kube-controller-manager "$@"; do
+for name in etcd kube-apiserver kube-controller-manager kube-scheduler "$@"; do
     [[ -x $out/$name ]] || missing+=("$name")
 done
 if (( ${#missing[@]} == 0 )); then
