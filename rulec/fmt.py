@@ -27,6 +27,8 @@ INDENT = 4
 # Fixed widths, so adding or removing a verdict never realigns the others (stable diffs).
 PHASE_WIDTH = len("restarting") + 1     # `failed     when`: conditions start in one column
 STATUS_WIDTH = len("message") + 1       # `reason  at`
+RECIPE_WIDTH = len("terminate job") + 1  # `fail job      ->`: recipes start in one column
+_INLINE_BRACES = frozenset({"phase_map", "step_create"})   # `{ ... }` kept on one line
 _STATUS_FIELDS = ("status_phase", "status_reason", "status_message")
 _CHAINS = frozenset({"c_or", "c_and", "f_or", "f_and"})
 _NO_SPACE_BEFORE = frozenset({"COMMA", "RSQB", "RPAR", "COLON"})
@@ -96,7 +98,7 @@ class _Items:
         kind = node.data
         if kind == "verdict":
             cont = level * INDENT + PHASE_WIDTH
-        block = kind != "phase_map" and any(
+        block = kind not in _INLINE_BRACES and any(
             isinstance(c, Token) and c.type == "LBRACE" for c in node.children)
         inside = False
         children = spine(node) if kind in _CHAINS else node.children
@@ -116,6 +118,10 @@ class _Items:
                         self.pending = "soft"
                     elif kind == chain:
                         self.pending = "fill"
+                    elif kind == "recipe" and child.type == "COMMA":
+                        self.push(child, level, cont)
+                        self.pending = "fill"
+                        continue
                     pad = STATUS_WIDTH if kind in _STATUS_FIELDS and i == 0 else 0
                     self.push(child, level, cont, pad)
             elif inside:
@@ -127,6 +133,12 @@ class _Items:
             elif kind == "verdict" and child.data == "phase":
                 self.visit(child, level, cont=cont)
                 self.items[-1].pad = PHASE_WIDTH
+            elif kind == "recipe" and child.data == "action_verb":
+                self.visit(child, level, cont=cont)
+                words = child.children
+                self.items[-1].pad = RECIPE_WIDTH - sum(len(str(w)) + 1 for w in words[:-1])
+            elif kind == "recipe":
+                self.visit(child, level, cont=level * INDENT + RECIPE_WIDTH + len("-> "))
             elif kind in ("inject_where", "kind_where") and child.data in _CHAINS:
                 self.visit(child, level, cont=cont + len("where "), chain=child.data)
             elif kind == "policy" and child.data == "policy_id":
