@@ -306,6 +306,12 @@ class ControlPlane:
         return self.root / "kubeconfig"
 
     @property
+    def audit_log(self) -> Path:
+        """The API server's audit log (JSON lines): pod deletions and evictions with their
+        answers, writes to the job kinds and to Volcano Commands with their bodies."""
+        return self.root / "audit.log"
+
+    @property
     def pki(self) -> Path:
         return self.root / "pki"
 
@@ -479,6 +485,9 @@ def _launch(root: Path, binaries: Binaries, crd_folder: Path | None, detached: b
         # Old revisions go within seconds, not five minutes: tests of watches that expire
         # (410 Gone, then a relist) need not wait.
         "--etcd-compaction-interval=10s",
+        # What the tests count writes and deletions by (ControlPlane.audit_log).
+        f"--audit-policy-file={_write_audit_policy(root)}", f"--audit-log-path={root / 'audit.log'}",
+        "--audit-log-format=json", "--audit-log-maxsize=0",
         "--profiling=false",
     ])
 
@@ -915,6 +924,39 @@ def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
 
 # ---------------------------------------------------------------------------------------------
 # Finding and ending processes
+
+
+# Pods' deletions and evictions with the answer (the deleted pod's uid), writes to the kinds the
+# rules describe and to Volcano's Commands with their bodies; nothing else.
+AUDIT_POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: RequestResponse
+  verbs: [delete, deletecollection]
+  resources: [{group: "", resources: [pods]}]
+- level: RequestResponse
+  verbs: [create]
+  resources: [{group: "", resources: [pods/eviction]}]
+- level: Request
+  verbs: [create, update, patch, delete]
+  resources:
+  - {group: batch}
+  - {group: batch.volcano.sh}
+  - {group: bus.volcano.sh}
+  - {group: kubeflow.org}
+  - {group: jobset.x-k8s.io}
+  - {group: argoproj.io}
+  - {group: tekton.dev}
+- level: None
+"""
+
+
+def _write_audit_policy(root: Path) -> Path:
+    path = root / "audit-policy.yaml"
+    path.write_text(AUDIT_POLICY)
+    return path
 
 
 def restart(plane: ControlPlane, name: str, *, timeout: float = 60.0) -> None:

@@ -24,7 +24,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from runtime import actions, evaluator, functions, intents, plan, projection, reconcile
-from runtime import reloading, templates, writeback
+from runtime import reloading, state, templates, writeback
+from runtime import pods as pods_lib
 from runtime import store as storelib
 from runtime.controller import events, health, informer, kube, leader, metrics
 from runtime.controller.settings import ControllerSettings, SettingsError
@@ -364,8 +365,9 @@ class Controller:
         writes = reconcile.reconcile(kind.spec, job, pods, now)
         if any(i.pod is None and i.uid is not None for i in writes.new):
             # An action about a pod the cache does not have: a pod relabelled out of the watch
-            # looks deleted there. Decide again on a live list of the job's pods.
-            pods = evaluator.pods_of(kind.spec, job, self._live_pods(kind, job), now)
+            # looks deleted there. Decide again on a live list, where a pod that still exists
+            # is not gone.
+            pods = self._live_pods(kind, job, now)
             writes = reconcile.reconcile(kind.spec, job, pods, now)
         path = kind.resource.path(namespace, name)
         rv = (job.get("metadata") or {}).get("resourceVersion")
@@ -377,7 +379,8 @@ class Controller:
             rv = written["metadata"]["resourceVersion"]
             job = written
             self._committed(key, kind, writes)
-            self._fault("after", "commit")
+            if writes.new:
+                self._fault("after", "commit")
         if writes.status is not None and status_path != path:
             job = self._patch(kind, status_path, writes.status, rv)
             rv = job["metadata"]["resourceVersion"]
@@ -392,52 +395,83 @@ class Controller:
 
     def _act(self, kind: _Kind, key: Key, job: dict[str, Any], pods: list[Mapping[str, Any]],
              journal: tuple[intents.Intent, ...], now: datetime) -> float | None:
-        """Carry out the open intents, step by step, then clear the done ones with a guarded
-        patch; seconds until a waiting step should be looked at again."""
+        """Carry out the open intents, step by step; seconds until a waiting step should be
+        looked at again.
+
+        The journal on the job moves with the effects: a step that patches the job carries the
+        advanced cursor in the same patch, and any other step with effects and more to come is
+        followed by a guarded patch of the cursor, so a replay never redoes a step that a later
+        one undid (`set spec.suspend = true`, then `= false`). Done intents leave the journal
+        with one last guarded patch."""
         path = kind.resource.path(*key[1:])
         subresource = self._status_path(kind, path) != path
-        remaining: list[intents.Intent] = []
+        ahead: list[intents.Intent | None] = list(journal)   # the journal as it will be
+        written = list(ahead)                                # as the job carries it now
         wait: float | None = None
-        for intent in journal:
+        stamp = functions.rfc3339(now)
+        for n, intent in enumerate(journal):
+            steps = _steps(kind.spec, intent)
             while True:
                 nxt = actions.next_step(kind.spec, intent, job, pods, now,
                                         status_subresource=subresource)
                 if nxt.failed is not None:
                     self._dropped(kind, job, intent, nxt.failed)
+                    ahead[n] = None
                     break
                 if nxt.wait is not None:
-                    remaining.append(intent)
+                    ahead[n] = intent
                     wait = nxt.wait if wait is None else min(wait, nxt.wait)
                     break
-                if nxt.done and intent.step >= _steps(kind.spec, intent):
+                if intent.step >= steps:          # a recorded action, or nothing left to do
                     self._done(kind, job, intent)
+                    ahead[n] = None
                     break
-                try:
-                    job = self._send(kind, path, job, nxt.requests)
-                except (kube.Denied, kube.Invalid) as err:   # permanent: a few tries, then drop
-                    intent = replace(intent, attempts=intent.attempts + 1)
-                    if intent.attempts >= MAX_ATTEMPTS:
-                        self._dropped(kind, job, intent, str(err))
-                    else:
-                        remaining.append(intent)
-                        wait = 1.0 if wait is None else min(wait, 1.0)
-                    break
-                intent = intent.advanced(functions.rfc3339(now))
-        if tuple(remaining) != journal:
+                advanced = intent.advanced(stamp)
+                ahead[n] = advanced if advanced.step < steps else None
+                if nxt.requests:
+                    try:
+                        job, carried = self._send(kind, path, job, nxt.requests, _open(ahead))
+                    except (kube.Denied, kube.Invalid) as err:   # permanent: a few tries, then drop
+                        intent = replace(intent, attempts=intent.attempts + 1)
+                        ahead[n] = intent if intent.attempts < MAX_ATTEMPTS else None
+                        if ahead[n] is None:
+                            self._dropped(kind, job, intent, str(err))
+                        else:
+                            wait = 1.0 if wait is None else min(wait, 1.0)
+                        break
+                    if carried:
+                        written = list(ahead)
+                    elif ahead[n] is not None:    # effects done, more steps to come
+                        job = self._write_journal(kind, path, job, ahead)
+                        written = list(ahead)
+                intent = advanced
+        if _open(ahead) != _open(written):
             self._fault("before", "clear")
-            self._patch(kind, path, {"metadata": {"annotations": {
-                intents.ANNOTATION: intents.encode(tuple(remaining))}}},
-                job["metadata"]["resourceVersion"])
-        self._intents_open[key] = len(remaining)
+            job = self._write_journal(kind, path, job, ahead)
+        self._intents_open[key] = len(_open(ahead))
         return wait
 
+    def _write_journal(self, kind: _Kind, path: str, job: dict[str, Any],
+                       journal: list[intents.Intent | None]) -> dict[str, Any]:
+        return self._patch(kind, path, {"metadata": {"annotations": {
+            intents.ANNOTATION: intents.encode(_open(journal))}}},
+            job["metadata"]["resourceVersion"])
+
     def _send(self, kind: _Kind, path: str, job: dict[str, Any],
-              requests: tuple[actions.Request, ...]) -> dict[str, Any]:
-        """Send a step's requests; the job as the last of them left it."""
+              requests: tuple[actions.Request, ...],
+              journal: tuple[intents.Intent, ...]) -> tuple[dict[str, Any], bool]:
+        """Send a step's requests; the job as the last of them left it, and whether one of them
+        (a guarded patch of the job itself) carried `journal` with it."""
+        carried = False
         for request in requests:
             try:
                 if request.guarded:
-                    job = self._patch(kind, request.path, request.body,
+                    body = request.body
+                    if request.path == path:
+                        body = _merged(body, {"metadata": {"annotations": {
+                            intents.ANNOTATION: intents.encode(journal)}}})
+                        carried = True
+                    job = self._patch(kind, request.path, body,
                                       job["metadata"]["resourceVersion"])
                 else:
                     self.client.request(request.method, request.path, request.body)
@@ -446,7 +480,7 @@ class Controller:
                     raise
             self._sent += 1
             self._fault("after", f"act:{self._sent}")
-        return job
+        return job, carried
 
     def _done(self, kind: _Kind, job: dict[str, Any], intent: intents.Intent) -> None:
         metrics.ACTIONS.labels(kind.spec.name, intent.action, "done").inc()
@@ -459,13 +493,18 @@ class Controller:
         metrics.ACTIONS.labels(kind.spec.name, intent.action, "dropped").inc()
         self.recorder.emit(job, writeback.action_failed_event(job, intent, why))
 
-    def _live_pods(self, kind: _Kind, job: dict[str, Any]) -> list[dict[str, Any]]:
+    def _live_pods(self, kind: _Kind, job: dict[str, Any], now: datetime) -> list[Mapping[str, Any]]:
+        """The job's pods read from the API server, and those its state knows that still exist
+        though they no longer belong to it (relabelled): not deleted, so not an event."""
         namespace = storelib.key_of(job)[0]
-        query = []
-        if kind.spec.pod_labels:
-            key, template = kind.spec.pod_labels[0]
-            query = [("labelSelector", f"{key}={_render(template, job)}")]
-        return self.client.list(kube.Resource("v1", "pods").path(namespace), query=query)["items"]
+        live = self.client.list(kube.Resource("v1", "pods").path(namespace))["items"]
+        members = evaluator.pods_of(kind.spec, job, live, now)
+        stored = state.decode(((job.get("metadata") or {}).get("annotations") or {}).get(
+            state.ANNOTATION)).state
+        kept = {id(p) for p in members}
+        known = [p for p in live if id(p) not in kept
+                 and pods_lib.digest((p.get("metadata") or {}).get("uid") or "") in stored.pods]
+        return [*members, *known]
 
     def _fault(self, when: str, point: str) -> None:
         """Test hooks (JOBRULES_TEST_HOOKS=1): exit at once at `JOBRULES_FAULT`'s point."""
@@ -506,6 +545,10 @@ class Controller:
             _, kind.status_subresource = informer.served(
                 self.client, kind.spec.group, kind.spec.version, kind.spec.plural)
         return f"{path}/status" if kind.status_subresource else path
+
+
+def _open(journal: list[intents.Intent | None]) -> tuple[intents.Intent, ...]:
+    return tuple(i for i in journal if i is not None)
 
 
 def _steps(spec: plan.Kind, intent: intents.Intent) -> int:

@@ -1,0 +1,276 @@
+"""runtime.intents, runtime.actions and reconcile.decide: what an action is decided as, how each
+step becomes requests, and why each request is safe to send again after a crash."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import builders as b
+from rulec import api, emit
+from runtime import actions, intents, plan, reconcile
+
+NOW = datetime(2026, 1, 1, 0, 10, tzinfo=timezone.utc)
+
+RULES = """
+job trainer: batch.volcano.sh/v1alpha1 Job {
+    pods owned
+    task label "volcano.sh/task-spec"
+    failed     when any pod failed
+    running    when any pod running
+    pending    otherwise
+    on pod evicted -> restart pod max 3
+    on pod failed exit 3 -> restart task max 1
+    on pod failed exit 4 -> restart job max 1
+    on pod failed exit 5 -> fail job reason "Five"
+    on pod failed exit 6 -> terminate job
+    on pod failed exit 7 -> complete job
+    actions {
+        fail job      -> condition "FailureTarget"
+        terminate job -> set status.state.phase = "Terminating", set spec.paused = true
+        complete job  -> create bus.volcano.sh/v1alpha1 Command { action: "CompleteJob", target: job, note: <<metadata.name>> }
+        restart job   -> delete pods by eviction,
+                         await no pod running within 1m
+        abort job     -> unsupported
+    }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def kind(tmp_path_factory: pytest.TempPathFactory) -> plan.Kind:
+    path = tmp_path_factory.mktemp("rules") / "j.rules"
+    path.write_text(RULES)
+    built = api.build_sources([api.read(str(path))])
+    assert built.plan is not None, [str(d) for d in built.diagnostics]
+    [k] = plan.loads(emit.dumps(built.plan)).kinds
+    return k
+
+
+def intent(action: str, **fields: object) -> intents.Intent:
+    base: dict[str, object] = {"id": "abc123", "action": action, "policy": "p#0",
+                               "rule": "j.rules:3:5", "reason": "Why", "message": "what happened"}
+    base.update(fields)
+    return intents.Intent(**base)   # type: ignore[arg-type]
+
+
+def job(status: dict | None = None, spec: dict | None = None) -> dict:
+    out = b.job(status=status or {"state": {"phase": "Running"}}, spec=spec)
+    out["metadata"]["resourceVersion"] = "7"
+    return out
+
+
+# -- the journal ---------------------------------------------------------------------------------
+
+names = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=12)
+journal_entries = st.builds(
+    intents.Intent, id=names, action=st.sampled_from(sorted(actions.vocabulary.EFFECTS)),
+    policy=names, rule=names, reason=st.none() | names, message=st.none() | names,
+    task=st.none() | names, pod=st.none() | names, uid=st.none() | names,
+    targets=st.lists(st.tuples(names, names), max_size=3).map(tuple),
+    step=st.integers(0, 5), attempts=st.integers(0, 5), since=st.none() | names,
+    observed=st.dictionaries(names, names, max_size=2))
+
+
+@given(st.lists(journal_entries, max_size=4).map(tuple))
+def test_the_journal_reads_back_as_written(journal: tuple[intents.Intent, ...]) -> None:
+    decoded = intents.decode(intents.encode(journal))
+    assert decoded.error is None and decoded.intents == journal
+
+
+def test_an_empty_journal_is_no_annotation() -> None:
+    assert intents.encode(()) is None
+    assert intents.decode(None) == intents.Decoded((), None)
+    assert intents.decode("  ") == intents.Decoded((), None)
+
+
+@pytest.mark.parametrize("text, error", [
+    ("{", "intents are not JSON"),
+    ('{"v": 2, "open": []}', "version 2 is not 1"),
+    ('{"v": 1, "open": {}}', "intents.open"),
+    ('{"v": 1, "open": [{"action": "failJob", "policy": "p"}]}', "intent.id"),
+    ('{"v": 1, "open": [{"id": "x", "action": "failJob", "policy": "p", "targets": [["a"]]}]}',
+     "expected [name, uid]"),
+    ('{"v": 1, "open": [{"id": "x", "action": "failJob", "policy": "p", "step": -1}]}',
+     "intent.step"),
+])
+def test_a_journal_that_cannot_be_read_is_dropped_and_said(text: str, error: str) -> None:
+    decoded = intents.decode(text)
+    assert decoded.intents == ()
+    assert decoded.error is not None and error in decoded.error
+
+
+def test_an_intent_is_named_by_its_decision() -> None:
+    one = intents.intent_id("job-uid", "state-1", "p#0", "pod-uid")
+    assert one == intents.intent_id("job-uid", "state-1", "p#0", "pod-uid")   # a replay
+    assert len({one, intents.intent_id("job-uid", "state-2", "p#0", "pod-uid"),
+                intents.intent_id("job-uid", "state-1", "p#1", "pod-uid"),
+                intents.intent_id("job-uid", "state-1", "p#0", "other"),
+                intents.intent_id("job-2", "state-1", "p#0", "pod-uid")}) == 5
+
+
+def test_advancing_resets_the_attempts_and_starts_the_clock() -> None:
+    moved = intent("restartJob", step=0, attempts=3).advanced("2026-01-01T00:10:00Z")
+    assert (moved.step, moved.attempts, moved.since) == (1, 0, "2026-01-01T00:10:00Z")
+
+
+# -- deciding ------------------------------------------------------------------------------------
+
+def decided(kind: plan.Kind, pods: list[dict], status: dict | None = None) -> tuple:
+    return reconcile.reconcile(kind, job(status), pods, NOW).new
+
+
+def test_restart_pod_records_only_that_pod(kind: plan.Kind) -> None:
+    [new] = decided(kind, [b.evicted("w-0"), b.pod("w-1")])
+    assert (new.action, new.pod, new.uid, new.targets) == (
+        "restartPod", "w-0", "uid-w-0", (("w-0", "uid-w-0"),))
+    assert new.observed == {"status": actions.status_digest(job())}
+
+
+def test_restart_task_records_the_pods_of_the_task(kind: plan.Kind) -> None:
+    failed = b.pod("w-0", "Failed", containers=[b.terminated("main", 3)])
+    # w-2 on its way out is someone else's deletion (`pod evicted` too), and not a target.
+    found = decided(kind, [failed, b.pod("w-1"), b.pod("ps-0", task="ps"),
+                           b.pod("w-2", deleting=100)])
+    [new] = [i for i in found if i.action == "restartTask"]
+    assert new.task == "worker"
+    assert new.targets == (("w-0", "uid-w-0"), ("w-1", "uid-w-1"))
+
+
+def test_a_recipe_of_steps_records_every_pod_it_may_delete(kind: plan.Kind) -> None:
+    failed = b.pod("w-0", "Failed", containers=[b.terminated("main", 4)])
+    [new] = decided(kind, [failed, b.pod("ps-0", task="ps")])
+    assert new.action == "restartJob"
+    assert new.targets == (("ps-0", "uid-ps-0"), ("w-0", "uid-w-0"))
+
+
+def test_a_recorded_action_opens_no_intent(tmp_path: Path) -> None:
+    path = tmp_path / "j.rules"
+    path.write_text(RULES.replace('        fail job      -> condition "FailureTarget"\n',
+                                  "        fail job      -> record\n"))
+    built = api.build_sources([api.read(str(path))])
+    [k] = plan.loads(emit.dumps(built.plan)).kinds
+    assert decided(k, [b.pod("w-0", "Failed", containers=[b.terminated("main", 5)])]) == ()
+
+
+def test_a_decision_already_in_the_journal_is_not_opened_twice(kind: plan.Kind) -> None:
+    pods = [b.evicted("w-0")]
+    first = reconcile.reconcile(kind, job(), pods, NOW)
+    again = job()
+    again["metadata"]["annotations"] = {"jobrules.dev/intents": intents.encode(first.journal)}
+    # Replayed from the same stored state (the commit was lost): the same id, not a second one.
+    assert reconcile.reconcile(kind, again, pods, NOW).journal == first.journal
+
+
+# -- steps ---------------------------------------------------------------------------------------
+
+def step_of(kind: plan.Kind, i: intents.Intent, the_job: dict, pods: list[dict],
+            now: datetime = NOW, subresource: bool = True) -> actions.Next:
+    return actions.next_step(kind, i, the_job, pods, now, status_subresource=subresource)
+
+
+def test_a_delete_touches_only_the_recorded_incarnations(kind: plan.Kind) -> None:
+    i = intent("restartTask", task="worker", targets=(("w-0", "uid-w-0"), ("w-1", "uid-w-1"),
+                                                        ("w-2", "uid-w-2")))
+    pods = [b.pod("w-0"), b.pod("w-1", uid="uid-new"), b.pod("w-2", deleting=5), b.pod("w-3")]
+    nxt = step_of(kind, i, job(), pods)
+    assert nxt.requests == (actions.Request(
+        "DELETE", "/api/v1/namespaces/ml/pods/w-0", {"preconditions": {"uid": "uid-w-0"}},
+        actions.DONE_ON_DELETE),)
+
+
+def test_a_delete_with_nothing_left_is_done(kind: plan.Kind) -> None:
+    nxt = step_of(kind, intent("restartPod", targets=(("w-0", "uid-w-0"),)), job(), [])
+    assert nxt.done and nxt.note == "no such pod left"
+
+
+def test_by_eviction_posts_an_eviction_with_the_uid(kind: plan.Kind) -> None:
+    i = intent("restartJob", targets=(("w-0", "uid-w-0"),))
+    [request] = step_of(kind, i, job(), [b.pod("w-0")]).requests
+    assert (request.method, request.path) == ("POST", "/api/v1/namespaces/ml/pods/w-0/eviction")
+    assert request.body["deleteOptions"] == {"preconditions": {"uid": "uid-w-0"}}
+    assert request.done_on == actions.DONE_ON_DELETE
+
+
+def test_an_await_holds_waits_and_gives_up(kind: plan.Kind) -> None:
+    i = intent("restartJob", step=1, since="2026-01-01T00:09:30Z")
+    assert step_of(kind, i, job(), [b.pod("w-0", "Failed")]).note == "holds"
+    assert step_of(kind, i, job(), [b.pod("w-0")]).wait == actions.AWAIT_POLL
+    late = step_of(kind, i, job(), [b.pod("w-0")], NOW + timedelta(seconds=31))
+    assert late.failed == "waited 60s for it in vain"
+
+
+def test_a_condition_is_written_once_with_the_action_s_reason(kind: plan.Kind) -> None:
+    the_job = job({"conditions": [b.condition("Running")]})
+    [request] = step_of(kind, intent("failJob", reason="Five"), the_job, []).requests
+    assert (request.method, request.path, request.guarded) == (
+        "PATCH", "/apis/batch.volcano.sh/v1alpha1/namespaces/ml/jobs/train/status", True)
+    running, failure = request.body["status"]["conditions"]
+    assert running["type"] == "Running"
+    assert {k: failure[k] for k in ("type", "status", "reason", "message")} == {
+        "type": "FailureTarget", "status": "True", "reason": "Five", "message": "what happened"}
+    done = job({"conditions": [b.condition("FailureTarget")]})
+    assert step_of(kind, intent("failJob"), done, []).note == "already so"
+
+
+def test_a_field_is_set_where_it_lives_and_only_when_it_differs(kind: plan.Kind) -> None:
+    i = intent("terminateJob")
+    [status] = step_of(kind, i, job(), []).requests
+    assert status.path.endswith("/jobs/train/status") and status.guarded
+    assert status.body == {"status": {"state": {"phase": "Terminating"}}}
+    [same] = step_of(kind, i, job(), [], subresource=False).requests
+    assert same.path.endswith("/jobs/train")
+    [spec] = step_of(kind, intent("terminateJob", step=1), job(), []).requests
+    assert spec.path.endswith("/jobs/train") and spec.body == {"spec": {"paused": True}}
+    assert step_of(kind, intent("terminateJob", step=1), job(spec={"paused": True}),
+                   []).note == "already so"
+
+
+def test_an_object_is_created_under_the_intent_s_name(kind: plan.Kind) -> None:
+    the_job = job()
+    i = intent("completeJob", observed={"status": actions.status_digest(the_job)})
+    [request] = step_of(kind, i, the_job, []).requests
+    assert (request.method, request.path, request.done_on) == (
+        "POST", "/apis/bus.volcano.sh/v1alpha1/namespaces/ml/commands", actions.DONE_ON_CREATE)
+    body = request.body
+    assert body["metadata"]["name"] == "jr-abc123"
+    assert body["metadata"]["labels"] == {"jobrules.dev/intent": "abc123"}
+    owner = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "train",
+             "uid": b.JOB_UID, "controller": False, "blockOwnerDeletion": False}
+    assert body["metadata"]["ownerReferences"] == [owner]
+    assert (body["action"], body["target"], body["note"]) == ("CompleteJob", owner, "train")
+
+
+def test_an_object_is_not_made_again_once_the_status_moved(kind: plan.Kind) -> None:
+    i = intent("completeJob", observed={"status": actions.status_digest(job())})
+    moved = job({"state": {"phase": "Completing"}})
+    nxt = step_of(kind, i, moved, [])
+    assert nxt.done and "status moved" in (nxt.note or "")
+
+
+def test_a_recipe_past_its_end_or_without_steps_asks_nothing(kind: plan.Kind) -> None:
+    assert step_of(kind, intent("restartPod", step=1), job(), []).done
+    assert step_of(kind, intent("abortJob"), job(), []).done
+
+
+def test_the_default_recipes() -> None:
+    assert plan.default_recipe("restartPod") == (plan.DeletePods(None, "pod", False),)
+    assert plan.default_recipe("restartTask") == (plan.DeletePods(None, "task", False),)
+    assert plan.default_recipe("restartJob") == (plan.DeletePods(None, "job", False),)
+    assert plan.default_recipe("failJob") == "record"
+    assert plan.default_recipe("abortJob") == "unsupported"
+
+
+def test_every_request_body_is_json(kind: plan.Kind) -> None:
+    the_job = job()
+    cases = [intent("restartJob", targets=(("w-0", "uid-w-0"),)), intent("failJob"),
+             intent("terminateJob"), intent("terminateJob", step=1),
+             intent("completeJob", observed={"status": actions.status_digest(the_job)})]
+    for i in cases:
+        for request in step_of(kind, i, the_job, [b.pod("w-0")]).requests:
+            assert json.loads(json.dumps(request.body)) == request.body
