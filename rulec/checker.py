@@ -881,6 +881,7 @@ class _Checker:
                 for path in (k.status.phase, k.status.reason, k.status.message):
                     if path is not None:
                         self._status_path(k, api, path)
+            self._recipe_paths(k, api)
             for e in _job_exprs(k, self.extensions(k)):
                 parsed = self.parsed.get(e)
                 if parsed is None or parsed.tree is None:
@@ -894,7 +895,28 @@ class _Checker:
         column = path.span.column + sum(len(s) + 1 for s in path.segments[:problem.index])
         span = Span(path.span.path, path.span.line, column, path.span.line,
                     column + len(problem.segment))
-        self._unknown_field(k, api, span, path.segments[:problem.index + 1], problem)
+        self._unknown_field(k.kind.value, api, span, path.segments[:problem.index + 1], problem)
+
+    def _recipe_paths(self, k: ast.Kind, api: str) -> None:
+        """The fields the kind's recipes write, and those of the objects they create where a
+        CRD given defines them."""
+        for r in k.recipes:
+            for step in r.steps:
+                if step.op == "set" and step.path is not None:
+                    self._status_path(k, api, step.path)
+                elif step.op == "condition":
+                    problem = self.schemas.check_path(api, k.kind.value, ("status", "conditions"))
+                    if problem is not None:
+                        self._unknown_field(k.kind.value, api, step.span,
+                                            ("status", "conditions")[:problem.index + 1], problem)
+                elif step.op == "create" and step.api_version and step.kind and \
+                        self.schemas.has_kind(step.api_version.value, step.kind.value):
+                    for key, _ in step.body:
+                        problem = self.schemas.check_path(step.api_version.value,
+                                                          step.kind.value, (key.value,))
+                        if problem is not None:
+                            self._unknown_field(step.kind.value, step.api_version.value,
+                                                key.span, (key.value,), problem)
 
     def _expr_paths(self, k: ast.Kind, api: str, e: ast.Expr) -> None:
         from rulec import schema
@@ -908,9 +930,9 @@ class _Checker:
             if bad in reported:
                 continue
             reported.add(bad)
-            self._unknown_field(k, api, _field_span(e, problem.segment), bad, problem)
+            self._unknown_field(k.kind.value, api, _field_span(e, problem.segment), bad, problem)
 
-    def _unknown_field(self, k: ast.Kind, api: str, span: Span, path: tuple[str, ...],
+    def _unknown_field(self, kind: str, api: str, span: Span, path: tuple[str, ...],
                        problem: Any) -> None:
         parent = ".".join(path[:-1]) or "the object"
         help = f"did you mean `{problem.suggestion}`?" if problem.suggestion else None
@@ -918,7 +940,7 @@ class _Checker:
             shown = ", ".join(problem.expected[:8]) + (", ..." if len(problem.expected) > 8 else "")
             help = f"fields of {parent}: {shown}"
         self.report("unknown-field", span,
-                    f"`{'.'.join(path)}` is not in the schema of `{api} {k.kind.value}`",
+                    f"`{'.'.join(path)}` is not in the schema of `{api} {kind}`",
                     help=help)
 
 

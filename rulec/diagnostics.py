@@ -230,9 +230,24 @@ class Diagnostic:
 
 def make(name: str, span: Span, message: str, help: str | None = None,
          notes: Iterable[Note] = ()) -> Diagnostic:
-    """A diagnostic for the code called `name`, with the registry's severity."""
+    """A diagnostic for the code called `name`, with the registry's severity. Messages quote
+    the user's text, which may hold a line break or a control character: shown escaped, so a
+    diagnostic stays one line (editors and CI read them line by line)."""
     code = BY_NAME[name]
-    return Diagnostic(code.code, code.severity, message, span, help, tuple(notes))
+    return Diagnostic(code.code, code.severity, one_line(message), span,
+                      None if help is None else one_line(help),
+                      tuple(Note(one_line(n.message), n.span) for n in notes))
+
+
+def one_line(text: str) -> str:
+    """`text` with its line breaks, tabs and other control characters escaped (`\\n`, `\\t`,
+    `\\x1b`)."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() or ch == " " else
+                   {"\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(ch, f"\\x{ord(ch):02x}"
+                                                        if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
+                   for ch in text)
 
 
 def lookup(word: str) -> Code | None:

@@ -894,7 +894,11 @@ def _recipe(value: Any, where: str) -> Recipe:
             step = DeletePods(span, _choice(s.get("scope"), ("pod", "task", "job"), f"{where}.scope"),
                               bool(s.get("evict", False)))
         elif op == "set":
-            step = SetField(span, _strs(s.get("path"), f"{where}.path"), s.get("value"))
+            value = s.get("value")
+            if not (value is None or isinstance(value, (bool, int, str))):
+                raise PlanError(f"{where}.value: expected null, a bool, an integer or a string, "
+                                f"got {type(value).__name__}")
+            step = SetField(span, _strs(s.get("path"), f"{where}.path"), value)
         elif op == "condition":
             step = SetCondition(span, shape.string(s.get("type"), f"{where}.type"))
         elif op == "create":

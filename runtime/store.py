@@ -14,7 +14,7 @@ while the watch was down is still seen.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,22 +137,24 @@ class Store:
             self.bytes -= len(old.data)
         return Change(key, None, orjson.loads(old.data), True)
 
-    def replace(self, objs: Iterable[Mapping[str, Any]], namespace: str | None = None) -> list[Change]:
-        """The whole set (of one namespace, when given) after a (re)list: what changed, and a
-        deletion for every object that is no longer there."""
-        changes: list[Change] = []
+    def replace(self, objs: Iterable[Mapping[str, Any]],
+                namespace: str | None = None) -> Iterator[Change]:
+        """The whole set (of one namespace, when given) after a (re)list: what changed, as each
+        object is put, then a deletion for every object that is no longer there. Lazy, so a
+        list read page by page is projected page by page: the whole list is never held
+        decoded (10,000 pods decoded at once are about 100 MB, which the heap keeps). Nothing
+        is deleted unless `objs` runs to its end."""
         seen: set[Key] = set()
         for obj in objs:
             change = self.put(obj)
             seen.add(key_of(obj) if change is None else change.key)
             if change is not None:
-                changes.append(change)
+                yield change
         for key in self.keys():
             if key not in seen and (namespace is None or key[0] == namespace):
                 gone = self.delete(key)
                 if gone is not None:
-                    changes.append(gone)
-        return changes
+                    yield gone
 
     def _unindex(self, key: Key, entry: Entry | None) -> None:
         if entry is None:

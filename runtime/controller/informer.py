@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from runtime import store as storelib
@@ -101,12 +101,17 @@ class Informer:
                 self._pause(self._backoff.next())
 
     def _list(self) -> str:
-        items: list[dict[str, Any]] = []
+        """A paged LIST into the store, each page projected and dropped before the next is
+        read; the list's resourceVersion."""
         version = ""
-        for page in self.client.pages(self.path, query=self._query()):
-            items.extend(page.get("items") or [])
-            version = (page.get("metadata") or {}).get("resourceVersion") or version
-        for change in self.store.replace(items, self.namespace):
+
+        def items() -> Iterator[dict[str, Any]]:
+            nonlocal version
+            for page in self.client.pages(self.path, query=self._query()):
+                version = (page.get("metadata") or {}).get("resourceVersion") or version
+                yield from page.get("items") or []
+
+        for change in self.store.replace(items(), self.namespace):
             self.on_change(change)
         self.missing, self.error = False, ""
         self.synced.set()

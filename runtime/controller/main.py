@@ -453,6 +453,7 @@ class Controller:
 
     def _write_journal(self, kind: _Kind, path: str, job: dict[str, Any],
                        journal: list[intents.Intent | None]) -> dict[str, Any]:
+        metrics.ACTION_WRITES.labels(kind.spec.name, "journal").inc()
         return self._patch(kind, path, {"metadata": {"annotations": {
             intents.ANNOTATION: intents.encode(_open(journal))}}},
             job["metadata"]["resourceVersion"])
@@ -479,18 +480,21 @@ class Controller:
                 if err.status not in request.done_on:
                     raise
             self._sent += 1
+            metrics.ACTION_WRITES.labels(kind.spec.name, "effect").inc()
             self._fault("after", f"act:{self._sent}")
         return job, carried
 
     def _done(self, kind: _Kind, job: dict[str, Any], intent: intents.Intent) -> None:
         metrics.ACTIONS.labels(kind.spec.name, intent.action, "done").inc()
         if kind.spec.status.events:
+            metrics.ACTION_WRITES.labels(kind.spec.name, "event").inc()
             self.recorder.emit(job, writeback.action_event(job, intent))
 
     def _dropped(self, kind: _Kind, job: dict[str, Any], intent: intents.Intent, why: str) -> None:
         log.warning("%s/%s: %s dropped: %s", (job.get("metadata") or {}).get("namespace"),
                     (job.get("metadata") or {}).get("name"), intent.action, why)
         metrics.ACTIONS.labels(kind.spec.name, intent.action, "dropped").inc()
+        metrics.ACTION_WRITES.labels(kind.spec.name, "event").inc()
         self.recorder.emit(job, writeback.action_failed_event(job, intent, why))
 
     def _live_pods(self, kind: _Kind, job: dict[str, Any], now: datetime) -> list[Mapping[str, Any]]:

@@ -146,6 +146,13 @@ ACTIONS = Counter(
     "Actions carried out to the end (done) or given up (dropped), by kind and action.",
     ["kind", "action", "result"],
 )
+ACTION_WRITES = Counter(
+    "jobrules_controller_action_writes",
+    "Writes made to carry actions out, by kind and part: the steps' own requests (effect), the "
+    "journal's cursor and clear patches (journal), the Events saying an action was done or "
+    "dropped (event). The intents ride in the reconcile's commit, which is no extra write.",
+    ["kind", "part"],
+)
 INTENTS_OPEN = Gauge("jobrules_controller_intents_open",
                      "Actions committed and not yet done, over the jobs this replica acted on.")
 EVENTS_DROPPED = Counter("jobrules_controller_events_dropped",

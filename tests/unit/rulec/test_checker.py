@@ -392,6 +392,29 @@ def test_non_boolean_conditions_use_the_crd_schema(tmp_path, condition: str, bad
     assert ("R203" in [d.code for d in build.diagnostics]) == bad
 
 
+
+@pytest.mark.parametrize("recipe, bad", [
+    ("abort job -> set spec.enabled = false", None),
+    ("abort job -> set spec.enable = false", "`spec.enable` is not in the schema of `example.com/v1 Run`"),
+    ("abort job -> set spec.extra.anything = 1", None),      # preserve-unknown-fields
+    ("fail job -> set status.summary = \"x\"", None),
+    ("fail job -> condition \"Failed\"", "`status.conditions` is not in the schema of `example.com/v1 Run`"),
+    ("fail job -> create example.com/v1 Run { spec: \"x\", status: \"y\" }", None),
+    ("fail job -> create example.com/v1 Run { spek: \"x\" }", "`spek` is not in the schema of `example.com/v1 Run`"),
+    ("fail job -> create example.com/v1 Other { anything: \"x\" }", None),   # no CRD given for it
+])
+def test_what_recipes_write_is_checked_against_the_crd_schema(tmp_path, recipe: str,
+                                                               bad: str | None) -> None:
+    crd = tmp_path / "crd.yaml"
+    crd.write_text(CRD)
+    rules = tmp_path / "run.rules"
+    rules.write_text("job run: example.com/v1 Run {\n    succeeded when <<spec.enabled>>\n"
+                     f"    actions {{\n        {recipe}\n    }}\n}}\n")
+    build = api.build([str(rules)], [str(crd)], emit_plan=False)
+    found = [d.message for d in build.diagnostics if d.code == "R601"]
+    assert found == ([] if bad is None else [bad]), [str(d) for d in build.diagnostics]
+
+
 # ---------------------------------------------------------------- disjoint injection filters
 
 DISJOINT = """job a: v1 Pod {{ task label "role" succeeded when all pods succeeded }}

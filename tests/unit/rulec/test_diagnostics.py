@@ -77,10 +77,21 @@ def test_json_rendering() -> None:
 
 
 def test_github_rendering_escapes() -> None:
-    line = diagnostics.render([SAMPLE], "github", {})
+    raw = diagnostics.Diagnostic("R101", "error", 'no kind "x, y"\n', SAMPLE.span)
+    line = diagnostics.render([raw], "github", {})
     assert line.startswith("::error file=a.rules,line=3,col=5,endLine=3,endColumn=9,")
     assert "title=R101 unknown-kind::" in line
     assert line.count("\n") == 1 and "%0A" in line
+
+
+@pytest.mark.parametrize("fmt", ["concise", "full", "github"])
+def test_a_message_quoting_a_line_break_stays_one_line(fmt: str) -> None:
+    d = diagnostics.make("invalid-key", SAMPLE.span, 'invalid label key "a\nb\tc\x1b"',
+                         help="not\nthis", notes=[diagnostics.Note("see\nhere")])
+    assert d.message == 'invalid label key "a\\nb\\tc\\x1b"'
+    assert (d.help, d.notes[0].message) == ("not\\nthis", "see\\nhere")
+    out = diagnostics.render([d], fmt, {})
+    assert "\x1b" not in out and "a\\nb" in out
 
 
 DOC = ROOT / "docs" / "language.md"

@@ -27,7 +27,8 @@ define not-deleted = where <<metadata.deletionTimestamp == null>>
 def _program(block: str) -> str:
     if block.startswith("    "):  # statements of a kind body
         return 'job example: example.org/v1 Example {\n    task label "role"\n' + block + "}\n"
-    return block.replace("...verdicts, policies, status...", "succeeded when all pods succeeded")
+    return re.sub(r"\.\.\.verdicts, policies, status(, actions)?\.\.\.",
+                  "succeeded when all pods succeeded", block)
 
 
 def test_there_are_examples() -> None:

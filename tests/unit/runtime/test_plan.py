@@ -72,11 +72,27 @@ def _plan_with(kind_extra: dict | None = None, match: dict | None = None):
     return load(kind(**(kind_extra or {})), injections=[injection])
 
 
+SPAN = {"path": "j.rules", "line": 1, "column": 5, "endLine": 1, "endColumn": 9}
+
+
 @pytest.mark.parametrize("extra, message", [
     ({"versions": ["v1beta1", "v1alpha1"]}, "must start with the kind's version"),
     ({"selector": [{"key": "a", "operator": "Near", "values": []}]}, "not one of"),
     ({"selector": [{"key": "a", "operator": "In", "values": []}]}, "needs values"),
     ({"selector": [{"key": "a", "operator": "Exists", "values": ["b"]}]}, "takes no values"),
+    ({"actions": {"ignore": "record"}}, "not one of"),
+    ({"actions": {"failJob": "maybe"}}, "not one of"),
+    ({"actions": {"failJob": {"steps": [{"op": "explode"}]}}}, "not one of"),
+    ({"actions": {"restartJob": {"steps": [{"span": SPAN, "op": "deletePods", "scope": "node"}]}}},
+     "not one of"),
+    ({"actions": {"abortJob": {"steps": [{"span": SPAN, "op": "set", "path": ["spec", "x"], "value": 1.5}]}}},
+     "expected null, a bool, an integer or a string, got float"),
+    ({"actions": {"abortJob": {"steps": [{"span": SPAN, "op": "set", "path": ["spec"], "value": {"a": 1}}]}}},
+     "got dict"),
+    ({"actions": {"failJob": {"steps": [{"span": SPAN, "op": "await", "when": {
+        "op": "pods", "quant": "any", "task": None, "state": "running", "filter": None,
+        "for": None}}]}}},
+     "timeout"),
 ])
 def test_kind_entries_that_cannot_be_used_are_refused(extra: dict, message: str) -> None:
     from runtime.plan import PlanError

@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import pytest
+
 from runtime import store
 
 
@@ -71,11 +73,26 @@ def test_a_relist_reports_what_disappeared() -> None:
     for name in "abc":
         s.put(obj(name, 1))
     s.put(obj("z", 1, namespace="other"))
-    changes = s.replace([obj("a", 1), obj("b", 2)], namespace="ns")
+    changes = list(s.replace([obj("a", 1), obj("b", 2)], namespace="ns"))
     gone = [c.key for c in changes if c.obj is None]
     assert gone == [("ns", "c")]          # the other namespace is not this list's
     assert sorted(s.keys()) == [("ns", "a"), ("ns", "b"), ("other", "z")]
     assert [c.key for c in s.replace([])] == [("ns", "a"), ("ns", "b"), ("other", "z")]
+
+
+def test_a_list_is_put_as_it_is_read_and_deletes_only_once_it_ends() -> None:
+    s = make()
+    s.put(obj("old", 1))
+
+    def pages():
+        yield obj("a", 1)
+        assert s.get(("ns", "a")) is not None    # put before the next object is read
+        yield obj("b", 2)
+        raise RuntimeError("the list failed")
+
+    with pytest.raises(RuntimeError):
+        list(s.replace(pages(), namespace="ns"))
+    assert sorted(s.keys()) == [("ns", "a"), ("ns", "b"), ("ns", "old")]   # nothing deleted
 
 
 def test_concurrent_puts_keep_the_newest() -> None:
