@@ -344,3 +344,70 @@ def test_a_volcano_command_once_per_intent(control_plane: Any, api: Any, namespa
             plane.audit_log, namespace, "commands")) == 2, 30)
         kube.wait_for("the journal cleared", lambda: journal(api, job) is None)
     assert set(audit.created(plane.audit_log, namespace, "commands").values()) == {1}
+
+
+# -- Kubeflow, on the real training operator ---------------------------------------------------
+
+PYTORCH_JOBS = kube.Resource("kubeflow.org/v1", "pytorchjobs")
+
+
+def pytorch_rules(tmp_path: Path, policy: str) -> Path:
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "pytorchjob.rules").write_text(
+        (controllers.REPO / "rules" / "pytorchjob.rules").read_text())
+    (rules / "ours.rules").write_text(f"extend pytorchjob {{\n    {policy}\n}}\n")
+    return controllers.compile_plan(rules, tmp_path / "plan.json")
+
+
+def running_pytorch_job(api: Any, namespace: str, name: str) -> dict[str, Any]:
+    replica = {"replicas": 1, "restartPolicy": "Never", "template": kube.on_kwok(
+        {"spec": {"containers": [{"name": "pytorch", "image": "busybox:1.36"}]}}, outcome="run")}
+    return kube.create(api, PYTORCH_JOBS, {
+        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"runPolicy": {"cleanPodPolicy": "All"},
+                 "pytorchReplicaSpecs": {"Master": replica, "Worker": dict(replica)}}})
+
+
+@pytest.mark.usefixtures("training_operator")
+def test_fail_job_through_the_training_operator(control_plane: Any, api: Any, namespace: str,
+                                                tmp_path: Path) -> None:
+    """Our `Failed` condition is the operator's end of the job: it cleans the pods up (all, as
+    the job's cleanPodPolicy says) and keeps our reason."""
+    plan = pytorch_rules(tmp_path, 'on job running longer than 3s -> fail job reason "TooLong"')
+    path = PYTORCH_JOBS.path(namespace, "train")
+    with controllers.running(control_plane, plan, namespace, tmp_path):
+        running_pytorch_job(api, namespace, "train")
+        kube.wait_for_pods(api, namespace, "training.kubeflow.org/job-name=train", 2)
+        failed = kube.wait_for_condition(api, path, "Failed", 60)
+        assert failed["reason"] == "TooLong"
+        kube.wait_for("the operator to clean the pods up", lambda: not kube.list_pods(
+            api, namespace, "training.kubeflow.org/job-name=train"), 60)
+        done = controllers.wait_for_verdict(api, path, "Failed")
+        assert controllers.verdict(done)["reason"] == "TooLong"
+        assert kube.condition(kube.get(api, path), "Failed")["reason"] == "TooLong"
+
+
+@pytest.mark.usefixtures("training_operator")
+def test_restart_job_through_the_training_operator(control_plane: Any, api: Any, namespace: str,
+                                                   tmp_path: Path) -> None:
+    """`spec.runPolicy.suspend` true, the operator deletes the pods, false, it makes new ones:
+    once, for a budget of one."""
+    plane = needs_plane(control_plane)
+    plan = pytorch_rules(tmp_path, "on job running longer than 3s -> restart job max 1")
+    path = PYTORCH_JOBS.path(namespace, "train")
+    selector = "training.kubeflow.org/job-name=train"
+    with controllers.running(control_plane, plan, namespace, tmp_path):
+        running_pytorch_job(api, namespace, "train")
+        first = {p["metadata"]["uid"] for p in kube.wait_for_pods(api, namespace, selector, 2)}
+        kube.wait_for("two new pods", lambda: len(
+            {p["metadata"]["uid"] for p in kube.list_pods(api, namespace, selector)} - first) == 2, 90)
+        kube.wait_for("the journal cleared", lambda: controllers.annotation(
+            kube.get(api, path), "jobrules.dev/intents") is None, 30)
+        time.sleep(6)   # past the second run's 3 s: the budget is spent, nothing more happens
+        assert not kube.get(api, path)["spec"]["runPolicy"].get("suspend")
+    suspends = [p["spec"]["runPolicy"]["suspend"] for p in audit.patches(
+        plane.audit_log, namespace, "pytorchjobs", "train")
+        if "suspend" in ((p.get("spec") or {}).get("runPolicy") or {})]
+    assert suspends == [True, False]
