@@ -186,7 +186,7 @@ class _Emitter:
                      "over": None if s.phase_over is None else [t.value for t in s.phase_over]}
         condition = None if s.condition_off else (
             s.condition.value if s.condition else DEFAULT_CONDITION)
-        return {"phase": phase,
+        return {"span": span(s.span), "phase": phase,
                 "reason": {"path": list(s.reason.segments)} if s.reason else None,
                 "message": {"path": list(s.message.segments)} if s.message else None,
                 "condition": condition, "annotations": s.annotations, "events": s.events}

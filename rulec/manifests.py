@@ -1,9 +1,12 @@
-"""The Kubernetes objects that run the jobrules webhook for a plan, in apply order.
+"""The Kubernetes objects that run jobrules for a plan (the webhook and the controller), in
+apply order.
 
 Pure: a plan, its text and the choices `rulec manifests` takes in; plain object dicts out. The
-webhook makes no API call, so its ServiceAccount has no role and no token; the plan travels in
-a ConfigMap the webhook reloads; the MutatingWebhookConfiguration (runtime.registration) comes
-last, so the API server calls the webhook only once everything it needs has been sent.
+webhook makes no API call, so its ServiceAccount has no role and no token; the controller's
+ClusterRole is derived from the plan (runtime.rbac: per kind only the verbs its verdict, status
+block and actions need, each rule traced to the rules that need it); the plan travels in a
+ConfigMap both reload; the MutatingWebhookConfiguration (runtime.registration) comes last, so
+the API server calls the webhook only once everything it needs has been sent.
 """
 
 from __future__ import annotations
@@ -16,12 +19,14 @@ from typing import Any
 import yaml
 
 from runtime import plan as planlib
-from runtime import registration
+from runtime import rbac, registration
+from runtime.controller.settings import ControllerSettings
 from runtime.webhook.settings import Settings
 
 Obj = dict[str, Any]
 
 WEBHOOK = "jobrules-webhook"        # Deployment, Service, ServiceAccount, PDB, ... of the webhook
+CONTROLLER = "jobrules-controller"  # Deployment, ServiceAccount, roles, bindings, Lease, PDB
 PLAN_CONFIGMAP = "jobrules-plan"    # fixed: the webhook reloads the file when it changes
 PLAN_KEY = "plan.json"
 TLS_SECRET = "jobrules-webhook-tls"
@@ -35,7 +40,14 @@ SETTINGS = Settings(plan_path=f"{PLAN_DIR}/{PLAN_KEY}", tls_cert=f"{TLS_DIR}/tls
 HTTPS_PORT = int(SETTINGS.bind.rpartition(":")[2])
 METRICS_PORT = SETTINGS.metrics[1]  # type: ignore[index]  # on by default
 SELECTOR = {"app.kubernetes.io/name": "jobrules", "app.kubernetes.io/component": "webhook"}
-LABELS = {**SELECTOR, "app.kubernetes.io/part-of": "jobrules", "app.kubernetes.io/managed-by": "rulec"}
+_PART_OF = {"app.kubernetes.io/part-of": "jobrules", "app.kubernetes.io/managed-by": "rulec"}
+LABELS = {**SELECTOR, **_PART_OF}
+CONTROLLER_SELECTOR = {**SELECTOR, "app.kubernetes.io/component": "controller"}
+CONTROLLER_SETTINGS = ControllerSettings(plan_path=f"{PLAN_DIR}/{PLAN_KEY}", leader_elect=True,
+                                         lease_name=CONTROLLER)
+HEALTH_PORT = CONTROLLER_SETTINGS.health[1]  # type: ignore[index]  # on by default
+CONTROLLER_COMMAND = "/opt/jobrules/bin/jobrules-controller"   # the image's second entry point
+NEEDED_BY = "jobrules.dev/needed-by"   # the ClusterRole's: which rules need each of its rules
 ISSUER_KINDS = ("Issuer", "ClusterIssuer")
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
@@ -67,7 +79,13 @@ class UserCertificate:
     ca_bundle: bytes
 
 
-Certificates = CertManager | UserCertificate
+@dataclass(frozen=True, slots=True)
+class SelfManaged:
+    """The controller's leader issues the serving certificate into the TLS Secret (made empty
+    here), renews it before it expires, and keeps the webhook configuration's caBundle current."""
+
+
+Certificates = CertManager | UserCertificate | SelfManaged
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +94,7 @@ class Options:
     certificates: Certificates
     namespace: str = "jobrules-system"
     replicas: int = 2
+    controller_replicas: int = 2            # one leads, the other keeps its caches warm
     exclude_namespaces: tuple[str, ...] = ()
     network_policy: bool = False
     metrics_namespace: str = "monitoring"   # who may scrape, with the network policy
@@ -104,8 +123,13 @@ def render(plan: planlib.Plan, plan_text: str, options: Options) -> list[Obj]:
                                              "pod-security.kubernetes.io/enforce": "restricted"}}},
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(WEBHOOK, ns),
          "automountServiceAccountToken": False},
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(CONTROLLER, ns, CONTROLLER_SELECTOR)},
+        *controller_rbac(plan, options),
         plan_configmap(plan, plan_text, ns),
     ]
+    if isinstance(certs, SelfManaged):   # made empty, so that the controller needs no `create`
+        objects.append({"apiVersion": "v1", "kind": "Secret", "metadata": _meta(TLS_SECRET, ns),
+                        "type": "Opaque"})
     if isinstance(certs, CertManager):
         if certs.issuer is None:
             objects.append({"apiVersion": "cert-manager.io/v1", "kind": "Issuer",
@@ -113,11 +137,13 @@ def render(plan: planlib.Plan, plan_text: str, options: Options) -> list[Obj]:
         objects.append(certificate(ns, certs.issuer or Issuer("Issuer", SELF_SIGNED_ISSUER)))
     objects += [deployment(plan, options), service(ns)]
     if options.replicas > 1:
-        objects.append({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-                        "metadata": _meta(WEBHOOK, ns),
-                        "spec": {"minAvailable": 1, "selector": {"matchLabels": SELECTOR}}})
+        objects.append(_disruption_budget(WEBHOOK, ns, SELECTOR))
+    objects.append(controller_deployment(options))
+    if options.controller_replicas > 1:
+        objects.append(_disruption_budget(CONTROLLER, ns, CONTROLLER_SELECTOR))
     if options.network_policy:
-        objects.append(network_policy(ns, options.metrics_namespace))
+        objects += [network_policy(ns, options.metrics_namespace),
+                    controller_network_policy(ns, options.metrics_namespace)]
     if options.monitoring:
         objects.append({"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
                         "metadata": _meta(WEBHOOK, ns), "spec": {
@@ -185,7 +211,10 @@ def deployment(plan: planlib.Plan, options: Options) -> Obj:
         }],
         "volumes": [
             {"name": "plan", "configMap": {"name": PLAN_CONFIGMAP}},
-            {"name": "tls", "secret": {"secretName": TLS_SECRET, "defaultMode": 0o440}},
+            # The two files by name: until the Secret holds both (a self-managed certificate
+            # not issued yet), the kubelet waits rather than start a webhook without them.
+            {"name": "tls", "secret": {"secretName": TLS_SECRET, "defaultMode": 0o440, "items": [
+                {"key": "tls.crt", "path": "tls.crt"}, {"key": "tls.key", "path": "tls.key"}]}},
             {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},          # metrics files
             {"name": "dev-shm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},   # heartbeats
         ],
@@ -199,6 +228,98 @@ def deployment(plan: planlib.Plan, options: Options) -> Obj:
                 "strategy": {"type": "RollingUpdate",
                              "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
                 "template": {"metadata": {"labels": LABELS}, "spec": pod},
+            }}
+
+
+def controller_rbac(plan: planlib.Plan, options: Options) -> list[Obj]:
+    """The controller's ClusterRole (from the plan), its Role in the namespace (the Lease and,
+    self-managed, the TLS Secret) and their bindings to its ServiceAccount."""
+    ns = options.namespace
+    self_managed = isinstance(options.certificates, SelfManaged)
+    cluster = rbac.controller_rules(plan) + (
+        rbac.webhook_configuration(registration.DEFAULT_NAME) if self_managed else ())
+    local = rbac.leader_election(ns, CONTROLLER) + (
+        rbac.serving_secret(ns, TLS_SECRET) if self_managed else ())
+    subject = [{"kind": "ServiceAccount", "name": CONTROLLER, "namespace": ns}]
+    out = []
+    for kind, rules, meta in (("ClusterRole", cluster, _meta(CONTROLLER, None, CONTROLLER_SELECTOR)),
+                              ("Role", local, _meta(CONTROLLER, ns, CONTROLLER_SELECTOR))):
+        # Why each rule is there, as an annotation: YAML comments would not survive `kubectl
+        # kustomize` or reach the cluster; the annotation does both.
+        meta["annotations"] = {NEEDED_BY: rbac.explain(rules)}
+        out += [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": meta,
+                 "rules": [r.policy_rule() for r in rules]},
+                {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": f"{kind}Binding",
+                 "metadata": _meta(CONTROLLER, meta.get("namespace"), CONTROLLER_SELECTOR),
+                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind,
+                             "name": CONTROLLER},
+                 "subjects": subject}]
+    return out
+
+
+def controller_deployment(options: Options) -> Obj:
+    """The controller's pods: non-root on a read-only root, one leading on the Lease while the
+    others keep their caches warm. No preStop pause: no Service sends it traffic, and on SIGTERM
+    it finishes its reconciles and releases the Lease at once, so another replica takes over."""
+    env: list[Obj] = [
+        {"name": "JOBRULES_PLAN", "value": CONTROLLER_SETTINGS.plan_path},
+        {"name": "JOBRULES_LEADER_ELECT", "value": "true"},
+        {"name": "JOBRULES_LEASE_NAME", "value": CONTROLLER_SETTINGS.lease_name},
+        {"name": "JOBRULES_HEALTH_BIND", "value": f"0.0.0.0:{HEALTH_PORT}"},
+        {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+    ]
+    if isinstance(options.certificates, SelfManaged):
+        env += [{"name": "JOBRULES_WEBHOOK_SECRET", "value": f"{options.namespace}/{TLS_SECRET}"},
+                {"name": "JOBRULES_WEBHOOK_SERVICE", "value": f"{options.namespace}/{WEBHOOK}"},
+                {"name": "JOBRULES_WEBHOOK_CONFIGURATION", "value": registration.DEFAULT_NAME}]
+    probe = {"port": "health", "scheme": "HTTP"}
+    pod: Obj = {
+        "serviceAccountName": CONTROLLER,
+        "automountServiceAccountToken": True,
+        # Reconciles drain for up to 10 s, then the Lease is released.
+        "terminationGracePeriodSeconds": 30,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": UID, "runAsGroup": UID,
+                            "fsGroup": UID, "seccompProfile": {"type": "RuntimeDefault"}},
+        "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                                       "whenUnsatisfiable": "ScheduleAnyway",
+                                       "labelSelector": {"matchLabels": CONTROLLER_SELECTOR}}],
+        "containers": [{
+            "name": "controller",
+            "image": options.image,
+            "imagePullPolicy": "IfNotPresent",
+            "command": [CONTROLLER_COMMAND],
+            "args": [],
+            "ports": [{"name": "health", "containerPort": HEALTH_PORT, "protocol": "TCP"}],
+            "env": env,
+            # Ready once every watch has listed: a large cluster's first list takes a while.
+            "startupProbe": {"httpGet": {"path": "/readyz", **probe}, "periodSeconds": 5,
+                             "failureThreshold": 60, "timeoutSeconds": 2},
+            "readinessProbe": {"httpGet": {"path": "/readyz", **probe}, "periodSeconds": 10,
+                               "failureThreshold": 3, "timeoutSeconds": 2},
+            "livenessProbe": {"httpGet": {"path": "/healthz", **probe}, "periodSeconds": 10,
+                              "failureThreshold": 3, "timeoutSeconds": 2},
+            # The cache grows with the pods of the watched kinds (about 5 MiB per 1,000).
+            "resources": {"requests": {"cpu": "100m", "memory": "256Mi"},
+                          "limits": {"memory": "1Gi"}},
+            "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                "capabilities": {"drop": ["ALL"]}},
+            "volumeMounts": [{"name": "plan", "mountPath": PLAN_DIR, "readOnly": True},
+                             {"name": "tmp", "mountPath": "/tmp"}],
+        }],
+        "volumes": [
+            {"name": "plan", "configMap": {"name": PLAN_CONFIGMAP}},
+            {"name": "tmp", "emptyDir": {"sizeLimit": "16Mi"}},   # the client's temporary files
+        ],
+    }
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": _meta(CONTROLLER, options.namespace, CONTROLLER_SELECTOR),
+            "spec": {
+                "replicas": options.controller_replicas,
+                "selector": {"matchLabels": CONTROLLER_SELECTOR},
+                "strategy": {"type": "RollingUpdate",
+                             "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
+                "template": {"metadata": {"labels": _labels(CONTROLLER_SELECTOR)}, "spec": pod},
             }}
 
 
@@ -227,6 +348,21 @@ def network_policy(namespace: str, metrics_namespace: str) -> Obj:
             }}
 
 
+def controller_network_policy(namespace: str, metrics_namespace: str) -> Obj:
+    """Health and metrics from one namespace (kubelet probes are not subject to it); out, the
+    API server, whose addresses cannot be selected portably: egress is left open."""
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": _meta(CONTROLLER, namespace, CONTROLLER_SELECTOR), "spec": {
+                "podSelector": {"matchLabels": CONTROLLER_SELECTOR},
+                "policyTypes": ["Ingress"],
+                "ingress": [
+                    {"from": [{"namespaceSelector": {"matchLabels": {
+                        "kubernetes.io/metadata.name": metrics_namespace}}}],
+                     "ports": [{"port": "health", "protocol": "TCP"}]},
+                ],
+            }}
+
+
 def webhook_configuration(plan: planlib.Plan, options: Options) -> Obj:
     certs = options.certificates
     target = registration.Service(options.namespace, WEBHOOK)
@@ -235,6 +371,9 @@ def webhook_configuration(plan: planlib.Plan, options: Options) -> Obj:
             return registration.render(
                 plan, target, None, exclude_namespaces=options.exclude_namespaces,
                 annotations={"cert-manager.io/inject-ca-from": f"{options.namespace}/{WEBHOOK}"})
+        if isinstance(certs, SelfManaged):   # the controller's leader writes the caBundle
+            return registration.render(plan, target, None,
+                                       exclude_namespaces=options.exclude_namespaces)
         return registration.render(plan, target, certs.ca_bundle,
                                    exclude_namespaces=options.exclude_namespaces)
     except registration.RegistrationError as err:
@@ -267,6 +406,8 @@ def _check(options: Options) -> None:
                                 "(lowercase letters, digits and '-', at most 63)")
     if options.replicas < 1:
         raise ManifestError(f"replicas {options.replicas}: must be at least 1")
+    if options.controller_replicas < 1:
+        raise ManifestError(f"controller replicas {options.controller_replicas}: must be at least 1")
     if not options.image or any(c.isspace() for c in options.image):
         raise ManifestError(f"image {options.image!r}: expected an image reference such as "
                             "registry.example.com/jobrules:0.1.0")
@@ -275,8 +416,24 @@ def _check(options: Options) -> None:
         raise ManifestError("the CA bundle holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
 
 
-def _meta(name: str, namespace: str) -> Obj:
-    return {"name": name, "namespace": namespace, "labels": dict(LABELS)}
+def _meta(name: str, namespace: str | None, selector: dict[str, str] = SELECTOR) -> Obj:
+    """A name, a namespace (None: a cluster-wide object) and the labels of one component."""
+    meta: Obj = {"name": name}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    meta["labels"] = _labels(selector)
+    return meta
+
+
+def _labels(selector: dict[str, str]) -> dict[str, str]:
+    return {**selector, **_PART_OF}
+
+
+def _disruption_budget(name: str, namespace: str, selector: dict[str, str]) -> Obj:
+    """A node drain leaves one pod of the component running."""
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": _meta(name, namespace, selector),
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": selector}}}
 
 
 def _probe(path: str, *, period: int, failures: int) -> Obj:

@@ -15,7 +15,7 @@ from typing import Any
 
 from rulec import api, inputs, manifests
 
-# Certificate modes of --certs; `self-managed` needs the controller (planned).
+# Certificate modes of --certs.
 CERT_MODES = "cert-manager[=ISSUER] | self-managed"
 KUSTOMIZATION = "kustomization.yaml"
 _OBJECT_FILE = re.compile(r"\d{2}-[a-z]+-[-a-z0-9.]+\.yaml\Z")   # manifests.file_names
@@ -24,12 +24,13 @@ _OBJECT_FILE = re.compile(r"\d{2}-[a-z]+-[-a-z0-9.]+\.yaml\Z")   # manifests.fil
 def register(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "manifests",
-        help="print the Kubernetes objects that deploy the webhook",
+        help="print the Kubernetes objects that deploy the webhook and the controller",
         description="Print, as multi-document YAML in apply order (or as a folder of files with a "
-                    "kustomization.yaml), the objects that run the jobrules webhook for a plan: "
-                    "Namespace, ServiceAccount, plan ConfigMap, certificates, Deployment, Service, "
-                    "PodDisruptionBudget, NetworkPolicy, ServiceMonitor and, last, the "
-                    "MutatingWebhookConfiguration. See docs/deploy.md.",
+                    "kustomization.yaml), the objects that run the jobrules webhook and controller "
+                    "for a plan: Namespace, ServiceAccounts, the controller's ClusterRole derived "
+                    "from the plan and its Role, bindings, plan ConfigMap, certificates, "
+                    "Deployments, Service, PodDisruptionBudgets, NetworkPolicies, ServiceMonitor "
+                    "and, last, the MutatingWebhookConfiguration. See docs/deploy.md.",
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--plan", metavar="FILE", help="a compiled plan (rulec compile)")
@@ -41,8 +42,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     certs = parser.add_mutually_exclusive_group(required=True)
     certs.add_argument("--certs", metavar="MODE",
                        help="who issues the serving certificate: cert-manager (a self-signed "
-                            "Issuer is included) or cert-manager=ISSUER (an existing Issuer, "
-                            "Issuer/NAME or ClusterIssuer/NAME)")
+                            "Issuer is included), cert-manager=ISSUER (an existing Issuer, "
+                            "Issuer/NAME or ClusterIssuer/NAME), or self-managed (the "
+                            "controller's leader issues and renews it)")
     certs.add_argument("--ca-bundle", metavar="FILE",
                        help="you issue it: PEM CA that signed the certificate you put in the "
                             f"Secret {manifests.TLS_SECRET}")
@@ -51,6 +53,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--replicas", type=int, default=2, metavar="N",
                         help="webhook replicas; more than 1 adds a PodDisruptionBudget "
                              "(default: %(default)s)")
+    parser.add_argument("--controller-replicas", type=int, default=2, metavar="N",
+                        help="controller replicas: one leads on a Lease, the others take over; "
+                             "more than 1 adds a PodDisruptionBudget (default: %(default)s)")
     parser.add_argument("--namespace-exclude", metavar="NS", action="append", default=[],
                         help="a namespace whose pods are never sent (repeatable; kube-system and "
                              "the webhook's own always are)")
@@ -74,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
         plan, text = inputs.load_plan_text([args.plan] if args.plan else args.rules)
         options = manifests.Options(
             image=args.image, certificates=_certificates(args), namespace=args.namespace,
-            replicas=args.replicas, exclude_namespaces=tuple(args.namespace_exclude),
+            replicas=args.replicas, controller_replicas=args.controller_replicas,
+            exclude_namespaces=tuple(args.namespace_exclude),
             network_policy=args.network_policy, metrics_namespace=args.metrics_namespace,
             monitoring=args.monitoring)
         objects = manifests.render(plan, text, options)
@@ -103,10 +109,8 @@ def _certificates(args: argparse.Namespace) -> manifests.Certificates:
     mode, _, issuer = args.certs.partition("=")
     if mode == "cert-manager":
         return manifests.CertManager(manifests.parse_issuer(issuer) if issuer else None)
-    if mode == "self-managed":
-        raise manifests.ManifestError(
-            "--certs self-managed: certificates rotated by the controller are planned, not built "
-            "yet; use --certs cert-manager or --ca-bundle FILE")
+    if mode == "self-managed" and not issuer:
+        return manifests.SelfManaged()
     raise manifests.ManifestError(f"--certs {args.certs!r}: expected {CERT_MODES}, or --ca-bundle FILE")
 
 

@@ -288,6 +288,7 @@ class Status:
     condition: str | None
     annotations: bool
     events: bool
+    span: Span | None = None  # the `status { ... }` block; None: the kind has none
 
 
 @dataclass(frozen=True, slots=True)
@@ -867,6 +868,7 @@ def _kind(value: Any) -> Kind:
             condition=status.get("condition"),
             annotations=bool(status.get("annotations", True)),
             events=bool(status.get("events", True)),
+            span=_span(status["span"]) if status.get("span") is not None else None,
         ),
         versions=_versions(k.get("versions"), version, where),
         requirements=tuple(_selector(r, f"{where}.selector")

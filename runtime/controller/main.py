@@ -494,8 +494,9 @@ class Controller:
         log.warning("%s/%s: %s dropped: %s", (job.get("metadata") or {}).get("namespace"),
                     (job.get("metadata") or {}).get("name"), intent.action, why)
         metrics.ACTIONS.labels(kind.spec.name, intent.action, "dropped").inc()
-        metrics.ACTION_WRITES.labels(kind.spec.name, "event").inc()
-        self.recorder.emit(job, writeback.action_failed_event(job, intent, why))
+        if kind.spec.status.events:   # `no events`: none at all (and no RBAC for them)
+            metrics.ACTION_WRITES.labels(kind.spec.name, "event").inc()
+            self.recorder.emit(job, writeback.action_failed_event(job, intent, why))
 
     def _live_pods(self, kind: _Kind, job: dict[str, Any], now: datetime) -> list[Mapping[str, Any]]:
         """The job's pods read from the API server, and those its state knows that still exist
