@@ -165,11 +165,10 @@ def plan_configmap(plan: planlib.Plan, plan_text: str, namespace: str) -> Obj:
 
 
 def certificate(namespace: str, issuer: Issuer) -> Obj:
-    service = f"{WEBHOOK}.{namespace}.svc"
     return {"apiVersion": "cert-manager.io/v1", "kind": "Certificate",
             "metadata": _meta(WEBHOOK, namespace), "spec": {
                 "secretName": TLS_SECRET,
-                "dnsNames": [WEBHOOK, service, f"{service}.cluster.local"],
+                "dnsNames": list(registration.dns_names(registration.Service(namespace, WEBHOOK))),
                 "issuerRef": {"group": "cert-manager.io", "kind": issuer.kind, "name": issuer.name},
                 "privateKey": {"algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always"},
             }}

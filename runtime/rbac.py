@@ -98,8 +98,9 @@ def leader_election(namespace: str, lease: str) -> tuple[Rule, ...]:
 
 def serving_secret(namespace: str, secret: str) -> tuple[Rule, ...]:
     """The webhook's serving certificate, issued and rotated by the controller's leader (a Role
-    in `namespace`). The Secret is made empty by the manifests, so no `create` is needed."""
-    verbs = ("get", "update", "patch")
+    in `namespace`). The Secret is made empty by the manifests, so no `create` is needed; it is
+    written by guarded patches."""
+    verbs = ("get", "patch")
     return (Rule("", "secrets", verbs,
                  ((Need(None, f"the webhook's serving certificate in {namespace}/{secret}"), verbs),),
                  (secret,)),)

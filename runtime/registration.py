@@ -53,6 +53,13 @@ class Service:
 Target = Url | Service
 
 
+def dns_names(service: Service) -> tuple[str, ...]:
+    """The names a serving certificate for `service` is for: the API server calls the first of
+    the `.svc` ones; the short and the fully qualified names serve other clients."""
+    svc = f"{service.name}.{service.namespace}.svc"
+    return (service.name, svc, f"{svc}.cluster.local")
+
+
 def parse_service(text: str) -> Service:
     """`namespace/name[:port][/path]` as a Service target."""
     found = _SERVICE.match(text)

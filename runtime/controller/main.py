@@ -27,7 +27,7 @@ from runtime import actions, evaluator, functions, intents, plan, projection, re
 from runtime import reloading, state, templates, writeback
 from runtime import pods as pods_lib
 from runtime import store as storelib
-from runtime.controller import events, health, informer, kube, leader, metrics
+from runtime.controller import events, health, informer, kube, leader, metrics, serving
 from runtime.controller.settings import ControllerSettings, SettingsError
 from runtime.workqueue import WorkQueue
 
@@ -137,6 +137,13 @@ class Controller:
     def _lead(self) -> None:
         self.leading.set()
         metrics.LEADER.set(1)
+        settings = self.settings
+        if settings.webhook_secret is not None and settings.webhook_service is not None:
+            keeper = serving.Keeper(self.client, secret=settings.webhook_secret,
+                                    service=settings.webhook_service,
+                                    configuration=settings.webhook_configuration)
+            threading.Thread(target=keeper.run, args=(self.stopping,), name="serving-certificate",
+                             daemon=True).start()
         for n in range(self.settings.workers):
             worker = threading.Thread(target=self._work, name=f"worker-{n}", daemon=True)
             worker.start()

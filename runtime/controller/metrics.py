@@ -161,3 +161,6 @@ LEADER = Gauge("jobrules_controller_leader",
                "1 while this replica holds the lease (or runs without election).")
 PLAN_INFO = Gauge("jobrules_controller_plan_info", "1 for the plan in use, by digest.",
                   ["digest", "plan_version"])
+CERTIFICATE_EXPIRY = Gauge("jobrules_controller_serving_certificate_expiry_timestamp_seconds",
+                           "When the webhook's serving certificate the leader keeps expires "
+                           "(self-managed certificates; unset otherwise).")

@@ -7,6 +7,7 @@ variable, and the process does not start (docs/controller.md lists them all).
 from __future__ import annotations
 
 import os
+import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -14,6 +15,9 @@ from dataclasses import dataclass
 from runtime.environment import SettingsError, boolean, choice, host_port, integer, seconds
 
 __all__ = ["ControllerSettings", "SettingsError"]
+
+_NAME = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_NAMESPACED = re.compile(rf"{_NAME}/{_NAME}\Z")
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +38,12 @@ class ControllerSettings:
     health: tuple[str, int] | None = ("0.0.0.0", 8080)   # /healthz, /readyz, /metrics
     read_timeout: float = 70.0           # a watch with no byte for this long is reopened
     log_level: str = "info"
+    # The webhook's serving certificate, issued and renewed by the leader (None: not managed):
+    # its Secret and the Service it is for, as (namespace, name), and the webhook configuration
+    # whose caBundle trusts it.
+    webhook_secret: tuple[str, str] | None = None
+    webhook_service: tuple[str, str] | None = None
+    webhook_configuration: str = "0-jobrules"
     test_hooks: bool = False             # honour JOBRULES_FAULT (tests only)
     fault: str = ""
 
@@ -51,6 +61,11 @@ class ControllerSettings:
         if not lease > renew > retry * 1.2:
             raise SettingsError("JOBRULES_LEASE_DURATION > JOBRULES_RENEW_DEADLINE > 1.2 x "
                                 f"JOBRULES_RETRY_PERIOD is required, got {lease}, {renew}, {retry}")
+        secret = _namespaced(env, "JOBRULES_WEBHOOK_SECRET")
+        service = _namespaced(env, "JOBRULES_WEBHOOK_SERVICE")
+        if (secret is None) != (service is None):
+            raise SettingsError("JOBRULES_WEBHOOK_SECRET and JOBRULES_WEBHOOK_SERVICE: both or "
+                                "neither (the certificate's Secret and the Service it is for)")
         hooks = boolean(env, "JOBRULES_TEST_HOOKS", False)
         fault = env.get("JOBRULES_FAULT", "")
         if fault and not hooks:
@@ -73,7 +88,19 @@ class ControllerSettings:
             read_timeout=seconds(env, "JOBRULES_READ_TIMEOUT", d.read_timeout),
             log_level=choice(env, "JOBRULES_LOG_LEVEL", d.log_level,
                              ("debug", "info", "warning", "error")),
+            webhook_secret=secret, webhook_service=service,
+            webhook_configuration=env.get("JOBRULES_WEBHOOK_CONFIGURATION") or d.webhook_configuration,
             test_hooks=hooks,
             fault=fault,
         )
+
+
+def _namespaced(env: Mapping[str, str], name: str) -> tuple[str, str] | None:
+    text = env.get(name, "")
+    if not text:
+        return None
+    if not _NAMESPACED.match(text):
+        raise SettingsError(f"{name}={text!r}: expected NAMESPACE/NAME")
+    namespace, _, rest = text.partition("/")
+    return namespace, rest
 

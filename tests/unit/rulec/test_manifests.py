@@ -20,6 +20,8 @@ import yaml
 
 from rulec import cli, inputs, manifests
 from runtime import plan as planlib
+from runtime import rbac, registration
+from runtime.controller.settings import ControllerSettings
 from runtime.webhook.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -52,17 +54,22 @@ def render(plan: tuple[planlib.Plan, str] | None = None, **changes: Any) -> list
     return manifests.render(*(plan or shipped()), options(**changes))
 
 
-def find(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
-    [found] = [o for o in objects if o["kind"] == kind]
-    return found
+def find(objects: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    """The one object of `kind` (named `name`; the webhook's where the controller has one too)."""
+    found = [o for o in objects if o["kind"] == kind and name in (None, o["metadata"]["name"])]
+    if len(found) > 1 and name is None:
+        found = [o for o in found if o["metadata"]["name"] == manifests.WEBHOOK]
+    [one] = found
+    return one
 
 
-def pod_spec(objects: list[dict[str, Any]]) -> dict[str, Any]:
-    return find(objects, "Deployment")["spec"]["template"]["spec"]
+def pod_spec(objects: list[dict[str, Any]], name: str = manifests.WEBHOOK) -> dict[str, Any]:
+    return find(objects, "Deployment", name)["spec"]["template"]["spec"]
 
 
 @pytest.mark.parametrize("name, opts", [
     ("cert-manager", options(network_policy=True, monitoring=True)),
+    ("self-managed", options(certificates=manifests.SelfManaged(), controller_replicas=1)),
     ("ca-bundle", options(certificates=manifests.UserCertificate(CA), replicas=1, namespace="jobrules",
                           exclude_namespaces=("monitoring",))),
 ])
@@ -78,32 +85,45 @@ def test_golden(name: str, opts: manifests.Options) -> None:
 # ---------------------------------------------------------------------------------------------
 # Which objects, in which order
 
-ORDER = ["Namespace", "ServiceAccount", "ConfigMap", "Issuer", "Certificate", "Deployment",
-         "Service", "PodDisruptionBudget", "NetworkPolicy", "ServiceMonitor",
-         "MutatingWebhookConfiguration"]
+W, C = manifests.WEBHOOK, manifests.CONTROLLER
+ORDER = [("Namespace", "jobrules-system"), ("ServiceAccount", W), ("ServiceAccount", C),
+         ("ClusterRole", C), ("ClusterRoleBinding", C), ("Role", C), ("RoleBinding", C),
+         ("ConfigMap", "jobrules-plan"), ("Secret", "jobrules-webhook-tls"),
+         ("Issuer", "jobrules-selfsigned"), ("Certificate", W), ("Deployment", W), ("Service", W),
+         ("PodDisruptionBudget", W), ("Deployment", C), ("PodDisruptionBudget", C),
+         ("NetworkPolicy", W), ("NetworkPolicy", C), ("ServiceMonitor", W),
+         ("MutatingWebhookConfiguration", "0-jobrules")]
 CERTS = [manifests.CertManager(), manifests.CertManager(manifests.Issuer("Issuer", "corp-ca")),
          manifests.CertManager(manifests.Issuer("ClusterIssuer", "corp-ca")),
-         manifests.UserCertificate(CA)]
+         manifests.UserCertificate(CA), manifests.SelfManaged()]
+CLUSTER_WIDE = {"Namespace", "ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration"}
 
 
-@pytest.mark.parametrize("certs, replicas, network_policy, monitoring",
-                         list(itertools.product(CERTS, [1, 2, 5], [False, True], [False, True])))
-def test_objects_and_their_order(certs: manifests.Certificates, replicas: int, network_policy: bool,
+@pytest.mark.parametrize("certs, replicas, controller_replicas, network_policy, monitoring",
+                         list(itertools.product(CERTS, [1, 2, 5], [1, 2], [False, True], [False, True])))
+def test_objects_and_their_order(certs: manifests.Certificates, replicas: int,
+                                 controller_replicas: int, network_policy: bool,
                                  monitoring: bool) -> None:
-    objects = render(certificates=certs, replicas=replicas, network_policy=network_policy,
-                     monitoring=monitoring)
-    kinds = [o["kind"] for o in objects]
-    expected = {"Namespace", "ServiceAccount", "ConfigMap", "Deployment", "Service",
-                "MutatingWebhookConfiguration"}
+    objects = render(certificates=certs, replicas=replicas, controller_replicas=controller_replicas,
+                     network_policy=network_policy, monitoring=monitoring)
+    expected = {("Namespace", "jobrules-system"), ("ServiceAccount", W), ("ServiceAccount", C),
+                ("ClusterRole", C), ("ClusterRoleBinding", C), ("Role", C), ("RoleBinding", C),
+                ("ConfigMap", "jobrules-plan"), ("Deployment", W), ("Service", W),
+                ("Deployment", C), ("MutatingWebhookConfiguration", "0-jobrules")}
     if isinstance(certs, manifests.CertManager):
-        expected |= {"Certificate"} | ({"Issuer"} if certs.issuer is None else set())
-    expected |= {"PodDisruptionBudget"} if replicas > 1 else set()
-    expected |= {"NetworkPolicy"} if network_policy else set()
-    expected |= {"ServiceMonitor"} if monitoring else set()
-    assert kinds == [k for k in ORDER if k in expected]
-    assert find(objects, "Deployment")["spec"]["replicas"] == replicas
-    for obj in objects[1:-1]:   # all but the Namespace and the cluster-wide configuration
-        assert obj["metadata"]["namespace"] == "jobrules-system"
+        expected |= {("Certificate", W)} | ({("Issuer", "jobrules-selfsigned")}
+                                            if certs.issuer is None else set())
+    expected |= {("Secret", "jobrules-webhook-tls")} if isinstance(certs, manifests.SelfManaged) else set()
+    expected |= {("PodDisruptionBudget", W)} if replicas > 1 else set()
+    expected |= {("PodDisruptionBudget", C)} if controller_replicas > 1 else set()
+    expected |= {("NetworkPolicy", W), ("NetworkPolicy", C)} if network_policy else set()
+    expected |= {("ServiceMonitor", W)} if monitoring else set()
+    assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [k for k in ORDER if k in expected]
+    assert find(objects, "Deployment", W)["spec"]["replicas"] == replicas
+    assert find(objects, "Deployment", C)["spec"]["replicas"] == controller_replicas
+    for obj in objects[:-1]:   # all but the configuration (runtime.registration's)
+        assert ("namespace" in obj["metadata"]) == (obj["kind"] not in CLUSTER_WIDE)
+        assert obj["metadata"].get("namespace", "jobrules-system") == "jobrules-system"
         assert obj["metadata"]["labels"]["app.kubernetes.io/part-of"] == "jobrules"
 
 
@@ -113,14 +133,16 @@ def test_the_namespace_enforces_the_restricted_pod_security_profile() -> None:
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
 
 
-def test_the_webhook_has_an_identity_without_token_or_role() -> None:
-    objects = render()
-    account = find(objects, "ServiceAccount")
+@pytest.mark.parametrize("certs", CERTS)
+def test_the_webhook_has_an_identity_without_token_or_role(certs: manifests.Certificates) -> None:
+    objects = render(certificates=certs)
+    account = find(objects, "ServiceAccount", W)
     assert account["automountServiceAccountToken"] is False
     spec = pod_spec(objects)
     assert spec["serviceAccountName"] == account["metadata"]["name"]
     assert spec["automountServiceAccountToken"] is False
-    assert not {"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"} & {o["kind"] for o in objects}
+    subjects = [s for o in objects if o["kind"].endswith("Binding") for s in o["subjects"]]
+    assert subjects == [{"kind": "ServiceAccount", "name": C, "namespace": "jobrules-system"}] * 2
 
 
 # ---------------------------------------------------------------------------------------------
@@ -176,6 +198,9 @@ def test_the_pod_runs_non_root_on_a_read_only_root_with_writable_temp_dirs() -> 
     assert volumes[mounts["/dev/shm"]]["emptyDir"]["medium"] == "Memory"
     assert volumes["plan"]["configMap"]["name"] == "jobrules-plan"
     assert volumes["tls"]["secret"]["secretName"] == "jobrules-webhook-tls"
+    # The two files by name: the kubelet waits for a Secret that has them.
+    assert volumes["tls"]["secret"]["items"] == [{"key": "tls.crt", "path": "tls.crt"},
+                                                 {"key": "tls.key", "path": "tls.key"}]
     assert container["resources"]["requests"].keys() == {"cpu", "memory"}
 
 
@@ -207,6 +232,124 @@ def test_a_fail_closed_webhook_runs_at_cluster_critical_priority(policy: str, cr
 
 
 # ---------------------------------------------------------------------------------------------
+# The controller: its roles and its Deployment
+
+
+def resolved(env: list[dict[str, Any]], namespace: str, pod: str) -> dict[str, str]:
+    """The container's environment as the kubelet gives it (field references resolved)."""
+    fields = {"metadata.namespace": namespace, "metadata.name": pod}
+    return {e["name"]: e["value"] if "value" in e else fields[e["valueFrom"]["fieldRef"]["fieldPath"]]
+            for e in env}
+
+
+@pytest.mark.parametrize("certs", CERTS)
+def test_the_controller_environment_gives_the_settings_the_manifests_assume(
+        certs: manifests.Certificates) -> None:
+    objects = render(certificates=certs, namespace="infra")
+    [container] = pod_spec(objects, C)["containers"]
+    settings = ControllerSettings.from_env(resolved(container["env"], "infra", "controller-0"))
+    managed = isinstance(certs, manifests.SelfManaged)
+    assert settings == ControllerSettings(**{
+        **{f: getattr(manifests.CONTROLLER_SETTINGS, f) for f in ControllerSettings.__slots__},
+        "lease_namespace": "infra", "identity": "controller-0",
+        "webhook_secret": ("infra", manifests.TLS_SECRET) if managed else None,
+        "webhook_service": ("infra", W) if managed else None})
+    assert settings.leader_elect and settings.lease_name == C
+    # What the settings name exists: the plan's mount, the Lease the Role names, the Secret and
+    # the Service and configuration of the rendering.
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    assert os.path.dirname(settings.plan_path) in mounts
+    role = find(objects, "Role", C)
+    assert [C] in [r.get("resourceNames") for r in role["rules"]]
+    if managed:
+        names = {(o["kind"], o["metadata"]["name"]) for o in objects}
+        assert {("Secret", settings.webhook_secret[1]), ("Service", settings.webhook_service[1]),
+                ("MutatingWebhookConfiguration", settings.webhook_configuration)} <= names
+
+
+def test_the_controller_runs_non_root_on_a_read_only_root_with_its_token() -> None:
+    objects = render()
+    spec = pod_spec(objects, C)
+    [container] = spec["containers"]
+    assert spec["serviceAccountName"] == C and spec["automountServiceAccountToken"] is True
+    assert spec["securityContext"] == pod_spec(objects)["securityContext"]
+    assert container["securityContext"] == {"allowPrivilegeEscalation": False,
+                                            "readOnlyRootFilesystem": True,
+                                            "capabilities": {"drop": ["ALL"]}}
+    assert container["command"] == ["/opt/jobrules/bin/jobrules-controller"]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    assert {m["name"] for m in mounts.values()} == set(volumes)
+    assert "emptyDir" in volumes[mounts["/tmp"]["name"]]
+    assert mounts["/etc/jobrules/plan"]["readOnly"] is True
+    assert volumes["plan"]["configMap"]["name"] == "jobrules-plan"
+    assert container["resources"]["requests"].keys() == {"cpu", "memory"}
+
+
+def test_the_controller_is_probed_on_its_health_port() -> None:
+    [container] = pod_spec(render(), C)["containers"]
+    assert container["ports"] == [{"name": "health", "containerPort": 8080, "protocol": "TCP"}]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["JOBRULES_HEALTH_BIND"].endswith(":8080")
+    for probe, path in (("startupProbe", "/readyz"), ("readinessProbe", "/readyz"),
+                        ("livenessProbe", "/healthz")):
+        assert container[probe]["httpGet"] == {"path": path, "port": "health", "scheme": "HTTP"}
+    assert "lifecycle" not in container   # no Service sends it traffic: SIGTERM is enough
+
+
+def test_controller_replicas_spread_and_keep_one_through_a_drain() -> None:
+    objects = render(controller_replicas=3)
+    deployment = find(objects, "Deployment", C)
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    assert selector["app.kubernetes.io/component"] == "controller"
+    assert selector != find(objects, "Deployment", W)["spec"]["selector"]["matchLabels"]
+    [spread] = deployment["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    assert spread["labelSelector"]["matchLabels"] == selector
+    assert find(objects, "PodDisruptionBudget", C)["spec"] == {
+        "minAvailable": 1, "selector": {"matchLabels": selector}}
+
+
+@pytest.mark.parametrize("certs", CERTS)
+def test_the_cluster_role_is_the_plans_and_says_why(certs: manifests.Certificates) -> None:
+    plan, _ = shipped()
+    objects = render(certificates=certs)
+    role = find(objects, "ClusterRole", C)
+    rules = rbac.controller_rules(plan)
+    if isinstance(certs, manifests.SelfManaged):
+        rules += rbac.webhook_configuration(registration.DEFAULT_NAME)
+    assert role["rules"] == [r.policy_rule() for r in rules]
+    assert role["metadata"]["annotations"] == {"jobrules.dev/needed-by": rbac.explain(rules)}
+    binding = find(objects, "ClusterRoleBinding", C)
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                  "name": C}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": C, "namespace": "jobrules-system"}]
+
+
+@pytest.mark.parametrize("certs", CERTS)
+def test_the_role_holds_the_lease_and_the_self_managed_secret(certs: manifests.Certificates) -> None:
+    objects = render(certificates=certs, namespace="infra")
+    role = find(objects, "Role", C)
+    rules = rbac.leader_election("infra", C)
+    if isinstance(certs, manifests.SelfManaged):
+        rules += rbac.serving_secret("infra", manifests.TLS_SECRET)
+    assert role["rules"] == [r.policy_rule() for r in rules]
+    assert role["metadata"]["annotations"] == {"jobrules.dev/needed-by": rbac.explain(rules)}
+    binding = find(objects, "RoleBinding", C)
+    assert (binding["metadata"]["namespace"], binding["roleRef"]["kind"]) == ("infra", "Role")
+    assert "secrets" not in str(find(objects, "ClusterRole", C)["rules"])
+
+
+def test_self_managed_makes_the_secret_empty_and_leaves_the_ca_bundle_to_the_controller() -> None:
+    objects = render(injecting(), certificates=manifests.SelfManaged())
+    secret = find(objects, "Secret", manifests.TLS_SECRET)
+    assert secret["type"] == "Opaque" and "data" not in secret   # the controller fills it
+    config = objects[-1]
+    assert "cert-manager.io/inject-ca-from" not in config["metadata"]["annotations"]
+    assert all("caBundle" not in hook["clientConfig"] for hook in config["webhooks"])
+    assert not [o for o in objects if o["kind"] in ("Certificate", "Issuer")]
+
+
+# ---------------------------------------------------------------------------------------------
 # Service, network policy, monitoring
 
 
@@ -219,7 +362,7 @@ def test_the_service_sends_443_to_the_webhook_port_and_serves_metrics() -> None:
 
 
 def test_the_network_policy_lets_admission_in_metrics_from_one_namespace_and_nothing_out() -> None:
-    policy = find(render(network_policy=True, metrics_namespace="prometheus"), "NetworkPolicy")["spec"]
+    policy = find(render(network_policy=True, metrics_namespace="prometheus"), "NetworkPolicy", W)["spec"]
     assert policy["policyTypes"] == ["Ingress", "Egress"] and policy["egress"] == []
     admission, metrics = policy["ingress"]
     assert admission == {"ports": [{"port": "https", "protocol": "TCP"}]}
@@ -333,10 +476,15 @@ def test_file_names_and_kustomization_keep_the_order() -> None:
     objects = render(replicas=1)
     names = manifests.file_names(objects)
     assert names == ["00-namespace-jobrules-system.yaml", "01-serviceaccount-jobrules-webhook.yaml",
-                     "02-configmap-jobrules-plan.yaml", "03-issuer-jobrules-selfsigned.yaml",
-                     "04-certificate-jobrules-webhook.yaml", "05-deployment-jobrules-webhook.yaml",
-                     "06-service-jobrules-webhook.yaml",
-                     "07-mutatingwebhookconfiguration-0-jobrules.yaml"]
+                     "02-serviceaccount-jobrules-controller.yaml",
+                     "03-clusterrole-jobrules-controller.yaml",
+                     "04-clusterrolebinding-jobrules-controller.yaml",
+                     "05-role-jobrules-controller.yaml", "06-rolebinding-jobrules-controller.yaml",
+                     "07-configmap-jobrules-plan.yaml", "08-issuer-jobrules-selfsigned.yaml",
+                     "09-certificate-jobrules-webhook.yaml", "10-deployment-jobrules-webhook.yaml",
+                     "11-service-jobrules-webhook.yaml", "12-deployment-jobrules-controller.yaml",
+                     "13-poddisruptionbudget-jobrules-controller.yaml",
+                     "14-mutatingwebhookconfiguration-0-jobrules.yaml"]
     assert manifests.kustomization(names) == {
         "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
         "sortOptions": {"order": "fifo"}, "resources": names}
@@ -382,14 +530,22 @@ def test_cli_cert_manager_with_an_issuer(capsys: pytest.CaptureFixture[str]) -> 
     assert find(objects, "Certificate")["spec"]["issuerRef"]["kind"] == "ClusterIssuer"
 
 
+def test_cli_self_managed_with_one_controller(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--plan", str(RULES_PLAN), "--image", IMAGE, "--certs", "self-managed",
+                       "--controller-replicas", "1")
+    assert code == 0
+    assert list(yaml.safe_load_all(out)) == render(certificates=manifests.SelfManaged(),
+                                                   controller_replicas=1)
+
+
 def test_cli_writes_a_folder_and_replaces_its_own_earlier_output(capsys: pytest.CaptureFixture[str],
                                                                  tmp_path: Path) -> None:
     folder = tmp_path / "deploy"
     base = ["--plan", str(RULES_PLAN), "--image", IMAGE, "--certs", "cert-manager", "--output-dir", str(folder)]
     code, out, err = run(capsys, *base, "--monitoring")
-    assert (code, out) == (0, "") and "wrote 10 objects and kustomization.yaml" in err
+    assert (code, out) == (0, "") and "wrote 17 objects and kustomization.yaml" in err
     kustomization = yaml.safe_load((folder / "kustomization.yaml").read_text())
-    assert kustomization["resources"][-2] == "08-servicemonitor-jobrules-webhook.yaml"
+    assert kustomization["resources"][-2] == "15-servicemonitor-jobrules-webhook.yaml"
     streamed = render(monitoring=True)
     assert [yaml.safe_load((folder / n).read_text()) for n in kustomization["resources"]] == streamed
     assert sorted(os.listdir(folder)) == sorted(["kustomization.yaml", *kustomization["resources"]])
@@ -412,7 +568,8 @@ def test_cli_leaves_a_folder_of_other_files_alone(capsys: pytest.CaptureFixture[
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--certs", "self-managed"], "certificates rotated by the controller are planned, not built yet"),
+    (["--certs", "self-managed=x"], "--certs 'self-managed=x': expected cert-manager[=ISSUER] | self-managed"),
+    (["--certs", "self-managed", "--controller-replicas", "0"], "controller replicas 0"),
     (["--certs", "vault"], "--certs 'vault': expected cert-manager[=ISSUER] | self-managed"),
     (["--certs", "cert-manager=Secret/x"], "issuer 'Secret/x'"),
     (["--ca-bundle", "missing.pem"], "missing.pem: No such file or directory"),

@@ -244,7 +244,7 @@ def test_the_certificate_rules_are_by_name_only() -> None:
     [secret] = rbac.serving_secret("infra", "tls")
     [configuration] = rbac.webhook_configuration("0-jobrules")
     assert secret.policy_rule() == {"apiGroups": [""], "resources": ["secrets"],
-                                    "resourceNames": ["tls"], "verbs": ["get", "update", "patch"]}
+                                    "resourceNames": ["tls"], "verbs": ["get", "patch"]}
     assert configuration.policy_rule() == {
         "apiGroups": ["admissionregistration.k8s.io"], "resources": ["mutatingwebhookconfigurations"],
         "resourceNames": ["0-jobrules"], "verbs": ["get", "patch"]}

@@ -1,0 +1,41 @@
+"""runtime.controller.settings: the self-managed certificate's variables (both or neither,
+NAMESPACE/NAME) and the defaults the manifests rely on."""
+
+from __future__ import annotations
+
+import pytest
+
+from runtime.controller.settings import ControllerSettings, SettingsError
+
+BASE = {"JOBRULES_PLAN": "/etc/jobrules/plan/plan.json", "JOBRULES_IDENTITY": "me"}
+
+
+def test_no_certificate_is_managed_by_default() -> None:
+    settings = ControllerSettings.from_env(BASE)
+    assert (settings.webhook_secret, settings.webhook_service) == (None, None)
+    assert settings.webhook_configuration == "0-jobrules"
+
+
+def test_the_certificates_variables() -> None:
+    settings = ControllerSettings.from_env({
+        **BASE, "JOBRULES_WEBHOOK_SECRET": "infra/jobrules-webhook-tls",
+        "JOBRULES_WEBHOOK_SERVICE": "infra/jobrules-webhook",
+        "JOBRULES_WEBHOOK_CONFIGURATION": "my-jobrules"})
+    assert settings.webhook_secret == ("infra", "jobrules-webhook-tls")
+    assert settings.webhook_service == ("infra", "jobrules-webhook")
+    assert settings.webhook_configuration == "my-jobrules"
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"JOBRULES_WEBHOOK_SECRET": "infra/tls"}, "both or neither"),
+    ({"JOBRULES_WEBHOOK_SERVICE": "infra/svc"}, "both or neither"),
+    ({"JOBRULES_WEBHOOK_SECRET": "tls", "JOBRULES_WEBHOOK_SERVICE": "infra/svc"},
+     "JOBRULES_WEBHOOK_SECRET='tls': expected NAMESPACE/NAME"),
+    ({"JOBRULES_WEBHOOK_SECRET": "infra/tls", "JOBRULES_WEBHOOK_SERVICE": "Infra/svc"},
+     "JOBRULES_WEBHOOK_SERVICE='Infra/svc': expected NAMESPACE/NAME"),
+    ({"JOBRULES_WEBHOOK_SECRET": "a/b/c", "JOBRULES_WEBHOOK_SERVICE": "infra/svc"},
+     "expected NAMESPACE/NAME"),
+])
+def test_bad_certificates_variables(env: dict[str, str], message: str) -> None:
+    with pytest.raises(SettingsError, match=message):
+        ControllerSettings.from_env({**BASE, **env})
