@@ -232,6 +232,13 @@ def shipped_plan(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.kind)
 def test_verdict_written_back(control_plane: Any, api: Any, namespace: str, shipped_plan: Path,
                               tmp_path: Path, scenario: Scenario) -> None:
+    verdict_written_back(control_plane, api, namespace, shipped_plan, tmp_path, scenario)
+
+
+def verdict_written_back(control_plane: Any, api: Any, namespace: str, plan: Path, tmp_path: Path,
+                         scenario: Scenario, **env: str) -> None:
+    """The scenario's job Running, then Failed, with every write checked; `env` for the
+    controller (its credentials, for one)."""
     if scenario.kind == "batchjob" and not control_plane.has_controller_manager:
         pytest.skip("kube-controller-manager is missing (KUBEBUILDER_ASSETS has none)")
     if scenario.training_operator and not (control_plane.training_operator and control_plane.nodes):
@@ -239,7 +246,7 @@ def test_verdict_written_back(control_plane: Any, api: Any, namespace: str, ship
     job = kube.create(api, scenario.resource, scenario.manifest(namespace))
     pods = [kube.create(api, kube.PODS, p) for p in scenario.pods(job)]
     path = scenario.resource.path(namespace, job["metadata"]["name"])
-    with controllers.running(control_plane, shipped_plan, namespace, tmp_path) as controller:
+    with controllers.running(control_plane, plan, namespace, tmp_path, **env) as controller:
         scenario.running(api, job, pods)
         running = controllers.wait_for_verdict(api, path, "Running")
         assert controllers.annotation(running, "jobrules.dev/state")
