@@ -1,5 +1,6 @@
 """The image, built from this checkout by `bash scripts/image.sh containerfile` (minutes: run with
-`pytest -m image`, as root), serves the webhook from its own root filesystem.
+`pytest -m image`, as root), serves the webhook from its own root filesystem, and runs the
+controller from it against the test control plane.
 
 Both builds are run: the Debian-packages one (mmdebstrap + umoci) and the Containerfile built by
 buildah. Each is unpacked and started the way a container runtime would start it, with no
@@ -19,9 +20,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+import controllers
 import jsonpatch
+import kube
 import pytest
+from test_controller_rbac import Identity, cleanup, install   # noqa: F401 (cleanup: a fixture)
 from test_webhook_gunicorn import MUTATE, Served, admission_review, job_pod, metric, serve, write_plan
+
+from devkit import cluster
+from rulec import manifests
 
 pytestmark = pytest.mark.image
 
@@ -96,7 +103,7 @@ def test_the_image_serves_admission_as_its_user_from_a_read_only_root(
     assert config["Entrypoint"] + config["Cmd"] == [
         "/opt/jobrules/bin/gunicorn", "-c", "python:runtime.webhook.gunicorn_conf"]
     rootfs = unpack(reference, tmp_path / "bundle")
-    assert (rootfs / "opt/jobrules/bin/jobrules-controller").is_file()   # its deployment is planned
+    assert (rootfs / manifests.CONTROLLER_COMMAND.lstrip("/")).is_file()
     layout = REPO / reference.split(":")[1]
     print(f"\n{build}: OCI layout {size(layout)}, root filesystem {size(rootfs)}")
 
@@ -125,3 +132,61 @@ def test_the_image_serves_admission_as_its_user_from_a_read_only_root(
         assert served.process.wait(30) == 0
     assert "Shutting down" in served.log
     assert "[ERROR]" not in served.log and "Traceback" not in served.log, served.log
+
+
+@pytest.mark.parametrize("build", BUILDS)
+def test_the_controller_runs_from_the_image_as_its_service_account(
+        images: dict[str, str], control_plane: Any, api: Any, namespace: str, tmp_path: Path,
+        cleanup: list[Identity], build: str) -> None:
+    """The Deployment's command, as uid 65532 on the read-only root with /tmp a tmpfs, with the
+    rendered ServiceAccount's token and the shipped rules: ready once its watches have listed,
+    then a Volcano job's verdict written; SIGTERM releases the Lease and exits 0."""
+    reference = images[build]
+    config = inspect(reference)
+    rootfs = unpack(reference, tmp_path / "bundle")
+    pod = tmp_path / "pod"
+    pod.mkdir()
+    plan = controllers.compile_plan(controllers.REPO / "rules", pod / "plan.json")
+    identity = install(control_plane, api, namespace, plan, pod)
+    cleanup.append(identity)
+    [port] = cluster.free_ports(1)
+    image_env = dict(item.split("=", 1) for item in config["Env"])
+    env = {**image_env, **identity.env(), "JOBRULES_PLAN": str(plan), "JOBRULES_NAMESPACES": namespace,
+           "JOBRULES_HEALTH_BIND": f"127.0.0.1:{port}", "JOBRULES_IDENTITY": "image",
+           "HOME": "/nonexistent"}
+    command = ["unshare", "--mount", "sh", "-c", LAUNCH, "launch", str(rootfs), str(pod),
+               config["User"], manifests.CONTROLLER_COMMAND]
+    log_path = tmp_path / "controller.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                   stderr=subprocess.STDOUT)
+    running = controllers.Running(process, port, log_path)
+    try:
+        def ready() -> bool:
+            assert process.poll() is None, f"the controller exited:\n{running.logs()}"
+            return running.get("/readyz")[0] == 200
+        kube.wait_for("the controller from the image to be ready", ready, timeout=90)
+        status = Path(f"/proc/{process.pid}/status").read_text()   # each of unshare, sh, chroot execs the next
+        assert "\nUid:\t65532\t65532\t65532\t65532\n" in status
+        job = kube.create(api, kube.VOLCANO_JOBS, {
+            "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": "train", "namespace": namespace},
+            "spec": {"minAvailable": 1, "tasks": [{"name": "worker", "replicas": 1, "template": {
+                "spec": {"containers": [{"name": "main", "image": "busybox"}]}}}]}})
+        controllers.wait_for_verdict(api, kube.VOLCANO_JOBS.path(namespace, job["metadata"]["name"]),
+                                     "Pending")
+        print(f"\n{build}: controller resident {_rss_mib(process.pid):.0f} MiB")
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0, running.logs()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+    logs = running.logs()
+    assert "released the lease" in logs
+    assert " ERROR " not in logs and "Traceback" not in logs, logs
+
+
+def _rss_mib(pid: int) -> float:
+    line = next(l for l in Path(f"/proc/{pid}/status").read_text().splitlines() if l.startswith("VmRSS:"))
+    return int(line.split()[1]) / 1024

@@ -101,15 +101,19 @@ def installed(kubectl: Kubectl) -> Iterator[list[Path]]:
         kubectl("delete", "-k", str(folder), "--ignore-not-found", "--wait=false")
 
 
-@pytest.mark.parametrize("variant", ["shipped", "injecting"])
+@pytest.mark.parametrize("variant", ["shipped", "injecting", "self-managed"])
 def test_the_output_installs_and_equals_its_kustomization(
         api: ApiClient, kubectl: Kubectl, addon_crds: None, installed: list[Path], tmp_path: Path,
         variant: str) -> None:
     """shipped: rules/ as they are (no injection), cert-manager with every optional object.
-    injecting: rules/ plus a fail-closed injection into Job pods, a user CA, three replicas."""
+    injecting: rules/ plus a fail-closed injection into Job pods, a user CA, three replicas.
+    self-managed: rules/ plus the injection, the controller's certificates, three controllers."""
     namespace = f"jobrules-{uuid.uuid4().hex[:6]}"
     if variant == "shipped":
         args = ["--rules", "rules", "--certs", "cert-manager", "--network-policy", "--monitoring"]
+    elif variant == "self-managed":
+        args = ["--rules", *rules(tmp_path, INJECTION), "--certs", "self-managed",
+                "--controller-replicas", "3", "--network-policy"]
     else:
         ca = tmp_path / "ca.crt"
         ca.write_bytes(cluster.CertificateAuthority.create("jobrules-webhook-ca").cert_pem)
@@ -138,19 +142,33 @@ def test_the_output_installs_and_equals_its_kustomization(
         assert hook["matchConditions"] == stream[-1]["webhooks"][0]["matchConditions"]
         assert hook["failurePolicy"] == "Fail" and hook["timeoutSeconds"] == 7
         assert hook["clientConfig"]["service"]["namespace"] == namespace
+    elif variant == "self-managed":
+        [hook] = configuration["webhooks"]
+        assert "caBundle" not in hook["clientConfig"]   # the controller's leader writes it
+        [secret] = [o for o in stored if o["kind"] == "Secret"]
+        assert "data" not in secret
     else:
         assert "webhooks" not in configuration   # no injection in rules/: nothing to call
+    # Why each of the controller's rules is there reaches the cluster.
+    for kind in ("ClusterRole", "Role"):
+        [rendered] = [o for o in stream if o["kind"] == kind]
+        [kept] = [o for o in stored if o["kind"] == kind]
+        assert kept["metadata"]["annotations"]["jobrules.dev/needed-by"] == \
+            rendered["metadata"]["annotations"]["jobrules.dev/needed-by"]
+        assert kept["rules"] == rendered["rules"]
 
-    # The webhook's pod as the Deployment would create it passes `restricted` (and, fail-closed,
-    # resolves its priority class); dry run, as there is no kubelet to run it.
-    [deployment] = [o for o in stream if o["kind"] == "Deployment"]
-    template = deployment["spec"]["template"]
-    pod = kube.create(api, kube.PODS, {
-        "apiVersion": "v1", "kind": "Pod", "spec": template["spec"],
-        "metadata": {"name": "webhook-probe", "namespace": namespace, **template["metadata"]},
-    }, dryRun="All")
-    assert pod["spec"]["securityContext"]["runAsUser"] == 65532
-    assert pod["spec"].get("priority") == (2000000000 if variant == "injecting" else 0)
+    # Each pod as its Deployment would create it passes `restricted` (and the webhook's,
+    # fail-closed, resolves its priority class); dry run, as there is no kubelet to run them.
+    for deployment in (o for o in stream if o["kind"] == "Deployment"):
+        template = deployment["spec"]["template"]
+        name = deployment["metadata"]["name"]
+        pod = kube.create(api, kube.PODS, {
+            "apiVersion": "v1", "kind": "Pod", "spec": template["spec"],
+            "metadata": {"name": f"{name}-probe", "namespace": namespace, **template["metadata"]},
+        }, dryRun="All")
+        assert pod["spec"]["securityContext"]["runAsUser"] == 65532
+        critical = variant == "injecting" and name == "jobrules-webhook"
+        assert pod["spec"].get("priority") == (2000000000 if critical else 0)
 
 
 def test_the_rendered_configuration_has_the_api_server_call_the_webhook(
