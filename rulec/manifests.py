@@ -287,8 +287,7 @@ def controller_deployment(options: Options) -> Obj:
             "name": "controller",
             "image": options.image,
             "imagePullPolicy": "IfNotPresent",
-            "command": [CONTROLLER_COMMAND],
-            "args": [],
+            "command": [CONTROLLER_COMMAND],   # the image's CMD (the webhook's) is then ignored
             "ports": [{"name": "health", "containerPort": HEALTH_PORT, "protocol": "TCP"}],
             "env": env,
             # Ready once every watch has listed: a large cluster's first list takes a while.
