@@ -92,7 +92,8 @@ image() {
     need umoci
     need skopeo
     say "root filesystem (Debian bookworm, python3, the wheels in a venv at /opt/jobrules)"
-    rootfs essential "$scratch/rootfs.tar" --include=python3,python3-venv \
+    # libstdc++6: greenlet's C extension (the webhook's gevent worker) links it.
+    rootfs essential "$scratch/rootfs.tar" --include=python3,python3-venv,libstdc++6 \
         --customize-hook='copy-in dist/wheels /tmp' \
         --customize-hook='chroot "$1" python3 -m venv /opt/jobrules' \
         --customize-hook='chroot "$1" /opt/jobrules/bin/pip install -q --isolated --no-cache-dir --no-index --find-links /tmp/wheels jobrules' \
