@@ -90,28 +90,29 @@ def controller_rules(plan: planlib.Plan) -> tuple[Rule, ...]:
 def leader_election(namespace: str, lease: str) -> tuple[Rule, ...]:
     """The Lease the replicas elect a leader on (a Role in `namespace`). RBAC cannot scope
     `create` by name: the first replica creates it."""
-    why = Need(None, f"leader election on the Lease {namespace}/{lease}")
-    named = ("get", "update", "patch")
-    return (Rule("coordination.k8s.io", "leases", ("create",), ((why, ("create",)),)),
-            Rule("coordination.k8s.io", "leases", named, ((why, named),), (lease,)))
+    why = f"leader election on the Lease {namespace}/{lease}"
+    return (_fixed("coordination.k8s.io", "leases", ("create",), why),
+            _fixed("coordination.k8s.io", "leases", ("get", "update", "patch"), why, (lease,)))
 
 
 def serving_secret(namespace: str, secret: str) -> tuple[Rule, ...]:
     """The webhook's serving certificate, issued and rotated by the controller's leader (a Role
     in `namespace`). The Secret is made empty by the manifests, so no `create` is needed; it is
     written by guarded patches."""
-    verbs = ("get", "patch")
-    return (Rule("", "secrets", verbs,
-                 ((Need(None, f"the webhook's serving certificate in {namespace}/{secret}"), verbs),),
-                 (secret,)),)
+    return (_fixed("", "secrets", ("get", "patch"),
+                   f"the webhook's serving certificate in {namespace}/{secret}", (secret,)),)
 
 
 def webhook_configuration(name: str) -> tuple[Rule, ...]:
     """The MutatingWebhookConfiguration whose caBundle the leader keeps current (cluster-wide)."""
-    verbs = ("get", "patch")
-    return (Rule("admissionregistration.k8s.io", "mutatingwebhookconfigurations", verbs,
-                 ((Need(None, f"the caBundle of the webhook configuration {name}"), verbs),),
-                 (name,)),)
+    return (_fixed("admissionregistration.k8s.io", "mutatingwebhookconfigurations", ("get", "patch"),
+                   f"the caBundle of the webhook configuration {name}", (name,)),)
+
+
+def _fixed(group: str, resource: str, verbs: tuple[str, ...], what: str,
+           names: tuple[str, ...] = ()) -> Rule:
+    """A rule not from the rules: one need, for all its verbs."""
+    return Rule(group, resource, verbs, ((Need(None, what), verbs),), names)
 
 
 def merged(needed: Iterable[tuple[str, str, str, Need]]) -> tuple[Rule, ...]:
