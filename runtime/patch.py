@@ -63,47 +63,13 @@ def test(path: str, value: Any) -> dict[str, Any]:
     return {"op": "test", "path": path, "value": value}
 
 
-# How an application treats the document and the values the patch places (see `check`).
-_COPY, _COPY_ON_WRITE, _CONSUME = 0, 1, 2
-
-
 def apply(doc: Any, patch: Iterable[dict[str, Any]]) -> Any:
     """The document after `patch`, sharing no node with `doc` or the patch (both are left
     untouched). Raises PatchError."""
-    return _run(copy.deepcopy(doc), patch, _COPY)
-
-
-def check(doc: Any, patch: Iterable[dict[str, Any]], consume: bool = False) -> None:
-    """Raise the PatchError `apply(doc, patch)` would raise, if any, without copying `doc`.
-
-    The patch is applied copy-on-write: only the arrays and objects along the paths it writes
-    are copied, one level each, into `_Own*` types that mark them as copies (the values it adds
-    are placed as they are, and copied in turn if a later op writes into them), so `doc` and the
-    patch are left untouched and the cost does not grow with the size of the document. Exact
-    for documents decoded from JSON, where no node is reachable by two paths (`apply`'s deep
-    copy would keep such sharing).
-
-    With `consume`, the caller gives `doc` up: it is written in place, and only the values the
-    patch places are copied (one level, when placed, and below that when written into), so the
-    patch is still left untouched. Its values must share no node with `doc`.
-    """
-    _run(doc, patch, _CONSUME if consume else _COPY_ON_WRITE)
-
-
-class _OwnDict(dict):
-    """A copy made by `check`: written in place from then on."""
-
-
-class _OwnList(list):
-    """A copy made by `check`: written in place from then on."""
-
-
-def _run(doc: Any, patch: Iterable[dict[str, Any]], mode: int) -> Any:
-    """Apply the ops in turn: into `doc` as the caller's own copy, copying each value as it is
-    placed (_COPY); copy-on-write (_COPY_ON_WRITE); or into `doc` given up (_CONSUME)."""
+    doc = copy.deepcopy(doc)
     for number, op in enumerate(patch):
         try:
-            doc = _apply_one(doc, op, mode)
+            doc = _apply_one(doc, op)
         except PatchError as err:
             raise PatchError(f"op {number} ({_describe(op)}): {err}") from None
     return doc
@@ -130,8 +96,8 @@ def _describe(op: Any) -> str:
     return repr(op)
 
 
-def _apply_one(doc: Any, op: Any, mode: int) -> Any:
-    """`doc` after `op`."""
+def _apply_one(doc: Any, op: Any) -> Any:
+    """`doc` (the caller's own copy) after `op`, written in place where it can be."""
     if not isinstance(op, dict):
         raise PatchError("an operation must be an object")
     name, path = op.get("op"), op.get("path")
@@ -140,11 +106,7 @@ def _apply_one(doc: Any, op: Any, mode: int) -> Any:
     if name in ("add", "replace", "test") and "value" not in op:
         raise PatchError(f"'{name}' needs a 'value'")
     if name == "add" or name == "replace":
-        value = op["value"]
-        if mode == _CONSUME:
-            value = _own(value)   # written into later: its own top level; deeper, copy-on-write
-        elif mode == _COPY:
-            value = copy.deepcopy(value)
+        value = copy.deepcopy(op["value"])
     elif name == "test":
         if not equal(_get(doc, _tokens(path)), op["value"]):
             raise PatchError("test failed: value differs")
@@ -158,9 +120,7 @@ def _apply_one(doc: Any, op: Any, mode: int) -> Any:
             raise PatchError("cannot remove the whole document")
         return value
     where, last = _split(path)
-    if mode == _COPY_ON_WRITE:
-        doc = _own(doc)
-    parent = _get(doc, _tokens(where), mode)
+    parent = _get(doc, _tokens(where))
     if isinstance(parent, dict):
         if name != "add" and last not in parent:
             raise PatchError(f"no member {last!r} to {name}")
@@ -206,44 +166,16 @@ def _index(token: str, bound: int) -> int:
     return index
 
 
-def _get(doc: Any, parts: tuple[str, ...] | list[str], mode: int = _COPY) -> Any:
-    """The node at `parts`, which may then be written. Copy-on-write, every array and object on
-    the way (`doc` must be owned already) is replaced by a copy of its own; consuming, only those
-    below a copy (which was placed from the patch) are."""
+def _get(doc: Any, parts: tuple[str, ...]) -> Any:
+    """The node at `parts`."""
     node = doc
-    plain = mode != _COPY_ON_WRITE   # steps into plain objects copy nothing: the common step
-    try:
-        for part in parts:
-            kind = type(node)
-            if kind is dict and plain:
-                node = node[part]
-                continue
-            if isinstance(node, dict):
-                key: str | int = part
-                child = node[part]
-            elif isinstance(node, list):
-                key = _index(part, len(node))
-                child = node[key]
-            else:
-                raise PatchError(f"cannot descend into a {kind.__name__} with {part!r}")
-            if mode and (mode == _COPY_ON_WRITE or kind in _OWNED) and type(child) not in _OWNED \
-                    and isinstance(child, (dict, list)):
-                child = node[key] = _own(child)
-            node = child
-    except KeyError:   # only an object's missing member raises it
-        raise PatchError(f"no member {part!r}") from None
+    for part in parts:
+        if isinstance(node, dict):
+            if part not in node:
+                raise PatchError(f"no member {part!r}")
+            node = node[part]
+        elif isinstance(node, list):
+            node = node[_index(part, len(node))]
+        else:
+            raise PatchError(f"cannot descend into a {type(node).__name__} with {part!r}")
     return node
-
-
-def _own(node: Any) -> Any:
-    """`node` if it is a copy made by `check` (or not an array or object), else such a copy."""
-    if type(node) in _OWNED:
-        return node
-    if isinstance(node, dict):
-        return _OwnDict(node)
-    if isinstance(node, list):
-        return _OwnList(node)
-    return node
-
-
-_OWNED = (_OwnDict, _OwnList)
