@@ -9,9 +9,11 @@ workers. Workers build their TLS context once and rebuild it when the certificat
 from __future__ import annotations
 
 import gc
+import logging
 import os
 import shutil
 import ssl
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
@@ -68,6 +70,20 @@ def when_ready(server: Any) -> None:
 
 def child_exit(server: Any, worker: Any) -> None:
     metrics.forget_worker(worker.pid)
+
+
+def worker_exit(server: Any, worker: Any) -> None:
+    """The worker's last step: leave without the interpreter's teardown, keeping the exit code
+    gunicorn is raising. That teardown clears gevent's patched thread functions before logging's
+    handlers die, whose weakref callbacks then print a traceback at every worker exit on some
+    Python builds (Debian's 3.11, the image's); nothing in a worker needs it (the arbiter drops
+    the worker's metrics in `child_exit`)."""
+    raised = sys.exc_info()[1]
+    code = (raised.code or 0) if isinstance(raised, SystemExit) else 1
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code if isinstance(code, int) else 1)
 
 
 def on_exit(server: Any) -> None:

@@ -346,3 +346,22 @@ def test_sigterm_stops_gracefully(webhook: Served) -> None:
     webhook.process.send_signal(signal.SIGTERM)
     assert webhook.process.wait(10) == 0
     assert "Shutting down" in webhook.log
+    assert "Traceback" not in webhook.log, webhook.log   # workers leave without the teardown's noise
+
+
+def test_a_worker_that_cannot_boot_stops_the_webhook(tmp_path: Path) -> None:
+    """Workers skip the interpreter's teardown but keep their exit code: gunicorn's boot error
+    (3) still reaches the master, which stops instead of respawning workers forever."""
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "tls.crt").write_text("not a certificate\n")
+    (tmp_path / "tls.key").write_text("not a key\n")
+    env = {**os.environ, "JOBRULES_PLAN": str(write_plan(tmp_path / "plan.json")),
+           "JOBRULES_TLS_CERT": str(tmp_path / "tls.crt"), "JOBRULES_TLS_KEY": str(tmp_path / "tls.key"),
+           "JOBRULES_BIND": f"127.0.0.1:{cluster.free_ports(1)[0]}", "JOBRULES_METRICS_BIND": "",
+           "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics")}
+    done = subprocess.run(list(GUNICORN), env=env, cwd=tmp_path, stdin=subprocess.DEVNULL,
+                          capture_output=True, timeout=60)
+    log = (done.stdout + done.stderr).decode()
+    assert done.returncode != 0
+    assert "no usable TLS certificate and key" in log
+    assert re.search(r"Worker \(pid:\d+\) exited with code 3", log), log
