@@ -45,8 +45,9 @@ apt_install() {   # apt_install PACKAGE...: as root
 }
 need() { command -v "$1" >/dev/null || apt_install "$1"; }   # need COMMAND (its package has its name)
 
-# jobrules as a wheel, and every dependency as a wheel for bookworm's CPython 3.11 on this
-# architecture, whatever Python runs this script.
+# jobrules as a wheel, and every dependency (the certs extra too: the controller's self-managed
+# certificates) as a wheel for bookworm's CPython 3.11 on this architecture, whatever Python runs
+# this script.
 wheels() {
     python3 -m pip --version >/dev/null 2>&1 || apt_install python3-pip
     say "wheels into dist/wheels"
@@ -58,7 +59,7 @@ wheels() {
     platforms+=(--platform "manylinux2014_${machine[$arch]}")
     python3 -m pip download -q -d dist/wheels --only-binary=:all: --implementation cp \
         --python-version 3.11 --abi cp311 --abi abi3 --abi none "${platforms[@]}" \
-        dist/wheels/jobrules-"$version"-*.whl
+        "$(echo dist/wheels/jobrules-"$version"-*.whl)[certs]"
 }
 
 # A bookworm root filesystem as a tar, without documentation, man pages or locales, and with an
@@ -96,7 +97,7 @@ image() {
     rootfs essential "$scratch/rootfs.tar" --include=python3,python3-venv,libstdc++6 \
         --customize-hook='copy-in dist/wheels /tmp' \
         --customize-hook='chroot "$1" python3 -m venv /opt/jobrules' \
-        --customize-hook='chroot "$1" /opt/jobrules/bin/pip install -q --isolated --no-cache-dir --no-index --find-links /tmp/wheels jobrules' \
+        --customize-hook='chroot "$1" /opt/jobrules/bin/pip install -q --isolated --no-cache-dir --no-index --find-links /tmp/wheels "jobrules[certs]"' \
         --customize-hook='chroot "$1" /opt/jobrules/bin/pip uninstall -q --isolated -y pip setuptools' \
         --customize-hook='chroot "$1" dpkg --purge python3-venv python3.11-venv python3-pip-whl python3-setuptools-whl >/dev/null' \
         --customize-hook='rm -rf "$1"/tmp/wheels "$1"/var/cache/apt/*.bin' \

@@ -27,7 +27,7 @@ from runtime import actions, evaluator, functions, intents, plan, projection, re
 from runtime import reloading, state, templates, writeback
 from runtime import pods as pods_lib
 from runtime import store as storelib
-from runtime.controller import events, health, informer, kube, leader, metrics, serving
+from runtime.controller import events, health, informer, kube, leader, metrics
 from runtime.controller.settings import ControllerSettings, SettingsError
 from runtime.workqueue import WorkQueue
 
@@ -139,6 +139,9 @@ class Controller:
         metrics.LEADER.set(1)
         settings = self.settings
         if settings.webhook_secret is not None and settings.webhook_service is not None:
+            # Imported here: the certificate library is an extra ('jobrules[certs]'), needed by
+            # this mode only (the settings refused the mode without it).
+            from runtime.controller import serving
             keeper = serving.Keeper(self.client, secret=settings.webhook_secret,
                                     service=settings.webhook_service,
                                     configuration=settings.webhook_configuration)

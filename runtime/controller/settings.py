@@ -6,6 +6,7 @@ variable, and the process does not start (docs/controller.md lists them all).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import socket
@@ -66,6 +67,10 @@ class ControllerSettings:
         if (secret is None) != (service is None):
             raise SettingsError("JOBRULES_WEBHOOK_SECRET and JOBRULES_WEBHOOK_SERVICE: both or "
                                 "neither (the certificate's Secret and the Service it is for)")
+        if secret is not None and importlib.util.find_spec("cryptography") is None:
+            raise SettingsError("JOBRULES_WEBHOOK_SECRET: self-managed serving certificates need "
+                                "the cryptography package: pip install 'jobrules[certs]' "
+                                "(the image has it)")
         hooks = boolean(env, "JOBRULES_TEST_HOOKS", False)
         fault = env.get("JOBRULES_FAULT", "")
         if fault and not hooks:

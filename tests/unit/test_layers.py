@@ -3,6 +3,7 @@ no shell (the webhook's or the controller's) and no I/O framework; and it type-c
 from __future__ import annotations
 
 import ast
+import importlib.metadata
 import json
 import subprocess
 import sys
@@ -133,9 +134,14 @@ def test_the_runtime_type_checks() -> None:
 def test_the_product_needs_no_control_plane_code() -> None:
     """The control-plane launcher is devkit's: nothing in the wheel imports it. The certificate
     library serves one module of the product, the self-managed serving certificate
-    (runtime.certificates), so the webhook and the compiler never load it."""
+    (runtime.certificates), so the webhook and the compiler never load it, and the wheel asks for
+    it only with its `certs` extra."""
     product = sorted((ROOT / "rulec").rglob("*.py")) + RUNTIME
     bad = {_module(p): n for p in product for n in _imports(p) if _under(n, ("devkit",))}
     assert not bad
     users = {_module(p) for p in product for n in _imports(p) if _under(n, ("cryptography",))}
     assert users == {"runtime.certificates"}
+    crypto = [r for r in importlib.metadata.requires("jobrules") or ()
+              if r.lower().startswith("cryptography")]
+    assert crypto and all("extra ==" in r for r in crypto), crypto   # never a plain requirement
+    assert any('extra == "certs"' in r for r in crypto), crypto

@@ -1,7 +1,9 @@
 """runtime.controller.settings: the self-managed certificate's variables (both or neither,
-NAMESPACE/NAME) and the defaults the manifests rely on."""
+NAMESPACE/NAME, the certs extra) and the defaults the manifests rely on."""
 
 from __future__ import annotations
+
+import sys
 
 import pytest
 
@@ -39,3 +41,13 @@ def test_the_certificates_variables() -> None:
 def test_bad_certificates_variables(env: dict[str, str], message: str) -> None:
     with pytest.raises(SettingsError, match=message):
         ControllerSettings.from_env({**BASE, **env})
+
+
+def test_self_managed_certificates_need_the_certs_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the cryptography package (an import of it fails, as when it is not installed)
+    the mode is refused at start, naming the extra, rather than failing once leading."""
+    monkeypatch.setitem(sys.modules, "cryptography", None)
+    with pytest.raises(SettingsError, match=r"pip install 'jobrules\[certs\]'"):
+        ControllerSettings.from_env({**BASE, "JOBRULES_WEBHOOK_SECRET": "infra/tls",
+                                     "JOBRULES_WEBHOOK_SERVICE": "infra/svc"})
+    assert ControllerSettings.from_env(BASE).webhook_secret is None   # other modes need nothing
