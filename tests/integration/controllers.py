@@ -80,6 +80,19 @@ class Running:
             self.process.wait(30)
 
 
+def volcano_restart_rules(workdir: Path) -> Path:
+    """A rules folder with the shipped Volcano rules plus `on pod evicted -> restart job max 2`:
+    a policy that takes `restart job`, which the shipped rules leave to Volcano."""
+    rules = workdir / "rules"
+    rules.mkdir()
+    shipped = (REPO / "rules" / "volcano-job.rules").read_text()
+    marker = "    # Volcano drives its state machine"
+    assert marker in shipped
+    (rules / "volcano-job.rules").write_text(shipped.replace(
+        marker, "    on pod evicted -> restart job max 2\n\n" + marker, 1))
+    return rules
+
+
 def kubeconfig(session: Any) -> str:
     return str(session.plane.kubeconfig) if session.plane is not None else os.environ["KUBECONFIG"]
 

@@ -310,13 +310,7 @@ def test_a_volcano_command_once_per_intent(control_plane: Any, api: Any, namespa
     made once though the controller dies right after making it and replays its journal, and
     not made again once Volcano took it (deleted it, restarted the job: a new status)."""
     plane = needs_plane(control_plane)
-    rules = tmp_path / "rules"
-    rules.mkdir()
-    shipped = (controllers.REPO / "rules" / "volcano-job.rules").read_text()
-    (rules / "volcano-job.rules").write_text(shipped.replace(
-        "    # Volcano drives its state machine", "    on pod evicted -> restart job max 2\n\n"
-        "    # Volcano drives its state machine", 1))
-    plan = controllers.compile_plan(rules, tmp_path / "plan.json")
+    plan = controllers.compile_plan(controllers.volcano_restart_rules(tmp_path), tmp_path / "plan.json")
     job = volcano_job(api, namespace)
     pod = worker(api, job, 0)
     with controllers.running(control_plane, plan, namespace, tmp_path, name="crashing",

@@ -207,13 +207,7 @@ def test_restart_pod_deletes_the_pod_with_the_derived_role(
 
 def test_restart_job_creates_a_volcano_command_with_the_derived_role(
         control_plane: Any, api: Any, namespace: str, tmp_path: Path, cleanup: list[Identity]) -> None:
-    rules = tmp_path / "rules"
-    rules.mkdir()
-    shipped = (controllers.REPO / "rules" / "volcano-job.rules").read_text()
-    (rules / "volcano-job.rules").write_text(shipped.replace(
-        "    # Volcano drives its state machine", "    on pod evicted -> restart job max 2\n\n"
-        "    # Volcano drives its state machine", 1))
-    plan = controllers.compile_plan(rules, tmp_path / "plan.json")
+    plan = controllers.compile_plan(controllers.volcano_restart_rules(tmp_path), tmp_path / "plan.json")
     identity = install(control_plane, api, namespace, plan, tmp_path)
     cleanup.append(identity)
     assert identity.can("create", "commands.bus.volcano.sh") and not identity.can("delete", "pods")
