@@ -114,8 +114,10 @@ def _masters(api: Any, job: Obj, master: str) -> list[Obj]:
 
 def _master_runs(master: str) -> Callable[[Any, Obj, list[Obj]], None]:
     def run(api: Any, job: Obj, pods: list[Obj]) -> None:
+        # The operator, the scheduler and KWOK each react in turn: on a loaded 2-core machine
+        # this took over 30 s once.
         kube.wait_for(f"the operator's {master} pod to run", lambda: any(
-            p["status"].get("phase") == "Running" for p in _masters(api, job, master)))
+            p["status"].get("phase") == "Running" for p in _masters(api, job, master)), timeout=90)
     return run
 
 
