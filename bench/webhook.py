@@ -17,9 +17,10 @@ master and its workers, sampled from /proc. Targets: the webhook's throughput is
 of the baseline's, and its p99 at the fixed rate is under 10 ms; exit 1 when missed.
 
 With --hostile only the webhook runs: for each kind of client in devkit/hostile.py (hundreds of
-slow headers, slow bodies, stalled TLS handshakes; thousands of silent connections), the
-fixed-rate run without them, then with them held open. Targets: every request answered 200, and
-the p99 with them under twice the p99 without (medians over rounds).
+slow headers, slow bodies, stalled TLS handshakes; thousands of silent connections, once within
+the webhook's cap of silent connections and once past it, against a webhook started with a
+lower cap), the fixed-rate run without them, then with them held open. Targets: every request
+answered 200, and the p99 with them under twice the p99 without (medians over rounds).
 """
 
 from __future__ import annotations
@@ -465,7 +466,23 @@ def one_round(pool: multiprocessing.pool.Pool, servers: list[Server], cafile: st
 # ---------------------------------------------------------------------------------------------
 # --hostile: the webhook's latency while other clients misbehave (devkit/hostile.py)
 
-HOSTILE = (("header", 300), ("body", 300), ("tls", 300), ("silent", 3000))
+@dataclass(frozen=True, slots=True)
+class Attack:
+    kind: str
+    count: int
+    max_silent: int | None = None   # JOBRULES_MAX_SILENT of the webhook attacked; None: default
+
+    @property
+    def label(self) -> str:
+        if self.kind != "silent":
+            return f"{self.count} {self.kind}"
+        if self.max_silent is None:
+            return f"{self.count} silent (flood)"
+        return f"{self.count} silent, cap {self.max_silent}/worker"
+
+
+HOSTILE = (Attack("header", 300), Attack("body", 300), Attack("tls", 300), Attack("silent", 3000),
+           Attack("silent", 3000, 1000))   # past the two workers' 2 x 1,000: evictions all along
 HOSTILE_RATIO = 2.0
 
 
@@ -478,41 +495,58 @@ def _hostile(port: int, kind: str, count: int, ca_pem: bytes, ready: Any, stop: 
         stop.wait(600)
 
 
-def hostile_round(server: Server, cafile: str, ca_pem: bytes,
-                  args: argparse.Namespace) -> dict[str, tuple[Run, Run]]:
-    """For each kind: a fixed-rate run without hostile clients, then one with them held open."""
-    context = multiprocessing.get_context("spawn")
+def hostile_round(env: dict[str, str], cafile: str, ca_pem: bytes, folder: Path,
+                  args: argparse.Namespace) -> dict[Attack, tuple[Run, Run]]:
+    """A fresh webhook for each cap of silent connections; on it, for each attack, a fixed-rate
+    run without hostile clients, then one with them held open."""
     runs = {}
-    for kind, count in HOSTILE:
-        quiet = open_loop(server.port, cafile, server.requests, args.rate, args.duration,
-                          args.connections)
-        ready, stop = context.Event(), context.Event()
-        attacker = context.Process(target=_hostile, args=(server.port, kind, count, ca_pem,
-                                                          ready, stop))
-        attacker.start()
+    for cap in dict.fromkeys(attack.max_silent for attack in HOSTILE):
+        served_env = env if cap is None else {**env, "JOBRULES_MAX_SILENT": str(cap)}
+        place = folder / f"cap-{cap}"
+        place.mkdir()
+        server = start("jobrules", None, served_env, cafile, place)
         try:
-            if not ready.wait(120):
-                raise SystemExit(f"hostile clients ({kind}) did not start")
-            loud = open_loop(server.port, cafile, server.requests, args.rate, args.duration,
-                             args.connections)
+            for attack in HOSTILE:
+                if attack.max_silent == cap:
+                    runs[attack] = hostile_runs(server, attack.kind, attack.count, cafile,
+                                                ca_pem, args)
         finally:
-            stop.set()
-            attacker.join(60)
-        runs[kind] = (quiet, loud)
+            server.stop()
     return runs
 
 
-def report_hostile(rounds: list[dict[str, tuple[Run, Run]]], args: argparse.Namespace) -> int:
+def hostile_runs(server: Server, kind: str, count: int, cafile: str, ca_pem: bytes,
+                 args: argparse.Namespace) -> tuple[Run, Run]:
+    """A fixed-rate run without hostile clients, then one with them held open."""
+    context = multiprocessing.get_context("spawn")
+    quiet = open_loop(server.port, cafile, server.requests, args.rate, args.duration,
+                      args.connections)
+    ready, stop = context.Event(), context.Event()
+    attacker = context.Process(target=_hostile, args=(server.port, kind, count, ca_pem,
+                                                      ready, stop))
+    attacker.start()
+    try:
+        if not ready.wait(120):
+            raise SystemExit(f"hostile clients ({kind}) did not start")
+        loud = open_loop(server.port, cafile, server.requests, args.rate, args.duration,
+                         args.connections)
+    finally:
+        stop.set()
+        attacker.join(60)
+    return quiet, loud
+
+
+def report_hostile(rounds: list[dict[Attack, tuple[Run, Run]]], args: argparse.Namespace) -> int:
     """p99 with and without each kind of hostile client, median over rounds; every request answered."""
     print(f"\n{'median of ' + str(len(rounds)) + ' rounds':30}{'p50 ms':>9}{'p99 ms':>9}"
           f"{'p99 quiet':>11}{'ratio':>8}{'errors':>8}   ratio by round")
     misses = []
-    for kind, count in HOSTILE:
-        pairs = [r[kind] for r in rounds]
+    for attack in HOSTILE:
+        pairs = [r[attack] for r in rounds]
         ratios = [loud.percentile(99) / quiet.percentile(99) for quiet, loud in pairs]
         ratio = statistics.median(ratios)
         errors = sum(quiet.errors + loud.errors for quiet, loud in pairs)
-        label = f"{count} {kind}" + (" (flood)" if kind == "silent" else "")
+        label = attack.label
         print(f"{label:30}{statistics.median(l.percentile(50) for _, l in pairs):>9.2f}"
               f"{statistics.median(l.percentile(99) for _, l in pairs):>9.2f}"
               f"{statistics.median(q.percentile(99) for q, _ in pairs):>11.2f}{ratio:>8.2f}"
@@ -572,11 +606,7 @@ def main(argv: list[str] | None = None) -> int:
             for number in range(args.rounds):
                 folder = workdir / f"round-{number}"
                 folder.mkdir()
-                server = start("jobrules", None, env, cafile, folder)
-                try:
-                    hostile_rounds.append(hostile_round(server, cafile, ca.cert_pem, args))
-                finally:
-                    server.stop()
+                hostile_rounds.append(hostile_round(env, cafile, ca.cert_pem, folder, args))
             return report_hostile(hostile_rounds, args)
         print(f"{args.workers} workers, TLS on 127.0.0.1, AdmissionReview "
               f"bodies {size / 1024:.1f} KiB; {args.rounds} rounds, each: closed loop {args.clients} x "

@@ -27,7 +27,8 @@ class Settings:
     bind: str = "0.0.0.0:8443"
     metrics: tuple[str, int] | None = ("0.0.0.0", 9090)   # plain HTTP; None: no metrics endpoint
     workers: int = 2
-    max_connections: int = 1000          # per worker; one more drops the longest waiting
+    max_connections: int = 1000          # per worker, that have spoken; one more drops the longest waiting
+    max_silent: int = 10000              # per worker, that have sent nothing yet; one more drops the oldest
     client_timeout: float = 5.0          # TLS handshake, or a request from its first byte, whole
     timeout: int = 30                    # seconds a worker may be silent before it is replaced
     graceful_timeout: int = 20           # seconds to finish in-flight requests on SIGTERM
@@ -57,6 +58,7 @@ class Settings:
             workers=integer(env, "JOBRULES_WORKERS", defaults.workers, minimum=1),
             max_connections=integer(env, "JOBRULES_MAX_CONNECTIONS", defaults.max_connections,
                                     minimum=1),
+            max_silent=integer(env, "JOBRULES_MAX_SILENT", defaults.max_silent, minimum=1),
             client_timeout=_positive(
                 seconds(env, "JOBRULES_CLIENT_TIMEOUT", defaults.client_timeout),
                 "JOBRULES_CLIENT_TIMEOUT"),

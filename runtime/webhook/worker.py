@@ -1,22 +1,30 @@
 """The gunicorn worker of the webhook: gevent's, with deadlines and a connection cap.
 
 Any pod can reach the webhook's port, so no client may hold what the API server's requests need.
-Each connection is a greenlet, not a thread: idle or slow clients cost a socket and a little
-memory. On top of gunicorn's gevent worker:
+A connection that has sent nothing yet is only a descriptor watched by the event loop (no
+greenlet, no socket object, no TLS state); once it sends its first byte it gets a greenlet,
+not a thread. On top of gunicorn's gevent worker:
 
-- a TLS handshake must finish within `JOBRULES_CLIENT_TIMEOUT` of the connection's accept, using
+- at most `JOBRULES_MAX_SILENT` such silent connections per worker, each waiting at most as long
+  as an idle kept-alive one; one more closes the silent one accepted first. A flood of
+  connections that send nothing thus costs memory up to that cap and, past it, one accept and
+  one close per connect, and never displaces a connection that has spoken;
+- a TLS handshake must finish within `JOBRULES_CLIENT_TIMEOUT` of the client's first byte, using
   the worker's current context (the `ssl_context` hook, so a renewed certificate is served to
   new connections);
 - a request must arrive whole, from its first byte to the end of its body, within
   `JOBRULES_CLIENT_TIMEOUT`; between requests a connection waits at most `keepalive` seconds;
   an answer must be taken by the client within the same timeout;
-- at most `worker_connections` connections per worker (`JOBRULES_MAX_CONNECTIONS`): one more
-  closes the connection that has waited longest among those that have not been answered yet
-  (floods, slow clients), else the one idle longest among those kept alive; never one being
-  answered.
+- at most `worker_connections` connections that have spoken per worker
+  (`JOBRULES_MAX_CONNECTIONS`): one more closes the connection that has waited longest among
+  those that have not been answered yet (slow clients), else the one idle longest among those
+  kept alive; never one whose request is being read, answered or written.
 
-On SIGTERM the worker stops accepting, answers what it is reading, and closes connections that
-wait for a request after `STOP_LINGER` seconds (a request sent meanwhile is answered, with
+The worker raises its soft limit of open files to fit both caps (and lowers the caps to fit a
+hard limit below them, with a warning).
+
+On SIGTERM the worker stops accepting, closes the silent connections, answers what it is
+reading, and closes connections that wait for a request after `STOP_LINGER` seconds (a request sent meanwhile is answered, with
 `Connection: close`).
 """
 
@@ -24,6 +32,7 @@ from __future__ import annotations
 
 import errno
 import os
+import resource
 import socket
 import time
 from collections.abc import Callable
@@ -32,6 +41,7 @@ from typing import Any
 
 import gevent
 import gevent.pool
+import gevent.socket
 import gunicorn.sock
 from gevent.server import StreamServer
 from gunicorn.workers.ggevent import GeventWorker
@@ -40,6 +50,7 @@ from runtime.webhook import metrics
 from runtime.webhook.settings import Settings
 
 STOP_LINGER = 2.0   # seconds a stopping worker keeps idle connections open
+SPARE_FILES = 64    # descriptors besides connections: listeners, logs, metrics files, plan, TLS
 
 
 class Connection:
@@ -56,9 +67,8 @@ class Connection:
         self.closed = False
 
     def handshake(self, context: Callable[[], Any]) -> bool:
-        """TLS within the read timeout of the accept; False (connection dropped) when it does
-        not finish. No TLS state is made before the client's first byte: a flood of silent
-        connections costs a socket each, and is dropped cheaply."""
+        """TLS within the read timeout of the first byte (the connection is served from then);
+        False (connection dropped) when it does not finish."""
         deadline = time.monotonic() + self.client_timeout
         self.sock.settimeout(self.client_timeout)
         try:
@@ -163,8 +173,8 @@ class Connections:
     def open(self, conn: Connection) -> bool:
         """Admit `conn`, dropping another if the worker is full; False when none can go."""
         if len(self) >= self.limit:
-            victim = next(iter(self.fresh), None) or next(
-                (c for c in self.kept if not c.writing), None)
+            victim = next((c for c in self.fresh if not c.writing), None) or next(
+                (c for c in self.kept if c.until is None and not c.writing), None)
             if victim is None:
                 conn.drop("evicted")
                 return False
@@ -188,6 +198,78 @@ class Connections:
         return [c for c in (*self.fresh, *self.kept) if c.until is None and not c.writing]
 
 
+class Silent:
+    """Accepted connections that have sent nothing yet, oldest first: a descriptor and an
+    event-loop watcher each. The first byte (or the end) hands the descriptor to `speak`,
+    which serves it; one more than `limit`, or one silent for `wait` seconds, is closed."""
+
+    __slots__ = ("loop", "limit", "wait", "speak", "waiting")
+
+    def __init__(self, loop: Any, limit: int, wait: float,
+                 speak: Callable[[int, Any, Any], None]) -> None:
+        self.loop, self.limit, self.wait, self.speak = loop, limit, wait, speak
+        self.waiting: dict[int, tuple[float, Any, Any, Any]] = {}   # fd -> since, addr, listener, watcher
+
+    def __len__(self) -> int:
+        return len(self.waiting)
+
+    def add(self, listener: Any, fd: int, addr: Any) -> None:
+        """Watch `fd` for its first byte, closing the oldest silent one if full."""
+        if len(self.waiting) >= self.limit:
+            self._close(next(iter(self.waiting)), "evicted")
+        watcher = self.loop.io(fd, 1)
+        self.waiting[fd] = (time.monotonic(), addr, listener, watcher)
+        watcher.start(self._spoke, fd)
+
+    def expire(self, now: float) -> None:
+        """Close those silent since before `now - wait` (oldest first, so it stops early)."""
+        for fd, (since, *_) in list(self.waiting.items()):
+            if since > now - self.wait:
+                break
+            self._close(fd, "read-timeout")
+
+    def close_all(self) -> None:
+        for fd in list(self.waiting):
+            self._close(fd, None)
+
+    def _spoke(self, fd: int) -> None:
+        _, addr, listener, watcher = self.waiting.pop(fd)
+        watcher.close()
+        self.speak(fd, addr, listener)
+
+    def _close(self, fd: int, reason: str | None) -> None:
+        self.waiting.pop(fd)[3].close()
+        os.close(fd)
+        if reason is not None:
+            metrics.connections_dropped(reason).inc()
+
+
+class _Acceptor(StreamServer):
+    """gevent's server handing each accepted descriptor, as it is, to `handle` in the event
+    loop (spawn=None): no socket object and no greenlet until the client speaks."""
+
+    def do_read(self) -> tuple[int, Any] | None:
+        try:
+            return self.socket._accept()
+        except BlockingIOError:
+            return None
+
+    def do_close(self, *args: Any) -> None:
+        pass   # the descriptor now belongs to `Silent`
+
+
+def file_limits(silent: int, connections: int, soft: int, hard: int) -> tuple[int, int, int]:
+    """(the soft limit of open files to set, the caps of silent and of spoken connections) so
+    that both caps fit, with SPARE_FILES besides; under a hard limit too low, silent ones give
+    way first (past their cap they cost churn, not service), down to an even split."""
+    need = silent + connections + SPARE_FILES
+    if hard == resource.RLIM_INFINITY or hard >= need:
+        return (soft if soft == resource.RLIM_INFINITY or soft >= need else need), silent, connections
+    room = max(2, hard - SPARE_FILES)
+    connections = min(connections, max(room // 2, room - silent))
+    return hard, max(1, min(silent, room - connections)), max(1, connections)
+
+
 class Worker(GeventWorker):
     """gunicorn's gevent worker serving through `Connection`s (see the module docstring)."""
 
@@ -195,25 +277,41 @@ class Worker(GeventWorker):
         settings = Settings.from_env(os.environ)
         self.client_timeout = settings.client_timeout
         self.idle_timeout = self.cfg.keepalive or settings.client_timeout
-        self.connections = Connections(self.cfg.worker_connections)
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        files, self.max_silent, spoken = file_limits(settings.max_silent,
+                                                     self.cfg.worker_connections, soft, hard)
+        if files != soft:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (files, hard))
+        if (self.max_silent, spoken) != (settings.max_silent, self.cfg.worker_connections):
+            self.log.warning("open files limited to %d: at most %d silent and %d other "
+                             "connections per worker", hard, self.max_silent, spoken)
+        self.connections = Connections(spoken)
         self.group = gevent.pool.Pool()   # unbounded: Connections keeps the limit
         super().init_process()
 
     def run(self) -> None:
+        self.silent = Silent(gevent.get_hub().loop, self.max_silent, self.idle_timeout,
+                             self.speak)
         servers = []
         for listener in self.sockets:
             listener.setblocking(1)
-            server = StreamServer(listener, handle=partial(self.serve, listener), spawn=self.group)
+            server = _Acceptor(listener, handle=partial(self.silent.add, listener), spawn=None)
             if self.cfg.workers > 1:
                 server.max_accept = 1   # spread connections over the workers
             server.start()
             servers.append(server)
         while self.alive:
             self.notify()
+            self.silent.expire(time.monotonic())
             gevent.sleep(1.0)
         for server in servers:
             server.close()   # stop accepting; the master's socket stays open for the others
+        self.silent.close_all()
         self.stop_gracefully()
+
+    def speak(self, fd: int, addr: Any, listener: Any) -> None:
+        """A silent connection sent its first byte (or its end): serve it in a greenlet."""
+        self.group.spawn(self.serve, listener, gevent.socket.socket(fileno=fd), addr)
 
     def stop_gracefully(self) -> None:
         deadline = time.monotonic() + self.cfg.graceful_timeout

@@ -11,6 +11,7 @@ import http.client
 import json
 import os
 import re
+import resource
 import signal
 import sys
 import threading
@@ -24,19 +25,21 @@ import kube
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_webhook_gunicorn import (MUTATE, Served, admission_review, job_pod, metric, serve,
-                                   worker_pids, write_plan)
+from test_webhook_gunicorn import (GUNICORN, MUTATE, Served, admission_review, job_pod, metric,
+                                   serve, worker_pids, write_plan)
 
 from devkit import hostile
+from runtime.webhook.worker import SPARE_FILES
 
 CLIENT_TIMEOUT = "2"   # seconds: slow clients are dropped within a test's time
+MAX_SILENT = 1000      # per worker: the 3,000 silent connections below are past the two workers' cap
 
 
 @pytest.fixture(scope="module")
 def webhook(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     workdir = tmp_path_factory.mktemp("hostile")
-    with serve(write_plan(workdir / "plan.json"), workdir,
-               JOBRULES_CLIENT_TIMEOUT=CLIENT_TIMEOUT) as served:
+    with serve(write_plan(workdir / "plan.json"), workdir, JOBRULES_CLIENT_TIMEOUT=CLIENT_TIMEOUT,
+               JOBRULES_MAX_SILENT=str(MAX_SILENT)) as served:
         yield served
 
 
@@ -85,6 +88,67 @@ def test_every_request_is_answered_beside_hostile_clients(webhook: Served, kind:
             connection.close()
     assert attack.closed_by_server > 0
     assert dropped(webhook, "read-timeout") + dropped(webhook, "evicted") > before
+
+
+def test_silent_connections_under_the_cap_are_held_and_evict_nothing(webhook: Served) -> None:
+    """Below the cap a flood only waits (as long as an idle kept-alive connection may): none of
+    it is closed, and a slow client that has spoken is dropped at its deadline, not evicted."""
+    before = dropped(webhook, "evicted")
+    with hostile.Hostile(webhook.port, "silent", MAX_SILENT, webhook.ca.cert_pem) as flood, \
+            hostile.Hostile(webhook.port, "header", 20, webhook.ca.cert_pem) as slow:
+        deadline = time.monotonic() + float(CLIENT_TIMEOUT) + 2
+        while time.monotonic() < deadline:
+            assert webhook.call("GET", "/healthz") == (200, b"ok\n")
+            time.sleep(0.2)
+        assert flood.closed_by_server == 0 and slow.closed_by_server >= 20
+    assert dropped(webhook, "evicted") == before
+
+
+def test_a_flood_past_the_cap_never_evicts_a_connection_that_has_spoken(tmp_path: Path) -> None:
+    """Past the cap each new silent connection closes the oldest silent one; connections that
+    have sent a byte (here: requests still being sent, a header line at a time, well within
+    their deadline) are out of its reach."""
+    with serve(write_plan(tmp_path / "plan.json"), tmp_path, JOBRULES_CLIENT_TIMEOUT="30",
+               JOBRULES_MAX_SILENT="100") as served:
+        with hostile.Hostile(served.port, "header", 20, served.ca.cert_pem, drip=0.5) as slow:
+            with hostile.Hostile(served.port, "silent", 1000, served.ca.cert_pem) as flood:
+                kube.wait_for("the flood to evict itself", lambda: flood.closed_by_server >= 800,
+                              timeout=10)
+                assert served.call("GET", "/healthz") == (200, b"ok\n")
+            assert slow.closed_by_server == 0
+        assert dropped(served, "evicted") >= 800
+        assert dropped(served, "read-timeout") == 0
+
+
+def test_silent_connections_wait_no_longer_than_an_idle_one(tmp_path: Path) -> None:
+    with serve(write_plan(tmp_path / "plan.json"), tmp_path, JOBRULES_KEEPALIVE="1") as served:
+        with hostile.Hostile(served.port, "silent", 50, served.ca.cert_pem) as flood:
+            kube.wait_for("the silent connections closed", lambda: flood.closed_by_server >= 50,
+                          timeout=5)
+        assert dropped(served, "read-timeout") >= 50
+        assert dropped(served, "evicted") == 0
+
+
+LIMITED = (sys.executable, "-c", "import os, resource, sys; "
+           "resource.setrlimit(resource.RLIMIT_NOFILE, (256, resource.getrlimit(resource.RLIMIT_NOFILE)[1])); "
+           "os.execv(sys.executable, sys.argv[1:])", *GUNICORN)
+
+
+def test_a_worker_raises_its_open_files_limit_to_fit_its_caps(tmp_path: Path) -> None:
+    """Started under a soft limit of 256 open files, each worker raises it to fit both caps
+    (or to the hard limit, saying how many connections then fit)."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    need = 2000 + 500 + SPARE_FILES
+    expected = need if hard == resource.RLIM_INFINITY or hard >= need else hard
+    with serve(write_plan(tmp_path / "plan.json"), tmp_path, command=LIMITED,
+               JOBRULES_MAX_SILENT="2000", JOBRULES_MAX_CONNECTIONS="500") as served:
+        for pid in worker_pids(served):
+            limits = Path(f"/proc/{pid}/limits").read_text()
+            assert int(re.search(r"Max open files +(\d+)", limits)[1]) == expected
+        with hostile.Hostile(served.port, "silent", 600, served.ca.cert_pem) as flood:
+            assert served.call("GET", "/healthz") == (200, b"ok\n")
+        assert flood.opened == 600 and flood.closed_by_server == 0
+        assert ("open files limited" in served.log) == (expected < need)
 
 
 # ---------------------------------------------------------------------------------------------

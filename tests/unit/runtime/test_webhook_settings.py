@@ -19,6 +19,7 @@ def test_every_variable() -> None:
         "JOBRULES_PLAN": "p.json", "JOBRULES_TLS_CERT": "c.pem", "JOBRULES_TLS_KEY": "k.pem",
         "JOBRULES_BIND": "[::]:8443", "JOBRULES_METRICS_BIND": "[::1]:9100",
         "JOBRULES_WORKERS": "4", "JOBRULES_MAX_CONNECTIONS": "500",
+        "JOBRULES_MAX_SILENT": "20000",
         "JOBRULES_CLIENT_TIMEOUT": "2.5", "JOBRULES_TIMEOUT": "10",
         "JOBRULES_GRACEFUL_TIMEOUT": "15", "JOBRULES_KEEPALIVE": "30",
         "JOBRULES_MAX_REQUESTS": "10000", "JOBRULES_MAX_REQUESTS_JITTER": "500",
@@ -26,7 +27,7 @@ def test_every_variable() -> None:
         "JOBRULES_LOG_LEVEL": "DEBUG",
     })
     assert settings == Settings("p.json", "c.pem", "k.pem", "[::]:8443", ("::1", 9100), 4, 500,
-                                2.5, 10, 15, 30, 10000, 500, 0.5, 1048576, "debug")
+                                20000, 2.5, 10, 15, 30, 10000, 500, 0.5, 1048576, "debug")
 
 
 def test_metrics_can_be_turned_off() -> None:
@@ -40,6 +41,7 @@ def test_metrics_can_be_turned_off() -> None:
     ({"JOBRULES_WORKERS": "two"}, "JOBRULES_WORKERS: expected an integer"),
     ({"JOBRULES_WORKERS": "0"}, "JOBRULES_WORKERS: must be at least 1"),
     ({"JOBRULES_MAX_CONNECTIONS": "0"}, "JOBRULES_MAX_CONNECTIONS: must be at least 1"),
+    ({"JOBRULES_MAX_SILENT": "0"}, "JOBRULES_MAX_SILENT: must be at least 1"),
     ({"JOBRULES_CLIENT_TIMEOUT": "0"}, "JOBRULES_CLIENT_TIMEOUT: must be a finite number of seconds > 0"),
     ({"JOBRULES_CLIENT_TIMEOUT": "inf"}, "JOBRULES_CLIENT_TIMEOUT: must be a finite"),
     ({"JOBRULES_KEEPALIVE": "-1"}, "JOBRULES_KEEPALIVE: must be at least 0"),
