@@ -19,8 +19,9 @@ of the baseline's, and its p99 at the fixed rate is under 10 ms; exit 1 when mis
 With --hostile only the webhook runs: for each kind of client in devkit/hostile.py (hundreds of
 slow headers, slow bodies, stalled TLS handshakes; thousands of silent connections, once within
 the webhook's cap of silent connections and once past it, against a webhook started with a
-lower cap), the fixed-rate run without them, then with them held open. Targets: every request
-answered 200, and the p99 with them under twice the p99 without (medians over rounds).
+lower cap), the fixed-rate run without them, then with them held open, with the webhook's CPU
+in each and its memory per hostile connection. Targets: every request answered 200, and the
+p99 with them under twice the p99 without (medians over rounds).
 """
 
 from __future__ import annotations
@@ -496,7 +497,7 @@ def _hostile(port: int, kind: str, count: int, ca_pem: bytes, ready: Any, stop: 
 
 
 def hostile_round(env: dict[str, str], cafile: str, ca_pem: bytes, folder: Path,
-                  args: argparse.Namespace) -> dict[Attack, tuple[Run, Run]]:
+                  args: argparse.Namespace) -> dict[Attack, Attacked]:
     """A fresh webhook for each cap of silent connections; on it, for each attack, a fixed-rate
     run without hostile clients, then one with them held open."""
     runs = {}
@@ -515,12 +516,27 @@ def hostile_round(env: dict[str, str], cafile: str, ca_pem: bytes, folder: Path,
     return runs
 
 
+@dataclass(frozen=True, slots=True)
+class Attacked:
+    """The fixed-rate runs without and with one kind of hostile client, and what they cost the
+    webhook: its CPU during each run, its memory per hostile connection held."""
+
+    quiet: Run
+    loud: Run
+    cpu_quiet: float          # server CPU seconds during the quiet run
+    cpu_loud: float
+    rss_per_connection: float # bytes: summed RSS with them held open, less before, per connection
+
+
 def hostile_runs(server: Server, kind: str, count: int, cafile: str, ca_pem: bytes,
-                 args: argparse.Namespace) -> tuple[Run, Run]:
+                 args: argparse.Namespace) -> Attacked:
     """A fixed-rate run without hostile clients, then one with them held open."""
     context = multiprocessing.get_context("spawn")
+    before = cpu_seconds(server.process.pid)
     quiet = open_loop(server.port, cafile, server.requests, args.rate, args.duration,
                       args.connections)
+    cpu_quiet = cpu_seconds(server.process.pid) - before
+    rss = server.memory.sample()
     ready, stop = context.Event(), context.Event()
     attacker = context.Process(target=_hostile, args=(server.port, kind, count, ca_pem,
                                                       ready, stop))
@@ -528,21 +544,31 @@ def hostile_runs(server: Server, kind: str, count: int, cafile: str, ca_pem: byt
     try:
         if not ready.wait(120):
             raise SystemExit(f"hostile clients ({kind}) did not start")
+        rss = server.memory.sample() - rss
+        before = cpu_seconds(server.process.pid)
         loud = open_loop(server.port, cafile, server.requests, args.rate, args.duration,
                          args.connections)
+        cpu_loud = cpu_seconds(server.process.pid) - before
     finally:
         stop.set()
         attacker.join(60)
-    return quiet, loud
+    return Attacked(quiet, loud, cpu_quiet, cpu_loud, rss / count)
 
 
-def report_hostile(rounds: list[dict[Attack, tuple[Run, Run]]], args: argparse.Namespace) -> int:
-    """p99 with and without each kind of hostile client, median over rounds; every request answered."""
+def report_hostile(rounds: list[dict[Attack, Attacked]], args: argparse.Namespace) -> int:
+    """p99 with and without each kind of hostile client, median over rounds; every request
+    answered. Beside them the webhook's CPU in the run with them, over the run without, and
+    its memory per hostile connection (medians too)."""
     print(f"\n{'median of ' + str(len(rounds)) + ' rounds':30}{'p50 ms':>9}{'p99 ms':>9}"
-          f"{'p99 quiet':>11}{'ratio':>8}{'errors':>8}   ratio by round")
+          f"{'p99 quiet':>11}{'ratio':>8}{'errors':>8}{'CPU s':>12}{'KiB/conn':>10}"
+          f"   ratio by round")
     misses = []
     for attack in HOSTILE:
-        pairs = [r[attack] for r in rounds]
+        runs = [r[attack] for r in rounds]
+        pairs = [(run.quiet, run.loud) for run in runs]
+        cpu = (f"{statistics.median(run.cpu_quiet for run in runs):.2f}/"
+               f"{statistics.median(run.cpu_loud for run in runs):.2f}")
+        kib = statistics.median(run.rss_per_connection for run in runs) / 1024
         ratios = [loud.percentile(99) / quiet.percentile(99) for quiet, loud in pairs]
         ratio = statistics.median(ratios)
         errors = sum(quiet.errors + loud.errors for quiet, loud in pairs)
@@ -550,7 +576,7 @@ def report_hostile(rounds: list[dict[Attack, tuple[Run, Run]]], args: argparse.N
         print(f"{label:30}{statistics.median(l.percentile(50) for _, l in pairs):>9.2f}"
               f"{statistics.median(l.percentile(99) for _, l in pairs):>9.2f}"
               f"{statistics.median(q.percentile(99) for q, _ in pairs):>11.2f}{ratio:>8.2f}"
-              f"{errors:>8}   {', '.join(f'{r:.2f}' for r in ratios)}")
+              f"{errors:>8}{cpu:>12}{kib:>10.1f}   {', '.join(f'{r:.2f}' for r in ratios)}")
         if not ratio < HOSTILE_RATIO:
             misses.append(f"{label}: p99 {ratio:.2f}x the quiet p99 (target < {HOSTILE_RATIO:.0f}x)")
         if errors:

@@ -27,8 +27,8 @@ class Settings:
     bind: str = "0.0.0.0:8443"
     metrics: tuple[str, int] | None = ("0.0.0.0", 9090)   # plain HTTP; None: no metrics endpoint
     workers: int = 2
-    max_connections: int = 1000          # per worker, that have spoken; one more drops the longest waiting
-    max_silent: int = 10000              # per worker, that have sent nothing yet; one more drops the oldest
+    max_connections: int = 1000          # per worker, once spoken; one more drops the longest waiting
+    max_silent: int = 10000              # per worker, that have sent nothing; one more drops the oldest
     client_timeout: float = 5.0          # TLS handshake, or a request from its first byte, whole
     timeout: int = 30                    # seconds a worker may be silent before it is replaced
     graceful_timeout: int = 20           # seconds to finish in-flight requests on SIGTERM

@@ -24,8 +24,8 @@ The worker raises its soft limit of open files to fit both caps (and lowers the 
 hard limit below them, with a warning).
 
 On SIGTERM the worker stops accepting, closes the silent connections, answers what it is
-reading, and closes connections that wait for a request after `STOP_LINGER` seconds (a request sent meanwhile is answered, with
-`Connection: close`).
+reading, and closes connections that wait for a request after `STOP_LINGER` seconds (a request
+sent meanwhile is answered, with `Connection: close`).
 """
 
 from __future__ import annotations
@@ -208,7 +208,8 @@ class Silent:
     def __init__(self, loop: Any, limit: int, wait: float,
                  speak: Callable[[int, Any, Any], None]) -> None:
         self.loop, self.limit, self.wait, self.speak = loop, limit, wait, speak
-        self.waiting: dict[int, tuple[float, Any, Any, Any]] = {}   # fd -> since, addr, listener, watcher
+        # fd -> (since, address, listener, watcher), in the order accepted
+        self.waiting: dict[int, tuple[float, Any, Any, Any]] = {}
 
     def __len__(self) -> int:
         return len(self.waiting)
@@ -222,10 +223,11 @@ class Silent:
         watcher.start(self._spoke, fd)
 
     def expire(self, now: float) -> None:
-        """Close those silent since before `now - wait` (oldest first, so it stops early)."""
-        for fd, (since, *_) in list(self.waiting.items()):
+        """Close those silent since before `now - wait`: the first ones, as they are in order."""
+        while self.waiting:
+            fd, (since, *_) = next(iter(self.waiting.items()))
             if since > now - self.wait:
-                break
+                return
             self._close(fd, "read-timeout")
 
     def close_all(self) -> None:
@@ -248,9 +250,11 @@ class _Acceptor(StreamServer):
     """gevent's server handing each accepted descriptor, as it is, to `handle` in the event
     loop (spawn=None): no socket object and no greenlet until the client speaks."""
 
-    def do_read(self) -> tuple[int, Any] | None:
+    def do_read(self) -> Any:
+        """(descriptor, address) of the next connection, None when none waits."""
+        listener: Any = self.socket
         try:
-            return self.socket._accept()
+            return listener._accept()
         except BlockingIOError:
             return None
 
@@ -264,7 +268,8 @@ def file_limits(silent: int, connections: int, soft: int, hard: int) -> tuple[in
     way first (past their cap they cost churn, not service), down to an even split."""
     need = silent + connections + SPARE_FILES
     if hard == resource.RLIM_INFINITY or hard >= need:
-        return (soft if soft == resource.RLIM_INFINITY or soft >= need else need), silent, connections
+        enough = soft == resource.RLIM_INFINITY or soft >= need
+        return (soft if enough else need), silent, connections
     room = max(2, hard - SPARE_FILES)
     connections = min(connections, max(room // 2, room - silent))
     return hard, max(1, min(silent, room - connections)), max(1, connections)
