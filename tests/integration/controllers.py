@@ -93,6 +93,20 @@ def volcano_restart_rules(workdir: Path) -> Path:
     return rules
 
 
+def job_failed_by_exit_three(api: Any, namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A batch Job "train" whose pod runs, then exits 3: with rules that `fail job` on it (and
+    the Job controller running), the Job's Failed condition, which must carry reason ExitThree.
+    Returns the pod and the condition."""
+    job = kube.create(api, kube.JOBS, kube.job_manifest(namespace, "train", backoff_limit=6))
+    [pod] = kube.job_pods(api, job)
+    kube.report_running(api, pod)
+    kube.report_failed(api, kube.get(api, kube.PODS.path(namespace, pod["metadata"]["name"])),
+                       exit_code=3)
+    failed = kube.wait_for_condition(api, kube.JOBS.path(namespace, "train"), "Failed")
+    assert failed["reason"] == "ExitThree", failed
+    return pod, failed
+
+
 def kubeconfig(session: Any) -> str:
     return str(session.plane.kubeconfig) if session.plane is not None else os.environ["KUBECONFIG"]
 

@@ -268,13 +268,7 @@ def test_fail_job_through_the_job_controller(control_plane: Any, api: Any, names
                                              tmp_path: Path) -> None:
     plan = controllers.compile_plan(BATCH, tmp_path / "plan.json")
     with controllers.running(control_plane, plan, namespace, tmp_path):
-        job = kube.create(api, kube.JOBS, kube.job_manifest(namespace, "train", backoff_limit=6))
-        [pod] = kube.job_pods(api, job)
-        kube.report_running(api, pod)
-        kube.report_failed(api, kube.get(api, kube.PODS.path(namespace, pod["metadata"]["name"])),
-                           exit_code=3)
-        failed = kube.wait_for_condition(api, kube.JOBS.path(namespace, "train"), "Failed")
-        assert failed["reason"] == "ExitThree"
+        pod, failed = controllers.job_failed_by_exit_three(api, namespace)
         assert failed["message"].startswith(f"pod {pod['metadata']['name']} exited 3")
 
 

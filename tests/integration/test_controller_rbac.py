@@ -252,13 +252,7 @@ def test_fail_job_sets_the_jobs_condition_with_the_derived_role(
     cleanup.append(identity)
     assert identity.can("patch", "jobs.batch:status") and not identity.can("delete", "pods")
     with controllers.running(control_plane, plan, namespace, tmp_path, **identity.env()):
-        job = kube.create(api, kube.JOBS, kube.job_manifest(namespace, "train", backoff_limit=6))
-        [pod] = kube.job_pods(api, job)
-        kube.report_running(api, pod)
-        kube.report_failed(api, kube.get(api, kube.PODS.path(namespace, pod["metadata"]["name"])),
-                           exit_code=3)
-        failed = kube.wait_for_condition(api, kube.JOBS.path(namespace, "train"), "Failed")
-        assert failed["reason"] == "ExitThree"
+        controllers.job_failed_by_exit_three(api, namespace)
 
 
 # ---------------------------------------------------------------------------------------------
