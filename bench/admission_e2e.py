@@ -265,7 +265,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from devkit import cluster
-    from rulec import api as rulec_api, emit
     from runtime import admission, plan as planlib
 
     modes = {"one client": 1, f"{args.concurrency} clients": args.concurrency}
@@ -273,20 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     inside = {mode: [0.0, 0.0] for mode in modes}   # our answers' count and seconds, per mode
     with tempfile.TemporaryDirectory(prefix="jobrules-e2e-") as tmp:
         workdir = Path(tmp)
-        (workdir / "bench.rules").write_text(RULES, encoding="utf-8")
-        built = rulec_api.build([str(workdir / "bench.rules")])
-        if built.plan is None:
-            raise SystemExit(f"bench rules do not compile: {[str(d) for d in built.errors]}")
-        (workdir / "plan.json").write_text(emit.dumps(built.plan), encoding="utf-8")
+        env, ca = loadtest.prepare(workdir, RULES)
         plan = planlib.load_file(str(workdir / "plan.json"))
-        ca = cluster.CertificateAuthority.create("bench-ca")
-        cert, key = ca.issue("127.0.0.1", hosts=["127.0.0.1"])
-        for name, data in (("tls.crt", cert), ("tls.key", key), ("ca.crt", ca.cert_pem)):
-            (workdir / name).write_bytes(data)
-        env = {**os.environ, "JOBRULES_PLAN": str(workdir / "plan.json"),
-               "JOBRULES_TLS_CERT": str(workdir / "tls.crt"),
-               "JOBRULES_TLS_KEY": str(workdir / "tls.key"),
-               "JOBRULES_METRICS_BIND": "", "JOBRULES_LOG_LEVEL": "warning"}
         print(f"control plane on loopback; {args.rounds} rounds, each: no webhook, the no-op "
               f"webhook, the fixed patch, jobrules (rotating), {args.pods} pods one after another "
               f"then {args.pods} from {args.concurrency} threads", flush=True)

@@ -379,6 +379,26 @@ class Server:
         self.process.wait(20)
 
 
+def prepare(workdir: Path, rules: str) -> tuple[dict[str, str], Any]:
+    """In `workdir`: the plan of `rules` (plan.json) and a throw-away CA's serving files
+    (tls.crt, tls.key, ca.crt). Returns the webhook's environment for them, and the CA."""
+    from devkit import cluster
+    from rulec import api, emit
+
+    (workdir / "bench.rules").write_text(rules, encoding="utf-8")
+    built = api.build([str(workdir / "bench.rules")])
+    if built.plan is None:
+        raise SystemExit(f"bench rules do not compile: {[str(d) for d in built.errors]}")
+    (workdir / "plan.json").write_text(emit.dumps(built.plan), encoding="utf-8")
+    ca = cluster.CertificateAuthority.create("bench-ca")
+    cert, key = ca.issue("127.0.0.1", hosts=["127.0.0.1"])
+    for name, data in (("tls.crt", cert), ("tls.key", key), ("ca.crt", ca.cert_pem)):
+        (workdir / name).write_bytes(data)
+    return {**os.environ, "JOBRULES_PLAN": str(workdir / "plan.json"),
+            "JOBRULES_TLS_CERT": str(workdir / "tls.crt"), "JOBRULES_TLS_KEY": str(workdir / "tls.key"),
+            "JOBRULES_METRICS_BIND": "", "JOBRULES_LOG_LEVEL": "warning"}, ca
+
+
 def start(name: str, app: str | None, env: dict[str, str], cafile: str, workdir: Path) -> Server:
     """gunicorn with the project's config on a free loopback port, checked and warmed up."""
     from devkit import cluster
@@ -602,25 +622,10 @@ def main(argv: list[str] | None = None) -> int:
     args.duration = min(max(args.duration, 1.0), 60.0)
     args.rounds = min(max(args.rounds, 1), 10)
 
-    from rulec import api, emit
-    from devkit import cluster
-
     with tempfile.TemporaryDirectory(prefix="jobrules-bench-") as tmp:
         workdir = Path(tmp)
-        (workdir / "bench.rules").write_text(RULES, encoding="utf-8")
-        built = api.build([str(workdir / "bench.rules")])
-        if built.plan is None:
-            raise SystemExit(f"bench rules do not compile: {[str(d) for d in built.errors]}")
-        (workdir / "plan.json").write_text(emit.dumps(built.plan), encoding="utf-8")
-        ca = cluster.CertificateAuthority.create("bench-ca")
-        cert, key = ca.issue("127.0.0.1", hosts=["127.0.0.1"])
-        (workdir / "tls.crt").write_bytes(cert)
-        (workdir / "tls.key").write_bytes(key)
-        (workdir / "ca.crt").write_bytes(ca.cert_pem)
-        env = {**os.environ, "JOBRULES_PLAN": str(workdir / "plan.json"),
-               "JOBRULES_TLS_CERT": str(workdir / "tls.crt"), "JOBRULES_TLS_KEY": str(workdir / "tls.key"),
-               "JOBRULES_WORKERS": str(args.workers),
-               "JOBRULES_METRICS_BIND": "", "JOBRULES_LOG_LEVEL": "warning"}
+        env, ca = prepare(workdir, RULES)
+        env["JOBRULES_WORKERS"] = str(args.workers)
         cafile = str(workdir / "ca.crt")
         size = len(admission_request(0, 0).split(b"\r\n\r\n", 1)[1])
         if args.hostile:
