@@ -92,11 +92,9 @@ def decode(text: str | None) -> Decoded:
     if text is None or not text.strip():
         return Decoded((), None)
     try:
-        data = json.loads(text)
-    except ValueError as err:
-        return Decoded((), f"intents are not JSON ({err}); dropped")
-    try:
-        return Decoded(_from_json(data), None)
+        return Decoded(_from_json(shape.load(text)), None)
+    except shape.NotJSON as err:
+        return Decoded((), f"intents are {err}; dropped")
     except shape.ShapeError as err:
         return Decoded((), f"intents ignored: {err}")
 

@@ -6,11 +6,27 @@ ShapeError into their own error type at their entry points.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Mapping
 
 
 class ShapeError(ValueError):
     """A decoded JSON value of the wrong shape, with the place it was found."""
+
+
+class NotJSON(ShapeError):
+    """Text that is not JSON at all, or nests too deeply to decode."""
+
+
+def load(text: str) -> Any:
+    """JSON text that anyone may have written (an annotation), decoded; a NotJSON saying why,
+    never another exception, when it cannot be."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise NotJSON(f"not JSON ({err})") from None
+    except RecursionError:
+        raise NotJSON("nested too deeply to be read") from None
 
 
 def obj(value: Any, where: str) -> Mapping[str, Any]:

@@ -171,13 +171,9 @@ def decode(text: str | None) -> Decoded:
     if text is None or not text.strip():
         return Decoded(EMPTY, None)
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        return Decoded(EMPTY, f"stored state is not JSON ({err}); starting afresh")
-    except RecursionError:  # an annotation anyone may write: nesting is no reason to fail
-        return Decoded(EMPTY, "stored state nests too deeply to be a state; starting afresh")
-    try:
-        return Decoded(from_json(data), None)
+        return Decoded(from_json(shape.load(text)), None)
+    except shape.NotJSON as err:
+        return Decoded(EMPTY, f"stored state is {err}; starting afresh")
     except shape.ShapeError as err:
         return Decoded(EMPTY, f"stored state ignored: {err}")
 

@@ -91,6 +91,7 @@ def test_an_empty_journal_is_no_annotation() -> None:
 
 @pytest.mark.parametrize("text, error", [
     ("{", "intents are not JSON"),
+    ("[" * 100_000 + "]" * 100_000, "intents are nested too deeply"),   # anyone may write it
     ('{"v": 2, "open": []}', "version 2 is not 1"),
     ('{"v": 1, "open": {}}', "intents.open"),
     ('{"v": 1, "open": [{"action": "failJob", "policy": "p"}]}', "intent.id"),

@@ -46,6 +46,7 @@ def test_empty_state_is_tiny() -> None:
 
 @pytest.mark.parametrize("text, problem", [
     ("not json", "not JSON"),
+    ("[" * 100_000 + "]" * 100_000, "stored state is nested too deeply"),
     ("[]", "expected an object"),
     ('{"v": 2}', "version 2 is not 1"),
     ('{"v": 1, "pods": {"w": {"Q": "abcdef"}}}', "malformed pod code 'Q'"),
