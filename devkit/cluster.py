@@ -354,14 +354,15 @@ def _die_with_parent() -> None:
 
 def start(*, crds: bool = True, detached: bool = False, binaries: Binaries | None = None,
           timeout: float = 90.0, nodes: int = DEFAULT_NODES, scheduler: bool = True,
-          training_operator: bool = True) -> ControlPlane:
+          training_operator: bool = True, profiling: bool = False) -> ControlPlane:
     """Start etcd, kube-apiserver and, when present, kube-controller-manager, kube-scheduler
     (``scheduler``), KWOK with ``nodes`` fake nodes (with the scheduler) and (``training_operator``,
     with the CRDs) the training operator; wait until usable.
 
     Usable means: ``/readyz`` is ok, every CRD from crds_dir() is Established and answers a
     LIST, the controller manager has created the ``default`` ServiceAccount, the scheduler is
-    ready, every node is Ready and schedulable, and the training operator's webhook serves. An
+    ready, every node is Ready and schedulable, and the training operator's webhook serves.
+    ``profiling`` serves the API server's Go profiles (``/debug/pprof/``), for benchmarks. An
     attached control plane dies with this process (atexit, and the kernel's parent-death signal as
     a last resort); a detached one runs until stop() or ``down``.
     """
@@ -375,7 +376,7 @@ def start(*, crds: bool = True, detached: bool = False, binaries: Binaries | Non
     root = Path(tempfile.mkdtemp(prefix=ROOT_PREFIX, dir=_scratch_parent()))
     try:
         plane = _launch(root, binaries, crd_folder, detached, time.monotonic() + timeout,
-                        nodes, training_operator and crds)
+                        nodes, training_operator and crds, profiling)
     except BaseException:
         _terminate(root)
         _release_rotator_check()
@@ -424,7 +425,7 @@ def _stop_attached() -> None:
 
 
 def _launch(root: Path, binaries: Binaries, crd_folder: Path | None, detached: bool,
-            deadline: float, nodes: int, training_operator: bool) -> ControlPlane:
+            deadline: float, nodes: int, training_operator: bool, profiling: bool) -> ControlPlane:
     pki = root / "pki"
     pki.mkdir()
     etcd_client, etcd_peer, secure_port = free_ports(3)
@@ -488,7 +489,7 @@ def _launch(root: Path, binaries: Binaries, crd_folder: Path | None, detached: b
         # What the tests count writes and deletions by (ControlPlane.audit_log).
         f"--audit-policy-file={_write_audit_policy(root)}", f"--audit-log-path={root / 'audit.log'}",
         "--audit-log-format=json", "--audit-log-maxsize=0",
-        "--profiling=false",
+        f"--profiling={str(profiling).lower()}",
     ])
 
     def wait(what: str, ready: Callable[[], T]) -> T:
