@@ -107,6 +107,20 @@ def wait_for_condition(api: Client, path: str, type_: str, timeout: float = 30.0
     return wait_for(f"condition {type_}=True on {path}", check, timeout)
 
 
+def watch_for(api: Client, resource: Resource, obj: Obj, what: str,
+              check: Callable[[Obj], bool], timeout: float = 60.0) -> Obj:
+    """The first version of ``obj`` after the one given for which ``check`` holds, from a watch:
+    it sees every write, also one that the next overwrites before a poll could read it (an
+    operator's Restarting that its Running replaces at once)."""
+    meta = obj["metadata"]
+    query = [("fieldSelector", f"metadata.name={meta['name']}"),
+             ("resourceVersion", meta["resourceVersion"]), ("timeoutSeconds", str(int(timeout)))]
+    for event in api.watch(resource.path(meta.get("namespace")), query, read_timeout=timeout + 10):
+        if event["type"] in ("ADDED", "MODIFIED") and check(event["object"]):
+            return event["object"]   # the watch's connection closes with its generator
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
 def owner_reference(owner: Obj) -> Obj:
     """An ownerReference to ``owner`` as its controller would set it."""
     return {

@@ -85,17 +85,17 @@ def test_a_pytorchjob_whose_replicas_succeed_succeeds_and_the_rules_agree(api, n
 
 
 def test_a_retryable_exit_code_makes_the_operator_replace_the_master(api, namespace, shipped):
-    kube.create(api, kube.PYTORCH_JOBS, pytorch_job(
+    job = kube.create(api, kube.PYTORCH_JOBS, pytorch_job(
         namespace, "retry", master=replica("pytorch", restart_policy="ExitCode",
                                            outcome="oom-killed", after="1s"),
         workers=replica("pytorch", outcome="run")))
-    path = kube.PYTORCH_JOBS.path(namespace, "retry")
     selector = "training.kubeflow.org/job-name=retry,training.kubeflow.org/replica-type=master"
     [first] = kube.wait_for_pods(api, namespace, selector)
 
-    restarting = kube.wait_for("the operator to report Restarting", lambda: job if (
-        (c := kube.condition(job := kube.get(api, path), "Restarting")) and c["status"] == "True"
-    ) else None)
+    # Watched, not polled: the operator may write Running over Restarting within milliseconds.
+    restarting = kube.watch_for(api, kube.PYTORCH_JOBS, job, "the operator to report Restarting",
+                                lambda job: (c := kube.condition(job, "Restarting")) is not None
+                                and c["status"] == "True")
 
     judged = verdict(api, shipped, restarting)
     assert (judged.phase, judged.reason) == ("Restarting", "PyTorchJobRestarting")
