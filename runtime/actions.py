@@ -4,9 +4,13 @@ Each step of a kind's recipe (runtime.plan: DeletePods, SetField, SetCondition, 
 Await) becomes the requests that do it, or says it is done, must wait, or cannot be done. Every
 request is idempotent, so a step replayed after a crash repeats no effect:
 
-- a pod is deleted (or evicted) with its uid as a precondition, and only the pods recorded when
-  the action was decided: 404 and 409 both mean that incarnation is gone, and a replacement the
-  operator made since is never touched;
+- a pod is deleted (or evicted) with its uid and the resourceVersion seen as preconditions, and
+  only the pods recorded when the action was decided: 404 means that incarnation is gone, a 409
+  that it changed (or was replaced) since, and the step is looked at again on a fresh view. A
+  replacement the operator made since is never touched. The resourceVersion is what keeps two
+  controllers that carry out the same intent at once from both removing the pod: the API server
+  answers 200 to both of two graceless deletes that race (kubernetes#19403), and a precondition
+  on the version makes the later one a 409;
 - a field or a condition is compared first and written only when it differs, with the job's
   resourceVersion as a precondition;
 - an object is created under a name made from the intent (`jr-<id>`): 409 means it exists. An
@@ -27,7 +31,7 @@ import orjson
 
 from runtime import conditions, functions, intents, pods, plan, templates, vocabulary, writeback
 
-DONE_ON_DELETE = frozenset({404, 409})   # that incarnation is gone already
+DONE_ON_DELETE = frozenset({404})        # that incarnation is gone already
 DONE_ON_CREATE = frozenset({409})        # it exists already
 AWAIT_POLL = 2.0                          # seconds between looks while awaiting
 
@@ -107,10 +111,13 @@ def _delete(step: plan.DeletePods, intent: intents.Intent, pod_objects: list[Map
     out = []
     for pod_name, uid in intent.targets:
         pod = live.get(uid)
-        if pod is None or (pod.get("metadata") or {}).get("deletionTimestamp"):
+        meta = (pod or {}).get("metadata") or {}
+        if pod is None or meta.get("deletionTimestamp"):
             continue
         path = path_of("v1", "pods", namespace, pod_name)
-        preconditions = {"preconditions": {"uid": uid}}
+        version = meta.get("resourceVersion")
+        preconditions = {"preconditions": {"uid": uid,
+                                           **({"resourceVersion": version} if version else {})}}
         if step.evict:
             out.append(Request("POST", f"{path}/eviction", {
                 "apiVersion": "policy/v1", "kind": "Eviction",

@@ -185,6 +185,21 @@ def test_a_delete_touches_only_the_recorded_incarnations(kind: plan.Kind) -> Non
         actions.DONE_ON_DELETE),)
 
 
+def test_a_delete_is_guarded_by_the_version_seen_and_a_conflict_is_not_done(
+        kind: plan.Kind) -> None:
+    """Two controllers deleting the same pod at once are both answered 200 unless the version
+    is a precondition; with it the later gets 409, which leaves the step to be looked at again."""
+    seen = b.pod("w-0")
+    seen["metadata"]["resourceVersion"] = "41"
+    for action in ("restartTask", "restartJob"):   # a delete, an eviction
+        [request] = step_of(kind, intent(action, targets=(("w-0", "uid-w-0"),)), job(),
+                            [seen]).requests
+        options = request.body if action == "restartTask" else request.body["deleteOptions"]
+        assert request.method == ("DELETE" if action == "restartTask" else "POST")
+        assert options == {"preconditions": {"uid": "uid-w-0", "resourceVersion": "41"}}
+        assert request.done_on == frozenset({404})
+
+
 def test_a_delete_with_nothing_left_is_done(kind: plan.Kind) -> None:
     nxt = step_of(kind, intent("restartPod", targets=(("w-0", "uid-w-0"),)), job(), [])
     assert nxt.done and nxt.note == "no such pod left"
