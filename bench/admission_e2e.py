@@ -55,6 +55,7 @@ sys.path.insert(0, str(HERE.parent))   # devkit/ is tooling in the repository, n
 sys.path.insert(0, str(HERE))
 import flask  # noqa: E402
 import webhook as loadtest  # noqa: E402  (bench/webhook.py: the no-op app, the pods, servers)
+from runtime.mutator.draft import RECORD_ANNOTATION  # noqa: E402  (on every pod ours patches)
 
 ADD_RATIO = 1.25
 NAMESPACE = "bench"
@@ -75,7 +76,6 @@ SETUPS = ("none", "no-op", "fixed-patch", "policy", "jobrules")
 WEBHOOKS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 POLICIES = "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies"
 BINDINGS = "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings"
-INJECTED = "jobrules.dev/injected"   # the annotation on every pod ours (or a copy of it) patches
 ANSWERS = "BENCH_FIXED_ANSWERS"   # the fixed-patch app's answers: a JSON list, one per bench pod
 
 # The fixed-patch webhook: bench/webhook.py's bare app, answering with the review ours gives the
@@ -216,9 +216,8 @@ class Cluster:
         from runtime import admission
 
         reviews = []
-        for pod in self.pods:
-            sent = self.request("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", pod,
-                                query=[("dryRun", "All")])
+        for index, pod in enumerate(self.pods):
+            sent = self.dry_run(index)
             for key in ("name", "uid", "creationTimestamp", "resourceVersion"):
                 sent["metadata"].pop(key, None)
             sent.pop("status", None)
@@ -268,9 +267,8 @@ class Cluster:
 
         def settled() -> bool:   # three dry runs in a row show the set-up
             before = self.calls()[0]
-            injected = [INJECTED in (self.request(
-                "POST", f"/api/v1/namespaces/{NAMESPACE}/pods", self.pods[n],
-                query=[("dryRun", "All")])["metadata"].get("annotations") or {}) for n in range(3)]
+            injected = [RECORD_ANNOTATION in (self.dry_run(n)["metadata"].get("annotations") or {})
+                        for n in range(3)]
             called = self.calls()[0] - before
             return ((called >= 3 if setup.calls else called == 0)
                     and injected == [setup.injects] * 3)
@@ -281,11 +279,15 @@ class Cluster:
         """What `setup` makes of a bench pod, as a dry run stores it: its labels, annotations
         and spec as JSON, the token volume's random name replaced by TOKEN."""
         self.register(setup)
-        pod = self.request("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", self.pods[0],
-                           query=[("dryRun", "All")])
+        pod = self.dry_run(0)
         made = {"labels": pod["metadata"].get("labels"),
                 "annotations": pod["metadata"].get("annotations"), "spec": pod["spec"]}
         return _TOKEN.sub(f'"{TOKEN}"'.encode(), json.dumps(made, sort_keys=True).encode()).decode()
+
+    def dry_run(self, index: int) -> dict[str, Any]:
+        """Bench pod `index` as the API server would store it now (nothing stored)."""
+        return self.request("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", self.pods[index],
+                            query=[("dryRun", "All")])
 
     def clear(self) -> None:
         self.request("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods")
