@@ -2,15 +2,18 @@
 
 The controller caches every job of the declared kinds and every pod they may own. Whole objects
 would make memory grow with pod size (managedFields, env, probes...), so each is cut down to a
-projection: the fields the pod reader and the write-back read, and every path the plan's
-JMESPath expressions can reach. An expression that reads a path through anything but plain field
-steps (a filter, an index, a function of `@`) keeps that path's whole subtree, so a projected
-object evaluates exactly like the whole one (a property test holds them to it).
+projection: the fields the pod reader and the write-back read, and every path any JMESPath
+expression of the kind can reach. The expressions are found by a walk over every field of the
+kind, so one in a place nobody listed (a budget's `max`, `final until`, an `await`) is kept all
+the same. An expression that reads a path through anything but plain field steps (a filter, an
+index, a function of `@`) keeps that path's whole subtree, so a projected object evaluates
+exactly like the whole one (tests/unit/runtime/test_projection_corpus.py holds them to it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import dataclasses
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Union
 
@@ -70,9 +73,15 @@ class Projection:
 
 
 def of_kind(kind: plan.Kind) -> Projection:
-    job_paths = [path for e in _job_exprs(kind) for path in reads(e.compiled)]
-    job_paths += [f.path for f in _status_fields(kind)]
-    pod_paths = [path for e in _pod_exprs(kind) for path in reads(e.compiled)]
+    job_paths: list[Path] = [f.path for f in _status_fields(kind)]
+    pod_paths: list[Path] = []
+    for context, expr in expressions(kind):
+        (pod_paths if context == POD else job_paths).extend(reads(expr.compiled))
+    for step in _steps(kind):
+        if isinstance(step, plan.SetField):      # compared with the job's before it is written
+            job_paths.append(step.path)
+        elif isinstance(step, plan.CreateObject):  # made only while the status is as decided
+            job_paths.append(("status",))
     return Projection(merge(JOB_FIELDS, tree(job_paths)), merge(POD_FIELDS, tree(pod_paths)))
 
 
@@ -191,47 +200,39 @@ def merge(a: Tree, b: Tree) -> Tree:
 # ---------------------------------------------------------------------------------------------
 # The plan's expressions, by what they are evaluated against
 
-
-def _job_exprs(kind: plan.Kind) -> Iterator[plan.Expr]:
-    """Expressions over the job: verdict conditions (but their pod filters) and templates,
-    count values, pod selectors, policy action templates."""
-    for verdict in kind.verdicts:
-        for atom in _atoms(verdict.when):
-            if isinstance(atom, plan.JmesPath):
-                yield atom.expr
-            elif isinstance(atom, plan.Count):
-                yield from plan.expressions(atom.value)
-        yield from plan.expressions((verdict.reason, verdict.message))
-    yield from plan.expressions(tuple(template for _, template in kind.pod_labels))
-    yield from plan.expressions(tuple(_templates(p.action) for p in kind.policies))
+JOB, POD = "job", "pod"
+# The fields whose expressions are evaluated against a pod (docs/plan.md: `filter`,
+# `primaryPods` and the task expression); every other expression of a kind reads the job.
+_POD_CONTEXT = frozenset({(plan.Kind, "task_expr"), (plan.Kind, "primary_pods"),
+                          (plan.Pods, "filter"), (plan.Count, "filter"), (plan.Policy, "filter")})
 
 
-def _templates(action: plan.Action | None) -> tuple[Any, ...]:
-    out: tuple[Any, ...] = ()
-    while action is not None:
-        out += tuple(t for t in (action.reason, action.message) if t is not None)
-        action = action.fallback
-    return out
+def expressions(kind: plan.Kind) -> Iterator[tuple[str, plan.Expr]]:
+    """Every expression of a kind, with what it reads (JOB or POD). The walk visits every field
+    of every node (the `actions` recipes too), so an expression in a new place of the plan is
+    kept without anyone listing it here."""
+    yield from _exprs(kind, JOB)
 
 
-def _pod_exprs(kind: plan.Kind) -> Iterator[plan.Expr]:
-    """Expressions over a pod: the task expression and the JMESPath terms of pod filters."""
-    if kind.task_expr is not None:
-        yield kind.task_expr
-    filters = [kind.primary_pods, *(p.filter for p in kind.policies)]
-    filters += [c.filter for v in kind.verdicts for c in _atoms(v.when)
-                if isinstance(c, (plan.Pods, plan.Count))]
-    yield from plan.expressions(tuple(f for f in filters if f is not None))
+def _exprs(node: Any, context: str) -> Iterator[tuple[str, plan.Expr]]:
+    if isinstance(node, plan.Expr):
+        yield context, node
+    elif isinstance(node, (tuple, list)):
+        for item in node:
+            yield from _exprs(item, context)
+    elif isinstance(node, Mapping):
+        for item in node.values():
+            yield from _exprs(item, context)
+    elif dataclasses.is_dataclass(node) and not isinstance(node, type):
+        for f in dataclasses.fields(node):
+            inner = POD if (type(node), f.name) in _POD_CONTEXT else context
+            yield from _exprs(getattr(node, f.name), inner)
 
 
-def _atoms(c: Any) -> Iterator[Any]:
-    if isinstance(c, (plan.And, plan.Or)):
-        for arg in c.args:
-            yield from _atoms(arg)
-    elif isinstance(c, plan.Not):
-        yield from _atoms(c.arg)
-    elif c is not None:
-        yield c
+def _steps(kind: plan.Kind) -> Iterator[plan.Step]:
+    for recipe in kind.actions.values():
+        if not isinstance(recipe, str):
+            yield from recipe
 
 
 def _status_fields(kind: plan.Kind) -> list[plan.StatusField]:
