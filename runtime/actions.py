@@ -22,14 +22,11 @@ request is idempotent, so a step replayed after a crash repeats no effect:
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Mapping
 
-import orjson
-
-from runtime import conditions, functions, intents, pods, plan, templates, vocabulary, writeback
+from runtime import conditions, functions, intents, objects, pods, plan, templates, vocabulary
 
 DONE_ON_DELETE = frozenset({404})        # that incarnation is gone already
 DONE_ON_CREATE = frozenset({409})        # it exists already
@@ -60,18 +57,6 @@ class Next:
         return not self.requests and self.wait is None and self.failed is None
 
 
-def status_digest(job: Mapping[str, Any]) -> str:
-    """The job's status as observed when an action is decided (see CreateObject)."""
-    return hashlib.sha256(orjson.dumps(job.get("status"), option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
-
-
-def path_of(api_version: str, plural: str, namespace: str | None, name: str | None = None,
-            subresource: str | None = None) -> str:
-    prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
-    parts = [prefix] + (["namespaces", namespace] if namespace else []) + [plural]
-    return "/".join(parts + [p for p in (name, subresource) if p])
-
-
 def next_step(kind: plan.Kind, intent: intents.Intent, job: Mapping[str, Any],
               pod_objects: list[Mapping[str, Any]], now: datetime, *,
               status_subresource: bool) -> Next:
@@ -80,16 +65,14 @@ def next_step(kind: plan.Kind, intent: intents.Intent, job: Mapping[str, Any],
     if isinstance(recipe, str) or intent.step >= len(recipe):
         return Next()
     step = recipe[intent.step]
-    meta = job.get("metadata") or {}
-    namespace, name = meta.get("namespace"), meta.get("name")
-    job_path = path_of(kind.api_version, kind.plural, namespace, name)
+    namespace = objects.namespace(job)
+    job_path = objects.path(kind.api_version, kind.plural, namespace, objects.name(job))
     if isinstance(step, plan.DeletePods):
         return _delete(step, intent, pod_objects, namespace)
     if isinstance(step, plan.SetField):
-        if writeback._at(job, step.path) == step.value:
+        if objects.at(job, step.path) == step.value:
             return Next(note="already so")
-        patch: dict[str, Any] = {}
-        writeback._put(patch, step.path, step.value, object())
+        patch = objects.put({}, step.path, step.value)
         return Next((Request("PATCH", _target(job_path, step.path[0], status_subresource), patch,
                              guarded=True),))
     if isinstance(step, plan.SetCondition):
@@ -107,15 +90,14 @@ def _delete(step: plan.DeletePods, intent: intents.Intent, pod_objects: list[Map
             namespace: str | None) -> Next:
     """Delete the pods recorded on the intent that are still there as those incarnations and
     not already on their way out."""
-    live = {(p.get("metadata") or {}).get("uid"): p for p in pod_objects}
+    live = {objects.uid(p): p for p in pod_objects}
     out = []
     for pod_name, uid in intent.targets:
         pod = live.get(uid)
-        meta = (pod or {}).get("metadata") or {}
-        if pod is None or meta.get("deletionTimestamp"):
+        if pod is None or objects.deleting(pod):
             continue
-        path = path_of("v1", "pods", namespace, pod_name)
-        version = meta.get("resourceVersion")
+        path = objects.path("v1", "pods", namespace, pod_name)
+        version = objects.resource_version(pod)
         preconditions = {"preconditions": {"uid": uid,
                                            **({"resourceVersion": version} if version else {})}}
         if step.evict:
@@ -130,15 +112,15 @@ def _delete(step: plan.DeletePods, intent: intents.Intent, pod_objects: list[Map
 
 def _condition(step: plan.SetCondition, intent: intents.Intent, job: Mapping[str, Any],
                job_path: str, now: datetime, status_subresource: bool) -> Next:
-    conditions_ = writeback._conditions(job)
+    conditions_ = objects.conditions(job)
     if any(c.get("type") == step.type and c.get("status") == "True" for c in conditions_):
         return Next(note="already so")
     time = functions.rfc3339(now)
     word = "".join(w.capitalize() for w in vocabulary.ACTIONS[intent.action].split())  # FailJob
     wanted = {"type": step.type, "status": "True",
-              "reason": writeback.condition_reason(intent.reason, word),
-              "message": writeback._bounded(intent.message or intent.reason or intent.action,
-                                            writeback.MESSAGE_MAX),
+              "reason": objects.condition_reason(intent.reason, word),
+              "message": objects.bounded(intent.message or intent.reason or intent.action,
+                                         objects.CONDITION_MESSAGE_MAX),
               "lastTransitionTime": time, "lastProbeTime": time}
     kept = [c for c in conditions_ if c.get("type") != step.type]
     return Next((Request("PATCH", _target(job_path, "status", status_subresource),
@@ -147,20 +129,19 @@ def _condition(step: plan.SetCondition, intent: intents.Intent, job: Mapping[str
 
 def _create(kind: plan.Kind, step: plan.CreateObject, intent: intents.Intent,
             job: Mapping[str, Any], namespace: str | None, now: datetime) -> Next:
-    if intent.observed.get("status") != status_digest(job):
+    if intent.observed.get("status") != intents.status_digest(job):
         return Next(note="the job's status moved since the action was decided: the object may "
                          "have done its work already")
-    meta = job.get("metadata") or {}
     owner = {"apiVersion": job.get("apiVersion"), "kind": job.get("kind"),
-             "name": meta.get("name"), "uid": meta.get("uid"), "controller": False,
+             "name": objects.name(job), "uid": objects.uid(job), "controller": False,
              "blockOwnerDeletion": False}
     search = templates.searcher(functions.options(now))
-    variables = {"job": meta.get("name"), "namespace": namespace, "kind": job.get("kind"),
+    variables = {"job": objects.name(job), "namespace": namespace, "kind": job.get("kind"),
                  "task": intent.task, "pod": intent.pod}
     body: dict[str, Any] = {
         "apiVersion": step.api_version, "kind": step.kind,
         "metadata": {"name": f"jr-{intent.id}", "namespace": namespace,
-                     "labels": {"jobrules.dev/intent": intent.id},
+                     "labels": {vocabulary.INTENT_LABEL: intent.id},
                      "ownerReferences": [owner]}}
     for key, template in step.body:
         if template is None:
@@ -168,7 +149,7 @@ def _create(kind: plan.Kind, step: plan.CreateObject, intent: intents.Intent,
         else:
             text = templates.render_text(template, job, variables, search)
             body[key] = intent.reason if key == "reason" and text is None else text
-    return Next((Request("POST", path_of(step.api_version, step.plural, namespace), body,
+    return Next((Request("POST", objects.path(step.api_version, step.plural, namespace), body,
                          DONE_ON_CREATE),))
 
 
@@ -176,9 +157,8 @@ def _await(kind: plan.Kind, step: plan.Await, intent: intents.Intent, job: Mappi
            pod_objects: list[Mapping[str, Any]], now: datetime) -> Next:
     search = templates.searcher(functions.options(now))
     facts = [pods.facts(kind, p, search) for p in pod_objects]
-    meta = job.get("metadata") or {}
     snapshot = conditions.Snapshot(job, facts, now, search,
-                                   {"job": meta.get("name"), "namespace": meta.get("namespace"),
+                                   {"job": objects.name(job), "namespace": objects.namespace(job),
                                     "kind": job.get("kind")})
     if snapshot.holds(step.when)[0]:
         return Next(note="holds")

@@ -16,9 +16,11 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-from runtime import shape
+import orjson
 
-ANNOTATION = "jobrules.dev/intents"
+from runtime import shape, vocabulary
+
+ANNOTATION = vocabulary.INTENTS_ANNOTATION
 VERSION = 1
 
 
@@ -53,6 +55,12 @@ class Intent:
 class Decoded:
     intents: tuple[Intent, ...]
     error: str | None
+
+
+def status_digest(job: Mapping[str, Any]) -> str:
+    """The job's status as observed when an action is decided (`observed.status`): an object
+    its consumer deletes once it acted is made only while the status is still so."""
+    return hashlib.sha256(orjson.dumps(job.get("status"), option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 
 
 def intent_id(job_uid: str, stored: str | None, policy: str, target: str | None) -> str:

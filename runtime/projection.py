@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Union
 
-from runtime import plan
+from runtime import plan, vocabulary
 
 Path = tuple[str, ...]
 
@@ -54,7 +54,7 @@ POD_FIELDS: dict[str, Any] = {
 }
 # What the controller reads of every job besides the plan's paths: identity, our annotations,
 # the conditions it writes among, and the status fields of the kind's `status` block.
-OURS = ("jobrules.dev/state", "jobrules.dev/verdict", "jobrules.dev/intents")
+OURS = vocabulary.JOB_ANNOTATIONS
 JOB_FIELDS: dict[str, Any] = {
     "apiVersion": WHOLE, "kind": WHOLE,
     "metadata": {"name": WHOLE, "namespace": WHOLE, "uid": WHOLE, "resourceVersion": WHOLE,

@@ -1,10 +1,12 @@
-"""One reconcile of one job, as a pure function: what to write, given the job, its pods and now.
+"""One reconcile of one job, as a pure function: what to write, given the job, the pods that
+may be its own (the cache's candidates) and now.
 
-The controller's shell applies the result and does nothing else: the commit (our annotations,
-guarded by the resourceVersion read), then the status patch (condition and status fields), then
-the Events, then a requeue at `requeue_at`. Everything it writes is decided here, from the
-objects alone (the stored state is on the job), so the same inputs give the same writes and a
-replay after a crash repeats only what did not happen.
+The controller's shell applies the result and does nothing else: the patches (the commit of our
+annotations, then the condition and status fields, each guarded by the resourceVersion it
+holds), then the Events, then the intent journal (runtime.journal), then a requeue at
+`requeue_at`. Everything it writes is decided here, from the objects alone (the stored state is
+on the job), so the same inputs give the same writes and a replay after a crash repeats only
+what did not happen.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Iterable, Mapping
 
-from runtime import actions, evaluator, functions, intents, plan, state, templates, vocabulary
+from runtime import evaluator, functions, intents, objects, plan, state, templates, vocabulary
 from runtime import pods as pods_lib
 from runtime import writeback
 
@@ -30,23 +32,53 @@ class Writes:
     previous_phase: str | None             # the verdict before this reconcile (None: first)
     journal: tuple[intents.Intent, ...] = ()   # the intents open once the commit is written
     new: tuple[intents.Intent, ...] = ()       # those this reconcile decided
+    pods: tuple[Mapping[str, Any], ...] = ()   # the job's pods, as the evaluation saw them
 
     @property
     def verdict_changed(self) -> bool:
         return self.evaluation.verdict.phase != self.previous_phase
 
+    @property
+    def needs_live_pods(self) -> bool:
+        """An action was decided about a pod the cache does not have: a pod relabelled out of
+        the pod watch looks deleted there. Decide again on a live list (`live=True`), where a
+        pod that still exists is not gone."""
+        return any(i.pod is None and i.uid is not None for i in self.new)
 
-def reconcile(kind: plan.Kind, job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]],
-              now: datetime) -> Writes:
-    """Evaluate the job with the state stored on it and say what to write back."""
-    stored_text = _annotations(job).get(state.ANNOTATION)
-    stored_text = stored_text if isinstance(stored_text, str) else None
+    def patches(self, job_path: str, status_path: str) -> tuple[tuple[str, dict[str, Any]], ...]:
+        """(path, merge patch) to send in order, each guarded by the resourceVersion the job
+        has when it is sent: the commit, with the status fields when the kind has no /status
+        subresource (one write), else the status patch after it."""
+        if status_path == job_path:
+            if self.commit is None and self.status is None:
+                return ()
+            return ((job_path, objects.merged(self.commit or {}, self.status)),)
+        out = [(job_path, self.commit)] if self.commit is not None else []
+        if self.status is not None:
+            out.append((status_path, self.status))
+        return tuple(out)
+
+
+def reconcile(kind: plan.Kind, job: Mapping[str, Any], candidates: Iterable[Mapping[str, Any]],
+              now: datetime, *, live: bool = False) -> Writes:
+    """Evaluate the job with the state stored on it and say what to write back.
+
+    `candidates` are the pods that may be the job's (runtime.pods.pods_of decides). With
+    `live`, they are a live list of the job's namespace, and the pods the stored state knows
+    that no longer belong to the job (relabelled) are kept too: not deleted, so not an event."""
+    stored_text = objects.annotation(job, state.ANNOTATION)
     decoded = state.decode(stored_text)
+    listed = list(candidates)
+    pods = evaluator.pods_of(kind, job, listed, now)
+    if live:
+        members = {id(p) for p in pods}
+        pods = [*pods, *(p for p in listed if id(p) not in members
+                         and pods_lib.digest(objects.uid(p) or "") in decoded.state.pods)]
     evaluation = evaluator.evaluate(kind, job, pods, decoded.state, now)
     verdict = evaluation.verdict
     annotation = (writeback.verdict_annotation(verdict, job, now)
                   if kind.status.annotations else None)
-    open_ = intents.decode(_annotations(job).get(intents.ANNOTATION)).intents
+    open_ = intents.decode(objects.annotation(job, intents.ANNOTATION)).intents
     known = {i.id for i in open_}
     new = tuple(i for i in decide(kind, job, list(pods), stored_text, evaluation, now)
                 if i.id not in known)
@@ -61,6 +93,7 @@ def reconcile(kind: plan.Kind, job: Mapping[str, Any], pods: Iterable[Mapping[st
         previous_phase=decoded.state.verdict,
         journal=journal,
         new=new,
+        pods=tuple(pods),
     )
 
 
@@ -70,7 +103,6 @@ def decide(kind: plan.Kind, job: Mapping[str, Any], pods: list[Mapping[str, Any]
     """An intent for each action to run now whose recipe does something (a `record` recipe has
     nothing to carry out: the verdict written says it), recording the pods a delete may touch
     and the job's status as the decision saw them."""
-    meta = job.get("metadata") or {}
     out = []
     for a in evaluation.actions:
         if a.status != "run" or a.action not in vocabulary.EFFECTS:
@@ -79,31 +111,20 @@ def decide(kind: plan.Kind, job: Mapping[str, Any], pods: list[Mapping[str, Any]
         if isinstance(recipe, str):
             continue
         scopes = {s.scope for s in recipe if isinstance(s, plan.DeletePods)}
-        targets = [(str(_meta(p).get("name")), str(_meta(p).get("uid"))) for p in pods
-                   if not _meta(p).get("deletionTimestamp") and (
+        targets = [(str(objects.name(p)), str(objects.uid(p))) for p in pods
+                   if not objects.deleting(p) and (
                        "job" in scopes
-                       or ("pod" in scopes and _meta(p).get("uid") == a.target.uid)
+                       or ("pod" in scopes and objects.uid(p) == a.target.uid)
                        or ("task" in scopes and _task(kind, p, now) == a.target.task))]
         out.append(intents.Intent(
-            id=intents.intent_id(str(meta.get("uid") or ""), stored, a.policy,
+            id=intents.intent_id(objects.uid(job) or "", stored, a.policy,
                                  a.target.uid or a.target.task),
             action=a.action, policy=a.policy, rule=a.rule, reason=a.reason, message=a.message,
             task=a.target.task, pod=a.target.pod, uid=a.target.uid,
             targets=tuple(sorted(targets)), since=functions.rfc3339(now),
-            observed={"status": actions.status_digest(job)}))
+            observed={"status": intents.status_digest(job)}))
     return out
-
-
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, dict) else {}
 
 
 def _task(kind: plan.Kind, pod: Mapping[str, Any], now: datetime) -> str | None:
     return pods_lib.task_of(kind, pod, templates.searcher(functions.options(now)))
-
-
-def _annotations(job: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = job.get("metadata")
-    annotations = meta.get("annotations") if isinstance(meta, dict) else None
-    return annotations if isinstance(annotations, dict) else {}

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime import plan as planlib
+from runtime import vocabulary
 
 MUTATE_PATH = "/mutate-pods"
 # Mutating webhooks are called in the order of their configurations' names: this one sorts before
@@ -25,7 +26,7 @@ MUTATE_PATH = "/mutate-pods"
 DEFAULT_NAME = "0-jobrules"
 WEBHOOK_NAME = "pods.jobrules.dev"   # must be a DNS subdomain of three segments or more
 ALWAYS_EXCLUDED = ("kube-system",)
-SKIP_LABEL = "jobrules.dev/skip"   # a pod with this label, whatever its value, is never sent
+SKIP_LABEL = vocabulary.SKIP_LABEL   # a pod with this label, whatever its value, is never sent
 
 _SERVICE = re.compile(
     r"(?P<namespace>[a-z0-9]([-a-z0-9]*[a-z0-9])?)/(?P<name>[a-z0-9]([-a-z0-9]*[a-z0-9])?)"
@@ -153,7 +154,7 @@ def render(plan: planlib.Plan, target: Target, ca_bundle: bytes | None = None, *
         "metadata": {
             "name": name,
             "labels": {"app.kubernetes.io/managed-by": "rulec"},
-            "annotations": ({"jobrules.dev/plan-digest": plan.digest} if plan.digest else {})
+            "annotations": ({vocabulary.PLAN_DIGEST_ANNOTATION: plan.digest} if plan.digest else {})
             | dict(annotations or {}),
         },
         "webhooks": webhooks,

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Mapping
 
-from runtime import functions, shape
+from runtime import functions, shape, vocabulary
 
 VERSION = 1
-ANNOTATION = "jobrules.dev/state"
+ANNOTATION = vocabulary.STATE_ANNOTATION
 PHASE_LETTERS = {"Pending": "P", "Running": "R", "Succeeded": "S", "Failed": "F"}
 _CODE = re.compile(r"([PRSF])(\d*)(e?)(d?)(x?)")
 _DIGEST = re.compile(r"[A-Za-z0-9_-]{6}")

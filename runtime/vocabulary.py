@@ -9,6 +9,21 @@ from __future__ import annotations
 
 PLAN_VERSION = 1
 
+# What jobrules writes on objects, spelled once: annotations of jobs (the stored state, the
+# verdict, the intent journal), of pods (the injections' record, the completion containers),
+# of the objects it makes, and labels.
+STATE_ANNOTATION = "jobrules.dev/state"
+VERDICT_ANNOTATION = "jobrules.dev/verdict"
+INTENTS_ANNOTATION = "jobrules.dev/intents"
+JOB_ANNOTATIONS = (STATE_ANNOTATION, VERDICT_ANNOTATION, INTENTS_ANNOTATION)
+INJECTED_ANNOTATION = "jobrules.dev/injected"
+COMPLETION_ANNOTATION = "jobrules.dev/completion-containers"
+PLAN_DIGEST_ANNOTATION = "jobrules.dev/plan-digest"
+NEEDED_BY_ANNOTATION = "jobrules.dev/needed-by"
+INTENT_LABEL = "jobrules.dev/intent"          # on an object an action made: its intent's id
+SKIP_LABEL = "jobrules.dev/skip"              # a pod with it is never sent to the webhook
+REPORTING_CONTROLLER = "jobrules.dev/controller"
+
 PHASES = ("Pending", "Running", "Suspended", "Restarting", "Succeeded", "Failed")
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 # `failed` leaves evicted (disrupted) pods out; `failedOrEvicted` is both (`failed or evicted`).

@@ -20,20 +20,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Mapping
 
-from runtime import evaluator, functions, intents, plan, state, vocabulary
+from runtime import evaluator, functions, intents, objects, plan, state, vocabulary
 
-VERDICT_ANNOTATION = "jobrules.dev/verdict"
-REASON = re.compile(r"[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?")
-REASON_MAX = 1024
-MESSAGE_MAX = 32 * 1024
+VERDICT_ANNOTATION = vocabulary.VERDICT_ANNOTATION
 EVENT_REASON_MAX = 128
 EVENT_NOTE_MAX = 1024
-TERMINAL = ("Succeeded", "Failed")
+TERMINAL = vocabulary.TERMINAL_PHASES
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,12 +46,12 @@ class EventSpec:
 
 def verdict_annotation(verdict: evaluator.Verdict, job: Mapping[str, Any], now: datetime) -> str:
     """The verdict as JSON for `jobrules.dev/verdict`; `since` is kept while the phase stays."""
-    previous = _json(_annotations(job).get(VERDICT_ANNOTATION))
+    previous = _json(objects.annotations(job).get(VERDICT_ANNOTATION))
     since = previous.get("since") if previous.get("phase") == verdict.phase else None
     body = {"phase": verdict.phase, "reason": verdict.reason, "message": verdict.message,
             "rule": verdict.rule, "final": verdict.final,
             "since": since if isinstance(since, str) else functions.rfc3339(now),
-            "observedGeneration": _generation(job)}
+            "observedGeneration": objects.generation(job)}
     return json.dumps({k: v for k, v in body.items() if v is not None}, separators=(",", ":"),
                       sort_keys=True, ensure_ascii=False)
 
@@ -66,7 +62,7 @@ def commit(job: Mapping[str, Any], new_state: state.State, verdict: str | None,
     the API server answers 409 if the job changed since); None when they are already so.
     `verdict` None leaves the verdict annotation out (`status { no annotations }`); `journal`
     is the intents annotation (runtime.intents), None when no intent is open."""
-    current = _annotations(job)
+    current = objects.annotations(job)
     wanted: dict[str, str | None] = {state.ANNOTATION: state.encode(new_state)}
     if journal is not None or intents.ANNOTATION in current:
         wanted[intents.ANNOTATION] = journal
@@ -77,7 +73,7 @@ def commit(job: Mapping[str, Any], new_state: state.State, verdict: str | None,
     changed = {k: v for k, v in wanted.items() if current.get(k) != v}
     if not changed:
         return None
-    return {"metadata": {"resourceVersion": _meta(job).get("resourceVersion"),
+    return {"metadata": {"resourceVersion": objects.meta(job).get("resourceVersion"),
                          "annotations": changed}}
 
 
@@ -93,14 +89,14 @@ def condition(kind: plan.Kind, job: Mapping[str, Any], verdict: evaluator.Verdic
     ctype = kind.status.condition
     if ctype is None:
         return None
-    conditions = _conditions(job)
+    conditions = objects.conditions(job)
     existing = next((c for c in conditions if c.get("type") == ctype), None)
     status = "True" if verdict.phase in TERMINAL else "Unknown"
     wanted: dict[str, Any] = {
         "type": ctype, "status": status, "reason": reason(verdict),
-        "message": _bounded(_message(verdict), MESSAGE_MAX),
+        "message": objects.bounded(_message(verdict), objects.CONDITION_MESSAGE_MAX),
         "lastTransitionTime": functions.rfc3339(now),
-        "observedGeneration": _generation(job),
+        "observedGeneration": objects.generation(job),
     }
     if wanted["observedGeneration"] is None:
         del wanted["observedGeneration"]
@@ -129,15 +125,15 @@ def fields(kind: plan.Kind, job: Mapping[str, Any], verdict: evaluator.Verdict) 
     writes = [(status.reason, verdict.reason), (status.message, verdict.message)]
     phase = status.phase
     if phase is not None:
-        value, current = phase.map.get(verdict.phase, verdict.phase), _at(job, phase.path)
+        value, current = phase.map.get(verdict.phase, verdict.phase), objects.at(job, phase.path)
         if phase.only is not None and verdict.phase not in phase.only:
             return None
         if phase.over is not None and current not in phase.over and current != value:
             return None
         writes.append((phase, value))
     for field, wanted in writes:
-        if field is not None:
-            _put(out, field.path, wanted, _at(job, field.path))
+        if field is not None and wanted != objects.at(job, field.path):
+            objects.put(out, field.path, wanted)
     return out or None
 
 
@@ -160,7 +156,7 @@ def events(kind: plan.Kind, job: Mapping[str, Any], stored: str | None,
     evaluation (after a crash before its commit) names the same Events."""
     if not kind.status.events:
         return []
-    meta = _meta(job)
+    meta = objects.meta(job)
     seed = f"{meta.get('uid')}\0{stored or ''}"
     out = []
     verdict = evaluation.verdict
@@ -171,32 +167,32 @@ def events(kind: plan.Kind, job: Mapping[str, Any], stored: str | None,
         out.append(EventSpec(
             _event_name(meta, seed, "verdict", verdict.phase),
             "Warning" if verdict.phase == "Failed" else "Normal",
-            _bounded(reason(verdict), EVENT_REASON_MAX), "Verdict",
-            _bounded(_message(verdict), EVENT_NOTE_MAX)))
+            objects.bounded(reason(verdict), EVENT_REASON_MAX), "Verdict",
+            objects.bounded(_message(verdict), EVENT_NOTE_MAX)))
     for problem in evaluation.problems[:5]:
         out.append(EventSpec(_event_name(meta, seed, "problem", problem), "Warning",
-                             "RuleError", "Evaluate", _bounded(problem, EVENT_NOTE_MAX)))
+                             "RuleError", "Evaluate", objects.bounded(problem, EVENT_NOTE_MAX)))
     if decode_error is not None:
         out.append(EventSpec(_event_name(meta, seed, "state", decode_error), "Warning",
-                             "StateIgnored", "Evaluate", _bounded(decode_error, EVENT_NOTE_MAX)))
+                             "StateIgnored", "Evaluate", objects.bounded(decode_error, EVENT_NOTE_MAX)))
     return out
 
 
 def action_event(job: Mapping[str, Any], intent: intents.Intent) -> EventSpec:
     """An action carried out: named from the intent, so a replay makes the same Event."""
     word = _action_word(intent)
-    return EventSpec(_event_name(_meta(job), intent.id, "action", "done"), "Normal",
-                     _bounded(condition_reason(intent.reason, word), EVENT_REASON_MAX), word,
-                     _bounded(f"{vocabulary.ACTIONS[intent.action]}"
+    return EventSpec(_event_name(objects.meta(job), intent.id, "action", "done"), "Normal",
+                     objects.bounded(condition_reason(intent.reason, word), EVENT_REASON_MAX), word,
+                     objects.bounded(f"{vocabulary.ACTIONS[intent.action]}"
                               + (f" {intent.pod}" if intent.pod else "")
                               + (f": {intent.message}" if intent.message else "")
                               + f" ({intent.rule})", EVENT_NOTE_MAX), intent.pod)
 
 
 def action_failed_event(job: Mapping[str, Any], intent: intents.Intent, why: str) -> EventSpec:
-    return EventSpec(_event_name(_meta(job), intent.id, "action", "failed"), "Warning",
+    return EventSpec(_event_name(objects.meta(job), intent.id, "action", "failed"), "Warning",
                      "ActionFailed", _action_word(intent),
-                     _bounded(f"{vocabulary.ACTIONS[intent.action]} ({intent.rule}) given up: "
+                     objects.bounded(f"{vocabulary.ACTIONS[intent.action]} ({intent.rule}) given up: "
                               f"{why}", EVENT_NOTE_MAX), intent.pod)
 
 
@@ -209,11 +205,7 @@ def reason(verdict: evaluator.Verdict) -> str:
     return condition_reason(verdict.reason, verdict.phase)
 
 
-def condition_reason(text: str | None, otherwise: str) -> str:
-    """`text` if it fits the condition schema (`^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`, at
-    most 1,024), else `otherwise`: free text would make a kind whose conditions are
-    metav1.Conditions (JobSet) reject the write."""
-    return text if text and len(text) <= REASON_MAX and REASON.fullmatch(text) else otherwise
+condition_reason = objects.condition_reason
 
 
 def _message(verdict: evaluator.Verdict) -> str:
@@ -230,31 +222,6 @@ def _event_name(meta: Mapping[str, Any], seed: str, what: str, detail: str) -> s
     return f"{str(meta.get('name') or 'job')[:200]}.{digest}"
 
 
-def _bounded(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, dict) else {}
-
-
-def _annotations(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    annotations = _meta(obj).get("annotations")
-    return annotations if isinstance(annotations, dict) else {}
-
-
-def _generation(obj: Mapping[str, Any]) -> int | None:
-    generation = _meta(obj).get("generation")
-    return generation if isinstance(generation, int) and not isinstance(generation, bool) else None
-
-
-def _conditions(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
-    status = obj.get("status")
-    conditions = status.get("conditions") if isinstance(status, dict) else None
-    return [c for c in conditions if isinstance(c, dict)] if isinstance(conditions, list) else []
-
-
 def _json(text: Any) -> dict[str, Any]:
     if not isinstance(text, str):
         return {}
@@ -263,20 +230,3 @@ def _json(text: Any) -> dict[str, Any]:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
-
-
-def _at(obj: Any, path: tuple[str, ...]) -> Any:
-    for key in path:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(key)
-    return obj
-
-
-def _put(patch: dict[str, Any], path: tuple[str, ...], value: Any, current: Any) -> None:
-    if value == current:
-        return
-    node = patch
-    for key in path[:-1]:
-        node = node.setdefault(key, {})
-    node[path[-1]] = value

@@ -18,12 +18,12 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from runtime import writeback
+from runtime import vocabulary, writeback
 from runtime.controller import kube
 
 log = logging.getLogger("jobrules.controller")
 
-REPORTING_CONTROLLER = "jobrules.dev/controller"
+REPORTING_CONTROLLER = vocabulary.REPORTING_CONTROLLER
 QUEUE_SIZE = 1000
 BURST, REFILL_SECONDS = 25, 300.0
 

@@ -36,6 +36,8 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.utils.keepalive import tcp_keepalive_socket_options
 
+from runtime import objects
+
 Obj = dict[str, Any]
 Query = Sequence[tuple[str, str]]
 ResponseHook = Callable[[str, str, int, float], None]
@@ -190,17 +192,8 @@ class Resource:
 
     def path(self, namespace: str | None = None, name: str | None = None,
              subresource: str | None = None) -> str:
-        """The collection (no name) or object path, across namespaces when `namespace` is None."""
-        prefix = "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
-        parts = [prefix]
-        if namespace is not None:
-            parts += ["namespaces", namespace]
-        parts.append(self.plural)
-        if name is not None:
-            parts.append(name)
-        if subresource is not None:
-            parts.append(subresource)
-        return "/".join(parts)
+        """The collection (no name) or object path, across namespaces without a `namespace`."""
+        return objects.path(self.api_version, self.plural, namespace, name, subresource)
 
 
 _VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch"}

@@ -16,11 +16,12 @@ from typing import Any
 import orjson
 
 from runtime import patch as jp
+from runtime import vocabulary
 from runtime.mutator.view import LISTS, MutationError, Received, array
 from runtime.plan import Injection
 from runtime.span import Span
 
-RECORD_ANNOTATION = "jobrules.dev/injected"
+RECORD_ANNOTATION = vocabulary.INJECTED_ANNOTATION
 # What the API server's ServiceAccount admission plugin mounts into every container it finds
 # without it: the projected token volume it added to the pod, read-only, at this path.
 TOKEN_VOLUME_PREFIX = "kube-api-access-"

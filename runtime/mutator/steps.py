@@ -14,14 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Union
 
-from runtime import templates
+from runtime import templates, vocabulary
 from runtime.mutator.draft import TOKEN_PATH, Draft, listed, mount
 from runtime.mutator.view import MutationError, Received
 from runtime.plan import (
     Annotate, Env, Injection, Label, Mount, Sidecar, Template, Var, Volume, Wrap,
 )
 
-COMPLETION_ANNOTATION = "jobrules.dev/completion-containers"
+COMPLETION_ANNOTATION = vocabulary.COMPLETION_ANNOTATION
 COMPLETION_ENV = "JOBRULES_COMPLETION_CONTAINERS"
 
 _LABEL_VALUE = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")

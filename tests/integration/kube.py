@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from devkit import cluster
-from runtime.controller.kube import Client, NotFound, Resource
+from runtime.controller.kube import ApiError, Client, NotFound, Resource
 
 T = TypeVar("T")
 Obj = dict[str, Any]
@@ -96,6 +96,22 @@ def condition(obj: Obj, type_: str) -> Obj | None:
     """The status condition of that type, if the object has one."""
     conditions = (obj.get("status") or {}).get("conditions") or []
     return next((c for c in conditions if c["type"] == type_), None)
+
+
+def wait_for_crd(api: Client, name: str, timeout: float = 60.0) -> None:
+    """A CRD Established and its resource served: `Established` comes before the API server
+    serves the resource, and a create right after it can still be answered 404."""
+    def served() -> bool:
+        crd = get(api, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+        if not condition(crd, "Established"):
+            return False
+        spec = crd["spec"]
+        version = next(v["name"] for v in spec["versions"] if v.get("served"))
+        try:   # 429 while the API server's cache of the new resource fills
+            return exists(api, f"/apis/{spec['group']}/{version}/{spec['names']['plural']}")
+        except ApiError:
+            return False
+    wait_for(f"the CRD {name} served", served, timeout)
 
 
 def wait_for_condition(api: Client, path: str, type_: str, timeout: float = 30.0) -> Obj:

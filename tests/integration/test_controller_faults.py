@@ -132,9 +132,7 @@ def _install_widgets(api: Any) -> None:
     with contextlib.suppress(Conflict):   # installed by an earlier test
         kube.create(api, kube.Resource("apiextensions.k8s.io/v1", "customresourcedefinitions"),
                     WIDGET_CRD)
-    kube.wait_for("the widget CRD", lambda: kube.condition(kube.get(
-        api, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com"),
-        "Established"))
+    kube.wait_for_crd(api, "widgets.example.com")
 
 
 def test_a_kind_added_to_the_plan_is_watched_without_a_restart(control_plane: Any, api: Any,
@@ -175,9 +173,7 @@ def test_a_kind_whose_crd_is_missing_waits_for_it_and_holds_nobody_up(control_pl
                         "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"}}}
         kube.create(api, kube.Resource("apiextensions.k8s.io/v1", "customresourcedefinitions"), crd)
         try:
-            kube.wait_for("the CRD", lambda: kube.condition(kube.get(
-                api, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets.example.org"),
-                "Established"))
+            kube.wait_for_crd(api, "gadgets.example.org")
             gadgets = kube.Resource("example.org/v1", "gadgets")
             kube.create(api, gadgets, {"apiVersion": "example.org/v1", "kind": "Gadget",
                                        "metadata": {"name": "g", "namespace": namespace}})

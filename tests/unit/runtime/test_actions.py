@@ -130,7 +130,7 @@ def test_restart_pod_records_only_that_pod(kind: plan.Kind) -> None:
     [new] = decided(kind, [b.evicted("w-0"), b.pod("w-1")])
     assert (new.action, new.pod, new.uid, new.targets) == (
         "restartPod", "w-0", "uid-w-0", (("w-0", "uid-w-0"),))
-    assert new.observed == {"status": actions.status_digest(job())}
+    assert new.observed == {"status": intents.status_digest(job())}
 
 
 def test_restart_task_records_the_pods_of_the_task(kind: plan.Kind) -> None:
@@ -249,7 +249,7 @@ def test_a_field_is_set_where_it_lives_and_only_when_it_differs(kind: plan.Kind)
 
 def test_an_object_is_created_under_the_intent_s_name(kind: plan.Kind) -> None:
     the_job = job()
-    i = intent("completeJob", observed={"status": actions.status_digest(the_job)})
+    i = intent("completeJob", observed={"status": intents.status_digest(the_job)})
     [request] = step_of(kind, i, the_job, []).requests
     assert (request.method, request.path, request.done_on) == (
         "POST", "/apis/bus.volcano.sh/v1alpha1/namespaces/ml/commands", actions.DONE_ON_CREATE)
@@ -263,7 +263,7 @@ def test_an_object_is_created_under_the_intent_s_name(kind: plan.Kind) -> None:
 
 
 def test_an_object_is_not_made_again_once_the_status_moved(kind: plan.Kind) -> None:
-    i = intent("completeJob", observed={"status": actions.status_digest(job())})
+    i = intent("completeJob", observed={"status": intents.status_digest(job())})
     moved = job({"state": {"phase": "Completing"}})
     nxt = step_of(kind, i, moved, [])
     assert nxt.done and "status moved" in (nxt.note or "")
@@ -286,7 +286,7 @@ def test_every_request_body_is_json(kind: plan.Kind) -> None:
     the_job = job()
     cases = [intent("restartJob", targets=(("w-0", "uid-w-0"),)), intent("failJob"),
              intent("terminateJob"), intent("terminateJob", step=1),
-             intent("completeJob", observed={"status": actions.status_digest(the_job)})]
+             intent("completeJob", observed={"status": intents.status_digest(the_job)})]
     for i in cases:
         for request in step_of(kind, i, the_job, [b.pod("w-0")]).requests:
             assert json.loads(json.dumps(request.body)) == request.body

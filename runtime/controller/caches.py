@@ -1,0 +1,182 @@
+"""The controller's caches: one job watch per declared kind, the pod watches they share, kept in
+projected stores, and the handlers that turn their changes into work.
+
+What is watched and which changes matter is decided by runtime.watches (pure); this module
+starts and stops the informers as plans come and go, and hands every change that matters to
+`enqueue`, with the time a pod's change was received (for the verdict's latency), and every job
+gone to `forget`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtime import plan, projection, watches
+from runtime import store as storelib
+from runtime.controller import informer, kube, metrics
+
+Key = tuple[str, str, str]   # (kind name, namespace, name)
+Enqueue = Callable[[Key, "float | None"], None]   # (job, when a pod's change was received)
+
+
+@dataclass
+class Watched:
+    """A declared kind at run time: its rules, its job cache and watches, its pod watch."""
+
+    spec: plan.Kind
+    resource: kube.Resource
+    jobs: storelib.Store
+    informers: list[informer.Informer]
+    pods: str                       # the selector of the pod watch it reads from
+    status_subresource: bool | None = None   # learnt from discovery on first use
+
+    @property
+    def synced(self) -> bool:
+        return all(i.synced.is_set() for i in self.informers)
+
+
+@dataclass
+class PodWatch:
+    selector: str
+    tree: Any
+    store: storelib.Store
+    informers: list[informer.Informer]
+    kinds: set[str] = field(default_factory=set)
+
+    @property
+    def synced(self) -> bool:
+        return all(i.synced.is_set() for i in self.informers)
+
+
+class Caches:
+    """Every watch a plan needs; `apply` a new plan to move to its watches."""
+
+    def __init__(self, client: kube.Client, enqueue: Enqueue, forget: Callable[[Key], None], *,
+                 namespaces: tuple[str, ...] = (), read_timeout: float = 70.0,
+                 start: bool = True) -> None:
+        self.client = client
+        self.enqueue = enqueue
+        self.forget = forget                 # a job gone from its cache
+        self.namespaces = namespaces
+        self.read_timeout = read_timeout
+        self.start = start                   # start the informers (tests fill stores by hand)
+        self.kinds: dict[str, Watched] = {}
+        self.pod_watches: dict[str, PodWatch] = {}
+        self.lock = threading.RLock()        # kinds and pod watches, across plan reloads
+
+    def get(self, name: str) -> tuple[Watched | None, PodWatch | None]:
+        """A kind and the pod watch it reads from (None, None once it left the plan)."""
+        with self.lock:
+            kind = self.kinds.get(name)
+            return kind, self.pod_watches.get(kind.pods) if kind is not None else None
+
+    def keys(self) -> list[Key]:
+        with self.lock:
+            return [(name, *key) for name, kind in self.kinds.items() for key in kind.jobs.keys()]
+
+    def informers(self) -> list[informer.Informer]:
+        with self.lock:
+            return ([i for k in self.kinds.values() for i in k.informers]
+                    + [i for w in self.pod_watches.values() for i in w.informers])
+
+    def apply(self, new: plan.Plan) -> None:
+        """Watch what `new` declares: start the watches of new kinds, stop those of kinds it no
+        longer has, keep the caches of the others (their jobs are then reconciled under the new
+        rules)."""
+        with self.lock:
+            wanted_pods = watches.pod_watches(new.kinds)
+            for selector, watch in list(self.pod_watches.items()):
+                tree = projection.pod_tree(wanted_pods.get(selector, []))
+                if selector not in wanted_pods or tree != watch.tree:
+                    _stop(watch.informers)
+                    del self.pod_watches[selector]
+            for selector, specs in wanted_pods.items():
+                if selector not in self.pod_watches:
+                    self.pod_watches[selector] = self._pod_watch(selector, specs)
+                self.pod_watches[selector].kinds = {s.name for s in specs}
+            wanted = {spec.name: spec for spec in new.kinds}
+            for name, kind in list(self.kinds.items()):
+                declared = wanted.get(name)
+                if declared is None or watches.rewatch(kind.spec, declared):
+                    _stop(kind.informers)
+                    del self.kinds[name]
+            for name, declared in wanted.items():
+                if name in self.kinds:
+                    self.kinds[name].spec = declared
+                    self.kinds[name].pods = watches.pod_selector(declared)
+                else:
+                    self.kinds[name] = self._kind(declared)
+
+    def _kind(self, spec: plan.Kind) -> Watched:
+        tree = projection.of_kind(spec).job
+        jobs = storelib.Store(lambda obj: projection.project(obj, tree), watches.significant(spec),
+                              watches.job_indexes(spec))
+        resource = kube.Resource(spec.api_version, spec.plural)
+        kind = Watched(spec, resource, jobs, [], watches.pod_selector(spec))
+
+        def changed(change: storelib.Change) -> None:
+            if change.obj is None:
+                self.forget((spec.name, *change.key))
+            elif change.matters:
+                self.enqueue((spec.name, *change.key), None)
+        kind.informers = [self._informer(f"{spec.name}{'@' + ns if ns else ''}",
+                                         resource.path(ns or None), jobs, changed,
+                                         spec.selector or "", ns or None)
+                          for ns in self.namespaces or ("",)]
+        metrics.RESOURCE_SERVED.labels(spec.name).set_function(
+            lambda: 0 if any(i.missing for i in kind.informers) else 1)
+        return kind
+
+    def _pod_watch(self, selector: str, specs: list[plan.Kind]) -> PodWatch:
+        tree = projection.pod_tree(specs)
+        pods = storelib.Store(lambda obj: projection.project(obj, tree), watches.without_version,
+                              watches.pod_indexes(selector))
+        watch = PodWatch(selector, tree, pods, [])
+
+        def changed(change: storelib.Change) -> None:
+            self._pod_changed(watch, change)
+        resource = kube.Resource("v1", "pods")
+        watch.informers = [self._informer(f"pods{'/' + selector if selector else ''}"
+                                          f"{'@' + ns if ns else ''}",
+                                          resource.path(ns or None), pods, changed,
+                                          selector, ns or None)
+                           for ns in self.namespaces or ("",)]
+        return watch
+
+    def _pod_changed(self, watch: PodWatch, change: storelib.Change) -> None:
+        """Every job of every kind the pod may belong to, before and after the change."""
+        if not change.matters:
+            return
+        received = time.monotonic()
+        with self.lock:
+            kinds = [self.kinds[name] for name in watch.kinds if name in self.kinds]
+        for obj in (change.obj, change.old):
+            if obj is None:
+                continue
+            for kind in kinds:
+                for key in watches.owners(kind.spec, kind.jobs, obj):
+                    self.enqueue((kind.spec.name, *key), received)
+
+    def _informer(self, name: str, path: str, store: storelib.Store, on_change: informer.Handler,
+                  selector: str, namespace: str | None) -> informer.Informer:
+        def observe(what: str, reason: str) -> None:
+            if what == "relist":
+                metrics.RELISTS.labels(name).inc()
+            else:
+                metrics.WATCH_RESTARTS.labels(name, reason).inc()
+        metrics.STORE_OBJECTS.labels(name).set_function(lambda: len(store))
+        metrics.STORE_BYTES.labels(name).set_function(lambda: store.bytes)
+        made = informer.Informer(self.client, name, path, store, on_change, selector=selector,
+                                 namespace=namespace, read_timeout=self.read_timeout,
+                                 on_event=observe)
+        return made.start() if self.start else made
+
+
+def _stop(informers: list[informer.Informer]) -> None:
+    for i in informers:
+        i.stop()
+

@@ -1,0 +1,245 @@
+"""The controller's workers: take a job from the queue, reconcile it, send what was decided.
+
+Everything a reconcile writes is decided by pure code (runtime.reconcile: the patches and
+Events; runtime.journal: each request of the actions, and the journal's own patches); a worker
+only sends it, guarded by the resourceVersion it holds, feeds the answers back, and requeues
+the job for when time alone may change its verdict. Conflicts, errors and caches that have not
+synced yet retry with client-go's backoff.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from runtime import journal, objects, reconcile, watches, writeback
+from runtime.controller import caches as cacheslib
+from runtime.controller import events, informer, kube, metrics
+from runtime.controller.settings import ControllerSettings
+from runtime.workqueue import WorkQueue
+
+log = logging.getLogger("jobrules.controller")
+
+Key = cacheslib.Key
+
+
+class NotYet(Exception):
+    """The kind's caches have not synced yet: a reconcile now would read pods as gone."""
+
+
+class Worker:
+    """The queue and what is done with each key taken from it (any number of threads)."""
+
+    def __init__(self, settings: ControllerSettings, client: kube.Client,
+                 recorder: events.Recorder, clock: Callable[[], datetime]) -> None:
+        self.settings = settings
+        self.client = client
+        self.recorder = recorder
+        self.clock = clock
+        self.queue: WorkQueue[Key] = WorkQueue(metrics=metrics.WorkQueueMetrics("jobrules"))
+        self.caches = cacheslib.Caches(client, self.enqueue, self.forget,
+                                       namespaces=settings.namespaces,
+                                       read_timeout=settings.read_timeout)
+        self._pending: dict[Key, float] = {}  # first pod event of a change not yet committed
+        self._sent = 0                          # action requests sent (for the test hooks)
+        self._intents_open: dict[Key, int] = {}
+
+    @property
+    def intents_open(self) -> int:
+        return sum(self._intents_open.values())
+
+    # -- the queue ---------------------------------------------------------------------------
+
+    def enqueue(self, key: Key, received: float | None = None) -> None:
+        if received is not None:
+            self._pending.setdefault(key, received)
+        self.queue.add(key)
+
+    def forget(self, key: Key) -> None:
+        self._pending.pop(key, None)
+
+    def resync(self) -> None:
+        """Enqueue every cached job (periodically, and when rules change)."""
+        for key in self.caches.keys():
+            self.queue.add(key)
+
+    def work(self) -> None:
+        """Take keys until the queue shuts down (one thread per worker)."""
+        while True:
+            key = self.queue.get()
+            if key is None:
+                return
+            try:
+                self.process(key)
+            finally:
+                self.queue.done(key)
+
+    def process(self, key: Key) -> None:
+        """One reconcile of `key`, and what the queue does with it next."""
+        started = time.perf_counter()
+        result = "error"
+        try:
+            requeue = self.sync(key)
+            result = "requeue" if requeue is not None else "success"
+            self.queue.forget(key)
+            if requeue is not None:
+                self.queue.add_after(key, max(0.0, requeue))
+        except NotYet:
+            result = "skipped"
+            self.queue.add_after(key, 1.0)
+        except kube.Conflict:
+            result = "conflict"
+            self.queue.add_rate_limited(key)
+        except kube.NotFound:
+            result = "success"   # deleted meanwhile: its watch event says so too
+            self.queue.forget(key)
+        except (kube.ApiError, kube.TransportError) as err:
+            log.warning("%s/%s/%s: %s; retrying", *key, err)
+            self.queue.add_rate_limited(key)
+        except Exception:
+            log.exception("%s/%s/%s: reconcile failed; retrying", *key)
+            self.queue.add_rate_limited(key)
+        finally:
+            metrics.RECONCILES.labels(key[0], result).inc()
+            metrics.RECONCILE_DURATION.labels(key[0]).observe(time.perf_counter() - started)
+
+    # -- one reconcile -------------------------------------------------------------------------
+
+    def sync(self, key: Key) -> float | None:
+        """Reconcile one job; seconds until it should be looked at again, if time alone may
+        change it."""
+        kind_name, namespace, name = key
+        kind, watch = self.caches.get(kind_name)
+        if kind is None or watch is None:
+            return None   # the kind left the plan
+        if not (kind.synced and watch.synced):
+            raise NotYet()
+        job = kind.jobs.get((namespace, name))
+        if job is None or objects.deleting(job) or not kind.spec.covers(job):
+            return None   # gone, going, or outside the kind's scope: it has no rules
+        now = self.clock()
+        writes = reconcile.reconcile(kind.spec, job, watches.candidates(kind.spec, watch.store, job),
+                                     now)
+        if writes.needs_live_pods:
+            live = self.client.list(kube.Resource("v1", "pods").path(namespace))["items"]
+            writes = reconcile.reconcile(kind.spec, job, live, now, live=True)
+        path = kind.resource.path(namespace, name)
+        for target, patch in writes.patches(path, self._status_path(kind, path)):
+            job = self._patch(kind, target, patch, objects.resource_version(job))
+            if target == path:
+                self._committed(key, kind, writes)
+                if writes.new:
+                    self._fault("after", "commit")
+        for spec in writes.events:
+            self.recorder.emit(job, spec)
+        wait = self._act(kind, key, job, writes, now) if writes.journal else None
+        times = [t for t in ((writes.requeue_at - now).total_seconds()
+                             if writes.requeue_at else None, wait) if t is not None]
+        return min(times) if times else None
+
+    # -- actions -------------------------------------------------------------------------------
+
+    def _act(self, kind: cacheslib.Watched, key: Key, job: dict[str, Any],
+             writes: reconcile.Writes, now: datetime) -> float | None:
+        """Carry out the open intents as runtime.journal says, sending each request it asks
+        for; seconds until a waiting step should be looked at again."""
+        path = kind.resource.path(*key[1:])
+        run = journal.Pass(kind.spec, writes.pods, now, path,
+                           self._status_path(kind, path) != path)
+        progress = journal.start(writes.journal)
+        answer: journal.Answer | None = None
+        error: Exception | None = None
+        while True:
+            progress, todo, reports = journal.advance(run, progress, job, answer)
+            for report in reports:
+                self._report(kind, job, report)
+            if isinstance(todo, journal.Stop):
+                if todo.retry and error is not None:
+                    raise error
+                self._intents_open[key] = todo.open
+                return todo.wait
+            if todo.clear:
+                self._fault("before", "clear")
+            try:
+                job = self._send(kind, job, todo)
+                answer, error = journal.Answer(200), None
+            except kube.ApiError as err:
+                answer, error = journal.Answer(err.status, str(err)), err
+            except kube.TransportError as err:
+                answer, error = journal.Answer(0, str(err)), err
+            if todo.part == "journal":
+                metrics.ACTION_WRITES.labels(kind.spec.name, "journal").inc()
+            elif answer.ok or answer.status in todo.done_on:
+                metrics.ACTION_WRITES.labels(kind.spec.name, "effect").inc()
+                self._sent += 1
+                self._fault("after", f"act:{self._sent}")
+
+    def _send(self, kind: cacheslib.Watched, job: dict[str, Any],
+              todo: journal.Send) -> dict[str, Any]:
+        """Send one request; the job as it now is (a guarded patch of it answers it)."""
+        if todo.resource_version is not None:
+            return self._patch(kind, todo.path, todo.body, todo.resource_version)
+        self.client.request(todo.method, todo.path, todo.body)
+        return job
+
+    def _report(self, kind: cacheslib.Watched, job: dict[str, Any], report: journal.Report) -> None:
+        intent = report.intent
+        if isinstance(report, journal.Done):
+            metrics.ACTIONS.labels(kind.spec.name, intent.action, "done").inc()
+            if kind.spec.status.events:
+                metrics.ACTION_WRITES.labels(kind.spec.name, "event").inc()
+                self.recorder.emit(job, writeback.action_event(job, intent))
+            return
+        log.warning("%s/%s: %s dropped: %s", objects.namespace(job), objects.name(job),
+                    intent.action, report.why)
+        metrics.ACTIONS.labels(kind.spec.name, intent.action, "dropped").inc()
+        if kind.spec.status.events:   # `no events`: none at all (and no RBAC for them)
+            metrics.ACTION_WRITES.labels(kind.spec.name, "event").inc()
+            self.recorder.emit(job, writeback.action_failed_event(job, intent, report.why))
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def _patch(self, kind: cacheslib.Watched, path: str, patch: Mapping[str, Any],
+               resource_version: str | None) -> dict[str, Any]:
+        """A guarded merge patch, its answer written through to the cache (so the next
+        reconcile sees our write even before its watch event comes)."""
+        log.debug("patch %s %s", path, patch)
+        try:
+            written = self.client.merge_patch(path, dict(patch), resource_version=resource_version)
+        except kube.Conflict:
+            self._refresh(kind, path)
+            raise
+        kind.jobs.put(written)
+        return written
+
+    def _refresh(self, kind: cacheslib.Watched, path: str) -> None:
+        """After a 409 the cache is behind: read the job now rather than wait for its watch."""
+        try:
+            kind.jobs.put(self.client.get(path))
+        except (kube.ApiError, kube.TransportError):
+            pass
+
+    def _status_path(self, kind: cacheslib.Watched, path: str) -> str:
+        if kind.status_subresource is None:
+            _, kind.status_subresource = informer.served(
+                self.client, kind.spec.group, kind.spec.version, kind.spec.plural)
+        return f"{path}/status" if kind.status_subresource else path
+
+    def _committed(self, key: Key, kind: cacheslib.Watched, writes: reconcile.Writes) -> None:
+        received = self._pending.pop(key, None)
+        if writes.verdict_changed:
+            metrics.VERDICTS.labels(kind.spec.name, writes.evaluation.verdict.phase).inc()
+            if received is not None:
+                metrics.VERDICT_LATENCY.observe(time.monotonic() - received)
+
+    def _fault(self, when: str, point: str) -> None:
+        """Test hooks (JOBRULES_TEST_HOOKS=1): exit at once at `JOBRULES_FAULT`'s point."""
+        if self.settings.fault and self.settings.fault == f"exit-{when}:{point}":
+            log.error("JOBRULES_FAULT=%s: exiting", self.settings.fault)
+            logging.shutdown()
+            os._exit(137)
+

@@ -1,0 +1,206 @@
+"""runtime.controller.worker against an API server in memory: what one sync sends, in which
+order, guarded by which version, and what the queue does with each outcome. No control plane:
+these run in a second (tests/integration covers the same shell against the real one)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from rulec import api as rulec_api
+from rulec import emit
+from runtime import intents, objects, plan, vocabulary
+from runtime.controller import kube, worker
+from tests.unit.runtime.controller import shell
+from tests.unit.runtime.controller.fakeapi import FakeApi
+
+NOW = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+RULES = """
+job trainer: example.dev/v1 Trainer {
+    pods owned
+    failed     when any pod failed
+               reason "PodFailed"
+    running    when any pod running
+    pending    otherwise
+    on pod evicted -> restart pod max 2 then fail job
+    actions {
+        fail job -> condition "FailureTarget"
+    }
+}
+"""
+PATH = "/apis/example.dev/v1/namespaces/ns/trainers/t"
+KEY = ("trainer", "ns", "t")
+
+
+def compiled(text: str = RULES) -> plan.Plan:
+    built = rulec_api.build_sources([rulec_api.SourceFile.from_text("t.rules", text)])
+    assert built.plan is not None, [str(d) for d in built.diagnostics]
+    return plan.loads(emit.dumps(built.plan))
+
+
+def pod(name: str, phase: str = "Running", **status: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}",
+                         "creationTimestamp": "2026-01-01T11:00:00Z",
+                         "ownerReferences": [{"apiVersion": "example.dev/v1", "kind": "Trainer",
+                                              "name": "t", "uid": "uid-t", "controller": True}]},
+            "status": {"phase": phase, **status}}
+
+
+def setup(*pods: dict[str, Any], status_subresource: bool = True,
+          text: str = RULES) -> tuple[worker.Worker, FakeApi, shell.Events, shell.Clock]:
+    api = FakeApi(status_subresource={"trainers.example.dev"} if status_subresource else set())
+    api.add({"apiVersion": "example.dev/v1", "kind": "Trainer",
+             "metadata": {"name": "t", "namespace": "ns", "uid": "uid-t", "generation": 1}}, "trainers")
+    for p in pods:
+        api.add(p, "pods")
+    w, events, clock = shell.make(compiled(text), api, NOW)
+    shell.feed(w, api)
+    return w, api, events, clock
+
+
+def annotation(api: FakeApi, key: str) -> Any:
+    text = objects.annotation(api.get(PATH), key)
+    return None if text is None else json.loads(text)
+
+
+def test_a_first_sync_commits_the_verdict_and_writes_the_condition() -> None:
+    w, api, events, _ = setup(pod("p-0"))
+    assert w.sync(KEY) is None
+    [commit, status] = api.sent("PATCH")
+    assert commit.path == PATH and status.path == PATH + "/status"
+    assert commit.body["metadata"]["resourceVersion"] == "100"   # as read: a guard
+    assert annotation(api, vocabulary.VERDICT_ANNOTATION)["phase"] == "Running"
+    [condition] = api.get(PATH)["status"]["conditions"]
+    assert (condition["type"], condition["status"]) == ("JobRulesVerdict", "Unknown")
+    assert status.body["metadata"]["resourceVersion"] != "100"   # the commit's answer's version
+    assert events.sent == []   # a first verdict that is no outcome is not news
+
+
+def test_a_sync_of_an_unchanged_job_writes_nothing() -> None:
+    w, api, _, _ = setup(pod("p-0"))
+    w.sync(KEY)
+    before = len(api.log)
+    w.sync(KEY)
+    assert api.log[before:] == []
+
+
+def test_without_a_status_subresource_the_condition_goes_with_the_commit() -> None:
+    w, api, _, _ = setup(pod("p-0"), status_subresource=False)
+    w.sync(KEY)
+    [one] = api.sent("PATCH")
+    assert one.path == PATH and "conditions" in one.body["status"]
+
+
+def test_a_verdict_change_is_an_event() -> None:
+    w, api, events, _ = setup(pod("p-0"))
+    w.sync(KEY)
+    api.add(pod("p-0", "Failed"), "pods")
+    shell.feed(w, api)
+    w.sync(KEY)
+    [(_, event)] = events.sent
+    assert (event.type, event.reason, event.action) == ("Warning", "PodFailed", "Verdict")
+
+
+def test_an_eviction_deletes_that_pod_once_and_clears_the_journal() -> None:
+    evicted = pod("p-0", "Failed", reason="Evicted")
+    w, api, events, _ = setup(evicted, pod("p-1"))
+    w.sync(KEY)
+    methods = [(r.method, r.path.removeprefix("/api/v1/namespaces/ns/").removeprefix(PATH) or "job")
+               for r in api.log if r.method != "GET"]
+    assert methods == [("PATCH", "job"), ("PATCH", "/status"), ("DELETE", "pods/p-0"),
+                       ("PATCH", "job")]
+    commit = api.sent("PATCH")[0].body["metadata"]["annotations"]
+    [opened] = intents.decode(commit[vocabulary.INTENTS_ANNOTATION]).intents
+    assert opened.targets == (("p-0", "uid-p-0"),)
+    assert annotation(api, vocabulary.INTENTS_ANNOTATION) is None
+    assert [e.action for _, e in events.sent] == ["RestartPod"]
+    assert w.intents_open == 0
+
+
+def test_a_conflict_on_the_commit_refreshes_the_cache_and_backs_off() -> None:
+    w, api, _, _ = setup(pod("p-0"))
+    api.fail("PATCH", r"/trainers/t$", 409)
+    w.process(KEY)
+    assert w.queue.num_requeues(KEY) == 1
+    assert [r.method for r in api.log][-1] == "GET"           # read again at once
+    w.process(KEY)
+    assert annotation(api, vocabulary.VERDICT_ANNOTATION)["phase"] == "Running"
+    assert w.queue.num_requeues(KEY) == 0                     # forgotten once it succeeded
+
+
+@pytest.mark.parametrize("status, error", [(500, kube.ServerError), (0, kube.TransportError)])
+def test_a_failed_request_backs_off(status: int, error: type) -> None:
+    w, api, _, _ = setup(pod("p-0"))
+    api.fail("PATCH", r"/trainers/t$", status)
+    with pytest.raises(error):
+        w.sync(KEY)
+    w.process(KEY)   # the fault was for one request: the next pass writes
+    assert annotation(api, vocabulary.VERDICT_ANNOTATION)["phase"] == "Running"
+
+
+def test_a_refused_deletion_is_tried_again_then_given_up_and_said_why() -> None:
+    w, api, events, clock = setup(pod("p-0", "Failed", reason="Evicted"))
+    api.fail("DELETE", r"/pods/p-0$", 403, times=-1, message="pods is forbidden")
+    waits = []
+    for _ in range(5):
+        waits.append(w.sync(KEY))
+        shell.feed(w, api)
+        clock.now += timedelta(seconds=1)
+    assert waits == [1.0, 1.0, 1.0, 1.0, None]
+    assert api.sent("DELETE") == []
+    [(_, failed)] = [(n, e) for n, e in events.sent if e.reason == "ActionFailed"]
+    assert "pods is forbidden" in failed.note
+    assert annotation(api, vocabulary.INTENTS_ANNOTATION) is None
+
+
+def test_a_job_whose_caches_have_not_synced_waits() -> None:
+    w, api, _, _ = setup(pod("p-0"))
+    for informer in w.caches.informers():
+        informer.synced.clear()
+    with pytest.raises(worker.NotYet):
+        w.sync(KEY)
+    w.process(KEY)
+    assert api.sent("PATCH") == []
+
+
+@pytest.mark.parametrize("change", ["deleted", "deleting", "out of scope"])
+def test_a_job_gone_going_or_out_of_scope_gets_nothing(change: str) -> None:
+    text = RULES.replace("job trainer: example.dev/v1 Trainer {",
+                         'job trainer: example.dev/v1 Trainer where label "team" = "ml" {') \
+        if change == "out of scope" else RULES
+    w, api, _, _ = setup(pod("p-0"), text=text)
+    if change == "deleted":
+        api.remove(PATH)
+    elif change == "deleting":
+        api.merge_patch(PATH, {"metadata": {"deletionTimestamp": "2026-01-01T11:59:00Z"}})
+    shell.feed(w, api)
+    before = len(api.log)
+    assert w.sync(KEY) is None
+    assert api.log[before:] == []
+
+
+def test_a_time_in_the_rules_is_a_requeue() -> None:
+    text = RULES.replace('    running    when any pod running',
+                         '    failed     when any pod pending for 10m\n'
+                         '    running    when any pod running')
+    pending = pod("p-0", "Pending")
+    pending["metadata"]["creationTimestamp"] = "2026-01-01T11:58:00Z"
+    w, _, _, _ = setup(pending, text=text)
+    assert w.sync(KEY) == 8 * 60
+
+
+def test_a_pod_missing_from_the_cache_is_looked_for_live() -> None:
+    """A pod relabelled out of the pod watch looks deleted in the cache: the worker lists the
+    namespace's pods before acting, and a pod that still exists gets no `pod deleted` action."""
+    text = RULES.replace("    on pod evicted", "    on pod deleted -> fail job reason \"Gone\"\n    on pod evicted")
+    w, api, _, _ = setup(pod("p-0"), text=text)
+    w.sync(KEY)
+    watch = next(iter(w.caches.pod_watches.values()))
+    list(watch.store.replace([]))   # the cache lost it, the API server still has it
+    w.sync(KEY)
+    assert [r for r in api.log if r.method == "GET" and r.path == "/api/v1/namespaces/ns/pods"]
+    assert annotation(api, vocabulary.VERDICT_ANNOTATION)["phase"] == "Running"
