@@ -1,0 +1,161 @@
+"""What happened to the job since the stored state: one occurrence per pod incarnation that
+changed, timer that came due or task that ended, carrying the events it amounts to.
+
+Pure: each function reads the inputs (and the stored state they carry) and returns the new
+occurrences with what to remember of them (pod records, timers fired). Which policy takes an
+occurrence is `runtime.policies`'. Incarnations are monotone, so a stored record equal to the
+current one means "already handled".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from runtime import conditions, pods, state
+from runtime.ledger import Inputs
+
+PHASE_EVENTS = {"Pending": "podPending", "Running": "podRunning", "Succeeded": "podSucceeded",
+                "Failed": "podFailed"}
+
+
+@dataclass(frozen=True, slots=True)
+class Occurrence:
+    """One change, and its events most specific first; the first policy to match one of them
+    takes the whole occurrence."""
+
+    names: tuple[str, ...]
+    pod: pods.Pod | None
+    digest: str | None
+    task: str | None
+    for_seconds: int | None = None  # timers: podPending / jobRunningLongerThan thresholds
+    to: str | None = None  # jobVerdictChanged
+    candidates: tuple[pods.Pod, ...] = ()  # task and job events: the pods a filter may pick from
+    disrupted: bool = False  # podFailed of an evicted pod, or of one deleted by someone else
+
+
+def of_pods(inputs: Inputs) -> tuple[list[Occurrence], dict[str, state.PodRecord]]:
+    """The pods' changes, in the order they happened (then the pods gone unfinished), and the
+    record of every pod's incarnation now."""
+    stored = inputs.stored
+    out = []
+    records: dict[str, state.PodRecord] = {}
+    seen = set()
+    for p in inputs.pods:
+        seen.add(p.digest)
+        old = stored.pods.get(p.digest)
+        record = state.PodRecord(p.task, state.PHASE_LETTERS.get(p.phase, "P"), p.restarts,
+                                 p.evicted, p.terminating, old is not None and old.ours)
+        records[p.digest] = record
+        if record.ours:
+            continue  # we asked for this pod to go: what happens to it is our doing
+        names, disrupted = changes(old, record, p)
+        if names:
+            out.append(Occurrence(names, p, p.digest, p.task, disrupted=disrupted))
+    out.sort(key=lambda occ: pods.change_key(occ.pod))  # type: ignore[arg-type]  # all have pods
+    for digest, old in sorted(stored.pods.items()):
+        if digest in seen or old.finished or old.deleting or old.ours:
+            continue
+        out.append(Occurrence(("podDeleted", "podEvicted"), None, digest, old.task))
+    return out, records
+
+
+def pending_timers(inputs: Inputs,
+                   records: dict[str, state.PodRecord]) -> tuple[list[Occurrence], set[str]]:
+    """`podPending for D`: once per pod incarnation pending `D`, one timer per distinct `D`; and
+    the timers that have fired, this time or before, for pods still pending."""
+    thresholds = sorted({p.for_seconds for p in inputs.kind.policies
+                         if p.event == "podPending" and p.for_seconds is not None})
+    out = []
+    fired = set()
+    for p in inputs.pods:
+        if not p.is_("pending"):
+            continue
+        for seconds in thresholds:
+            token = f"podPending>{seconds} {p.digest}"
+            since = p.since("pending")
+            if token in inputs.stored.fired:
+                fired.add(token)
+            elif records[p.digest].ours:
+                continue  # a pod we stopped raises nothing
+            elif since is not None and (inputs.now - since).total_seconds() >= seconds:
+                fired.add(token)
+                out.append(Occurrence(("podPending",), p, p.digest, p.task, for_seconds=seconds))
+    return out, fired
+
+
+def of_tasks(inputs: Inputs, snapshot: conditions.Snapshot) -> list[Occurrence]:
+    """`taskCompleted` / `taskFailed`: a task's state became succeeded / failed."""
+    out = []
+    for task, now_state in sorted(announced(snapshot).items()):
+        if inputs.stored.tasks.get(task) != now_state:
+            name = "taskCompleted" if now_state == "succeeded" else "taskFailed"
+            members = tuple(p for p in snapshot.scope(task) if p.is_(now_state))
+            out.append(Occurrence((name,), None, None, task, candidates=members))
+    return out
+
+
+def job_timers(inputs: Inputs, snapshot: conditions.Snapshot,
+               phase: str) -> tuple[list[Occurrence], set[str]]:
+    """`jobRunningLongerThan D`: once, when the job's age reaches `D` and `phase` is not
+    terminal; and the timers that have fired."""
+    out = []
+    fired = set()
+    age = snapshot.job_age()
+    for seconds in sorted({p.for_seconds for p in inputs.kind.policies
+                           if p.event == "jobRunningLongerThan" and p.for_seconds is not None}):
+        token = f"jobRunningLongerThan>{seconds}"
+        if token in inputs.stored.fired:
+            fired.add(token)
+        elif age is not None and age >= seconds and phase not in ("Succeeded", "Failed"):
+            fired.add(token)
+            out.append(Occurrence(("jobRunningLongerThan",), None, None, None,
+                                  for_seconds=seconds, candidates=tuple(snapshot.pods)))
+    return out, fired
+
+
+def verdict_changed(phase: str, snapshot: conditions.Snapshot) -> Occurrence:
+    """`jobVerdictChanged` to `phase`, raised after every other event."""
+    return Occurrence(("jobVerdictChanged",), None, None, None, to=phase,
+                      candidates=tuple(snapshot.pods))
+
+
+def announced(snapshot: conditions.Snapshot) -> dict[str, str]:
+    """The tasks that are succeeded or failed: announced once each (taskCompleted, taskFailed)."""
+    return {t: s for t, s in snapshot.task_states().items() if s in ("succeeded", "failed")}
+
+
+def changes(old: state.PodRecord | None, new: state.PodRecord,
+            p: pods.Pod) -> tuple[tuple[str, ...], bool]:
+    """The events a pod's change amounts to, most specific first, and whether its failure is a
+    disruption (the pod was evicted, or deleted by someone else, before it failed)."""
+    if old is not None and old == new:
+        return (), False
+    handled = old is not None and (old.evicted or old.deleting)  # its end was already handled
+    names: list[str] = []
+    evicted = new.evicted and not (old is not None and old.evicted)
+    deleted = new.deleting and not new.finished and not (old is not None and old.deleting)
+    if evicted:
+        names.append("podEvicted")
+    if deleted:
+        names += ["podDeleted"] if evicted else ["podDeleted", "podEvicted"]
+    disrupted = False
+    if old is None or old.phase != new.phase:
+        if p.phase == "Failed" and (handled or new.evicted):
+            names.append("podFailed")  # for `pod failed or evicted` policies only
+            disrupted = True
+        elif not (handled and new.finished):
+            names.append(PHASE_EVENTS.get(p.phase, "podPending"))
+    if new.restarts > (old.restarts if old is not None else 0):
+        names.append("containerRestarted")
+    return tuple(dict.fromkeys(names)), disrupted
+
+
+def label(occ: Occurrence) -> str:
+    """What an occurrence is about, as `--explain` names it."""
+    if occ.pod is not None:
+        return f"pod {occ.pod.name}"
+    if occ.digest is not None:
+        return f"pod {occ.digest} (gone)"
+    if occ.task is not None:
+        return f"task {occ.task}"
+    return "job"

@@ -1,0 +1,98 @@
+"""The job's verdict: the rules' over a snapshot of its pods, and the one it is left with.
+
+A terminal verdict holds (kept in the state) until the job starts again: its kind's `final
+until` value changes, or a `restart job` of ours runs; while a restart of ours is under way the
+job reads Restarting; else the rules decide, over the pods we did not stop. The verdict is worked
+out last, from what the policies left, so evaluating again with the new state says the same.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any, Iterable, Mapping
+
+from runtime import conditions, plan, state, templates, vocabulary
+from runtime.ledger import Inputs, Ledger
+from runtime.outcomes import Verdict
+
+
+def run_key(kind: plan.Kind, job: Mapping[str, Any], search: templates.Search) -> str | None:
+    """The kind's `final until` value for this job, as compact JSON."""
+    if kind.final_until is None:
+        return None
+    value = search(kind.final_until, job)
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, default=str)
+
+
+def release(inputs: Inputs, final: state.Final | None,
+            failed_tasks: frozenset[str]) -> tuple[state.Final | None, frozenset[str]]:
+    """What still holds of a stored terminal verdict (and of the tasks `fail task` failed): not
+    a verdict from before the job started again (its `final until` value changed), nor, for one
+    of the rules, one under `final never`."""
+    if final is None:
+        return final, failed_tasks
+    if final.run is not None and inputs.run is not None and final.run != inputs.run:
+        return None, frozenset()
+    if final.by == "verdict" and not inputs.kind.sticky:
+        return None, failed_tasks
+    return final, failed_tasks
+
+
+def under_way(kind: plan.Kind, records: Iterable[state.PodRecord],
+              delayed: Iterable[state.Delayed]) -> bool:
+    """Whether a restart of ours is under way: pods we stopped are still there, or a restart
+    waits for its delay."""
+    by_id = {p.id: p for p in kind.policies}
+    return any(r.ours for r in records) or any(
+        d.policy in by_id and by_id[d.policy].action.action in vocabulary.RESTARTS
+        for d in delayed)
+
+
+def of_rules(inputs: Inputs, snapshot: conditions.Snapshot) -> Verdict:
+    """The first verdict rule that holds over the snapshot decides; none: Pending."""
+    for rule in inputs.kind.verdicts:
+        ok, w = (True, None) if rule.when is None else snapshot.holds(rule.when)
+        if ok:
+            if rule.reason is None and rule.message is None:
+                return Verdict(rule.phase, None, None, str(rule.span))
+            variables = inputs.variables(w or conditions.Witness())
+            return Verdict(rule.phase, inputs.text(rule.reason, variables),
+                           inputs.text(rule.message, variables), str(rule.span))
+    return Verdict("Pending", None, None, None)
+
+
+def rules_verdict(inputs: Inputs, ledger: Ledger,
+                  snapshot: conditions.Snapshot | None = None) -> Verdict:
+    """The rules' verdict over a snapshot (the one before the policies by default), worked out
+    once for each."""
+    snapshot = snapshot or ledger.pre
+    if ledger.rules is None or ledger.rules[0] is not snapshot:
+        ledger.rules = snapshot, of_rules(inputs, snapshot)
+    return ledger.rules[1]
+
+
+def decide(inputs: Inputs, ledger: Ledger) -> Verdict:
+    """The verdict the job is left with: a terminal one that holds; else Restarting while a
+    restart of ours is under way; else the rules' over the pods we did not stop, which becomes
+    final when it is terminal. The ledger's snapshot, restart and final follow."""
+    records = ledger.records
+    stopped = [p for p in inputs.pods if records[p.digest].ours]
+    if len(stopped) != len(inputs.pods) - len(ledger.pre.pods) \
+            or ledger.failed_tasks is not ledger.pre.failed_tasks:
+        ledger.snapshot = inputs.snapshot(lambda p: not records[p.digest].ours,
+                                          ledger.failed_tasks)
+    if not under_way(inputs.kind, records.values(), ledger.delayed):
+        ledger.restarting = None
+    if ledger.final is not None:
+        f = ledger.final
+        return Verdict(f.phase, f.reason, f.message, f.rule, True)
+    if ledger.restarting is not None:
+        r = ledger.restarting
+        return Verdict("Restarting", r.reason, r.message, r.rule)
+    rules = rules_verdict(inputs, ledger, ledger.snapshot)
+    if rules.phase in vocabulary.TERMINAL_PHASES and inputs.kind.sticky:
+        ledger.final = state.Final(rules.phase, rules.reason, rules.message, rules.rule or "",
+                                   "verdict", inputs.run)
+        return replace(rules, final=True)
+    return rules
