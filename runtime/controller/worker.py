@@ -25,6 +25,11 @@ from runtime.workqueue import WorkQueue
 log = logging.getLogger("jobrules.controller")
 
 Key = cacheslib.Key
+# A write refused for a stale resourceVersion is tried again at once on the job as the API
+# server has it now (read on the 409), this many times, before the key backs off: as client-go's
+# retry.RetryOnConflict. Waiting out the backoff instead lets a busy job move on again, so that
+# under a steady stream of other writers every try conflicts and the backoff only grows.
+CONFLICT_RETRIES = 5
 
 
 class NotYet(Exception):
@@ -83,7 +88,7 @@ class Worker:
         started = time.perf_counter()
         result = "error"
         try:
-            requeue = self.sync(key)
+            requeue = self._sync_retrying_conflicts(key)
             result = "requeue" if requeue is not None else "success"
             self.queue.forget(key)
             if requeue is not None:
@@ -106,6 +111,16 @@ class Worker:
         finally:
             metrics.RECONCILES.labels(key[0], result).inc()
             metrics.RECONCILE_DURATION.labels(key[0]).observe(time.perf_counter() - started)
+
+    def _sync_retrying_conflicts(self, key: Key) -> float | None:
+        for attempt in range(CONFLICT_RETRIES):
+            try:
+                return self.sync(key)
+            except kube.Conflict:
+                if attempt == CONFLICT_RETRIES - 1:
+                    raise
+                metrics.RECONCILES.labels(key[0], "conflict").inc()
+        raise AssertionError("unreachable")
 
     # -- one reconcile -------------------------------------------------------------------------
 

@@ -121,12 +121,22 @@ def test_an_eviction_deletes_that_pod_once_and_clears_the_journal() -> None:
     assert w.intents_open == 0
 
 
-def test_a_conflict_on_the_commit_refreshes_the_cache_and_backs_off() -> None:
+def test_a_conflict_reads_the_job_again_and_tries_again_at_once() -> None:
     w, api, _, _ = setup(pod("p-0"))
-    api.fail("PATCH", r"/trainers/t$", 409)
+    api.fail("PATCH", r"/trainers/t$", 409, times=worker.CONFLICT_RETRIES - 1)
+    w.process(KEY)
+    methods = [r.method for r in api.log if r.path == PATH]
+    assert methods[:2 * (worker.CONFLICT_RETRIES - 1)] == ["PATCH", "GET"] * (worker.CONFLICT_RETRIES - 1)
+    assert annotation(api, vocabulary.VERDICT_ANNOTATION)["phase"] == "Running"
+    assert w.queue.num_requeues(KEY) == 0
+
+
+def test_conflicts_past_the_retries_back_off() -> None:
+    w, api, _, _ = setup(pod("p-0"))
+    api.fail("PATCH", r"/trainers/t$", 409, times=worker.CONFLICT_RETRIES)
     w.process(KEY)
     assert w.queue.num_requeues(KEY) == 1
-    assert [r.method for r in api.log][-1] == "GET"           # read again at once
+    assert [r.method for r in api.log][-1] == "GET"           # the cache is fresh for the next try
     w.process(KEY)
     assert annotation(api, vocabulary.VERDICT_ANNOTATION)["phase"] == "Running"
     assert w.queue.num_requeues(KEY) == 0                     # forgotten once it succeeded
