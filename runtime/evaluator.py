@@ -24,10 +24,10 @@ Semantics beyond docs/plan.md (written up in docs/evaluation.md):
   evaluating again with that state gives the same verdict and no new event.
 
 The work is cut by topic, each module a set of functions over the evaluation's inputs and its
-ledger (`runtime.ledger`), run here as explicit steps: `occurrences` (what changed since the
+ledger (`runtime.evaluation.ledger`), run here as explicit steps: `occurrences` (what changed since the
 stored state), `policies` (which policy takes each occurrence), `decisions` (the actions, with
 `budgets`: run, scheduled, spent or fallen back, and what they leave), `verdicts` (the verdict
-the job is left with). The answer's values are `runtime.outcomes`', re-exported here.
+the job is left with). The answer's values are `runtime.evaluation.outcomes`', re-exported here.
 """
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Iterable, Mapping
 
-from runtime import (decisions, describe, functions, occurrences, plan, pods, policies, state,
-                     templates, verdicts)
-from runtime.ledger import Inputs, Ledger
-from runtime.outcomes import Action, BudgetUse, Event, Finding, Target, Verdict
+from runtime import describe, functions, plan, pods, state, templates
+from runtime.evaluation import decisions, occurrences, policies, verdicts
+from runtime.evaluation.ledger import Inputs, Ledger
+from runtime.evaluation.outcomes import Action, BudgetUse, Event, Finding, Target, Verdict
 
 __all__ = ["Action", "BudgetUse", "Evaluation", "Event", "Finding", "Target", "UnknownKind",
            "Verdict", "evaluate", "kind_for", "pods_of", "to_json"]

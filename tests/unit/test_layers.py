@@ -66,8 +66,8 @@ def test_the_pure_core_is_most_of_the_runtime() -> None:
         "runtime.state", "runtime.templates", "runtime.functions", "runtime.mutator.view",
         "runtime.mutator.draft", "runtime.mutator.steps", "runtime.mutator.inject",
         "runtime.patch", "runtime.admission", "runtime.registration", "runtime.vocabulary",
-        "runtime.reloading", "runtime.outcomes", "runtime.ledger", "runtime.occurrences",
-        "runtime.policies", "runtime.decisions", "runtime.budgets", "runtime.verdicts"}
+        "runtime.reloading", "runtime.evaluation.outcomes", "runtime.evaluation.ledger", "runtime.evaluation.occurrences",
+        "runtime.evaluation.policies", "runtime.evaluation.decisions", "runtime.evaluation.budgets", "runtime.evaluation.verdicts"}
 
 
 def test_mutator_layers_import_only_downwards() -> None:

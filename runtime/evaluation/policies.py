@@ -4,7 +4,7 @@ For each event name of an occurrence in turn the policies of that event are trie
 ones for its task first, then job-wide ones, each in source order; the first that matches (its
 `for`, its `to` and its filter, on the pod or on one of the candidates) takes the whole
 occurrence, so one pod incarnation causes at most one action. What the action does is
-`runtime.decisions`'. With `--explain` every policy tried notes why it did or did not match.
+`runtime.evaluation.decisions`'. With `--explain` every policy tried notes why it did or did not match.
 """
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from runtime import conditions, decisions, describe, occurrences, plan, pods
-from runtime.ledger import Inputs, Ledger
-from runtime.occurrences import Occurrence
-from runtime.outcomes import Event
+from runtime import conditions, describe, plan, pods
+from runtime.evaluation import decisions, occurrences
+from runtime.evaluation.ledger import Inputs, Ledger
+from runtime.evaluation.occurrences import Occurrence
+from runtime.evaluation.outcomes import Event
 
 FAILURE_SCOPED = frozenset({"podFailed", "podEvicted", "taskFailed"})  # read failed containers
 

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any, Callable, Mapping
 
 from runtime import conditions, plan, state, templates
-from runtime.outcomes import Action, Event, Target, Verdict
+from runtime.evaluation.outcomes import Action, Event, Target, Verdict
 from runtime.pods import Pod  # by name: the inputs' `pods` field would hide the module
 
 

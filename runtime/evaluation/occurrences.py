@@ -3,7 +3,7 @@ changed, timer that came due or task that ended, carrying the events it amounts 
 
 Pure: each function reads the inputs (and the stored state they carry) and returns the new
 occurrences with what to remember of them (pod records, timers fired). Which policy takes an
-occurrence is `runtime.policies`'. Incarnations are monotone, so a stored record equal to the
+occurrence is `runtime.evaluation.policies`'. Incarnations are monotone, so a stored record equal to the
 current one means "already handled".
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from runtime import conditions, pods, state
-from runtime.ledger import Inputs
+from runtime.evaluation.ledger import Inputs
 
 PHASE_EVENTS = {"Pending": "podPending", "Running": "podRunning", "Succeeded": "podSucceeded",
                 "Failed": "podFailed"}

@@ -12,11 +12,11 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from runtime import (budgets, conditions, describe, functions, plan, pods, state, verdicts,
-                     vocabulary)
-from runtime.ledger import Inputs, Ledger
-from runtime.occurrences import Occurrence
-from runtime.outcomes import Action, BudgetUse, Target
+from runtime import conditions, describe, functions, plan, pods, state, vocabulary
+from runtime.evaluation import budgets, verdicts
+from runtime.evaluation.ledger import Inputs, Ledger
+from runtime.evaluation.occurrences import Occurrence
+from runtime.evaluation.outcomes import Action, BudgetUse, Target
 
 TERMINAL = {"failJob": "Failed", "completeJob": "Succeeded", "terminateJob": "Failed"}
 STOPS_PODS = ("restartJob", "abortJob", "terminateJob")

@@ -13,8 +13,8 @@ from dataclasses import replace
 from typing import Any, Iterable, Mapping
 
 from runtime import conditions, plan, state, templates, vocabulary
-from runtime.ledger import Inputs, Ledger
-from runtime.outcomes import Verdict
+from runtime.evaluation.ledger import Inputs, Ledger
+from runtime.evaluation.outcomes import Verdict
 
 
 def run_key(kind: plan.Kind, job: Mapping[str, Any], search: templates.Search) -> str | None:

@@ -4,14 +4,14 @@ delays that double with each use.
 `max N` counts runs per key (the policy id, or `budget "name"` shared between policies; `per
 task` and `per pod` add the task or the pod); `max <<expr>>` reads the limit from the job, and
 an unreadable limit is spent. When a budget is spent the policy's fallback runs instead
-(`runtime.decisions`), or the action is reported spent.
+(`runtime.evaluation.decisions`), or the action is reported spent.
 """
 
 from __future__ import annotations
 
 from runtime import describe, plan
-from runtime.ledger import Inputs, Ledger
-from runtime.outcomes import BudgetUse, Target
+from runtime.evaluation.ledger import Inputs, Ledger
+from runtime.evaluation.outcomes import BudgetUse, Target
 
 
 def key(budget: plan.Budget, target: Target) -> str:
