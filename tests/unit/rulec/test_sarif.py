@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from jsonschema import Draft4Validator, FormatChecker
 
-from rulec import about, api, cli, diagnostics, sarif
+from rulec import about, api, diagnostics
+from rulec.commands import cli, sarif
 from rulec.source import SourceFile
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -19,11 +19,14 @@ if TYPE_CHECKING:
 # A module is imported only when one of its commands runs or help is asked for; its
 # `register` adds all of its commands.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "webhook-config": ("rulec.webhookcmd", "print the MutatingWebhookConfiguration for a plan"),
-    "manifests": ("rulec.manifestscmd", "print the Kubernetes objects that deploy the webhook"),
-    "eval": ("rulec.run", "evaluate a job and its pods: verdict, events, actions, new state"),
-    "mutate": ("rulec.run", "apply the injections to a pod: JSON patch and patched pod"),
-    "test": ("rulec.run", "run rule test suites"),
+    "webhook-config": ("rulec.commands.webhook_config",
+                       "print the MutatingWebhookConfiguration for a plan"),
+    "manifests": ("rulec.commands.manifests",
+                  "print the Kubernetes objects that deploy the webhook"),
+    "eval": ("rulec.commands.run",
+             "evaluate a job and its pods: verdict, events, actions, new state"),
+    "mutate": ("rulec.commands.run", "apply the injections to a pod: JSON patch and patched pod"),
+    "test": ("rulec.commands.run", "run rule test suites"),
 }
 
 FORMATS = ("concise", "full", "json", "github", "sarif")
