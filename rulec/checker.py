@@ -10,7 +10,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from rulec import ast, diagnostics, expr, names
+from rulec import diagnostics, expr, names, nodes
 from rulec.diagnostics import Diagnostic, Note
 from rulec.source import SourceFile, Span
 from runtime import vocabulary
@@ -24,7 +24,7 @@ _NAME_PREFIX = re.compile(r"[a-z0-9][a-z0-9-]{0,61}")
 _QUOTED = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"")
 
 
-def check(files: Sequence[tuple[SourceFile, ast.File]], found: Iterable[Diagnostic], *,
+def check(files: Sequence[tuple[SourceFile, nodes.File]], found: Iterable[Diagnostic], *,
           unsure: frozenset[str] = frozenset(), schemas: Any = None) -> list[Diagnostic]:
     """`found` plus everything the checker finds, less the warnings that comments allow.
 
@@ -66,7 +66,7 @@ def _nesting(root: Any, defines: dict[str, int]) -> tuple[int, Span]:
     while stack:
         node, depth = stack.pop()
         children = _children(node)
-        if isinstance(node, ast.IsDefine):
+        if isinstance(node, nodes.IsDefine):
             depth += defines.get(node.name.value, 0)
         elif not children:
             continue  # a name, a number, an expression (checked on its own): no level
@@ -84,21 +84,21 @@ class _Write:
 
     field: str
     value: Any
-    injection: ast.Injection
-    containers: ast.Containers | None
+    injection: nodes.Injection
+    containers: nodes.Containers | None
     span: Span
 
 
 class _Checker:
-    def __init__(self, files: list[ast.File], unsure: frozenset[str], schemas: Any) -> None:
+    def __init__(self, files: list[nodes.File], unsure: frozenset[str], schemas: Any) -> None:
         self.files = files
         self.unsure = unsure
         self.schemas = schemas
         self.out: list[Diagnostic] = []
         self.decls = [d for f in files for d in f.decls]
-        self.kinds: dict[str, ast.Kind] = {}
-        self.defines: dict[str, ast.Define] = {}
-        self.parsed: dict[ast.Expr, expr.Parsed] = {}
+        self.kinds: dict[str, nodes.Kind] = {}
+        self.defines: dict[str, nodes.Define] = {}
+        self.parsed: dict[nodes.Expr, expr.Parsed] = {}
 
     def report(self, name: str, span: Span, message: str, help: str | None = None,
                notes: Iterable[Note] = ()) -> None:
@@ -117,16 +117,16 @@ class _Checker:
         for decl in self.decls:
             if decl in deep:
                 continue  # checking it would recurse too deeply
-            if isinstance(decl, ast.Kind):
+            if isinstance(decl, nodes.Kind):
                 self.kind(decl)
-            elif isinstance(decl, ast.Extend):
+            elif isinstance(decl, nodes.Extend):
                 self.extend(decl)
-            elif isinstance(decl, ast.Injection):
+            elif isinstance(decl, nodes.Injection):
                 self.injection(decl)
-            elif isinstance(decl, ast.Define):
+            elif isinstance(decl, nodes.Define):
                 self.filter_root(decl.filter, None, failure=False)
-        self.conflicts([d for d in self.decls if isinstance(d, ast.Injection)])
-        self.webhooks([d for d in self.decls if isinstance(d, ast.Webhook)])
+        self.conflicts([d for d in self.decls if isinstance(d, nodes.Injection)])
+        self.webhooks([d for d in self.decls if isinstance(d, nodes.Webhook)])
 
     # ------------------------------------------------------------ names
     def declarations(self) -> None:
@@ -153,7 +153,7 @@ class _Checker:
                     unique("inject", name, keyword, f"unnamed injection \"{name}\"",
                            help=f"{defaults}; name this one: `inject \"name\" into ...`")
         for d in self.decls:
-            if isinstance(d, ast.Kind):
+            if isinstance(d, nodes.Kind):
                 if unique("kind", d.name.value, d.name.span, f"kind `{d.name.value}`"):
                     self.kinds[d.name.value] = d
                 versions: dict[str, Span] = {}
@@ -164,12 +164,12 @@ class _Checker:
                                     notes=(Note("first listed here", first),))
                     else:
                         unique("gvk", f"{api} {d.kind.value}", span, f"`{api} {d.kind.value}`")
-            elif isinstance(d, ast.Define):
+            elif isinstance(d, nodes.Define):
                 if unique("define", d.name.value, d.name.span, f"define `{d.name.value}`"):
                     self.defines[d.name.value] = d
 
     def define_cycles(self) -> None:
-        uses = {name: [n for n in walk(d.filter) if isinstance(n, ast.IsDefine)]
+        uses = {name: [n for n in walk(d.filter) if isinstance(n, nodes.IsDefine)]
                 for name, d in self.defines.items()}
         done: set[str] = set()
 
@@ -189,22 +189,22 @@ class _Checker:
         for name in self.defines:
             visit(name, [])
 
-    def nesting(self) -> set[ast.Decl]:
+    def nesting(self) -> set[nodes.Decl]:
         """Report declarations nested more than MAX_NESTING levels, defines expanded (a use of
         a define that is too deep itself is not reported again); returns the ones too deep."""
         depths: dict[str, int] = {}
-        deep: set[ast.Decl] = set()
+        deep: set[nodes.Decl] = set()
         over: set[str] = set()
         for decl in [*self._defines_in_order(),
-                     *(d for d in self.decls if not isinstance(d, ast.Define))]:
-            is_define = isinstance(decl, ast.Define)
+                     *(d for d in self.decls if not isinstance(d, nodes.Define))]:
+            is_define = isinstance(decl, nodes.Define)
             depth, where = _nesting(decl.filter if is_define else decl, depths)
             if is_define:
                 depths[decl.name.value] = depth
             if depth <= expr.MAX_NESTING:
                 continue
             deep.add(decl)
-            uses = {n.name.value for n in walk(decl) if isinstance(n, ast.IsDefine)}
+            uses = {n.name.value for n in walk(decl) if isinstance(n, nodes.IsDefine)}
             if not uses & over:
                 self.report("nesting-too-deep", where,
                             f"this nests {depth} levels deep"
@@ -216,9 +216,9 @@ class _Checker:
                 over.add(decl.name.value)
         return deep
 
-    def _defines_in_order(self) -> list[ast.Define]:
+    def _defines_in_order(self) -> list[nodes.Define]:
         """The defines, each after the defines it uses (a cycle, reported apart, in any order)."""
-        order: list[ast.Define] = []
+        order: list[nodes.Define] = []
         entered: set[str] = set()
         for first in self.defines:
             stack: list[tuple[str, bool]] = [(first, False)]
@@ -232,11 +232,11 @@ class _Checker:
                 entered.add(name)
                 stack.append((name, True))
                 stack.extend((n.name.value, False) for n in walk(self.defines[name].filter)
-                             if isinstance(n, ast.IsDefine))
+                             if isinstance(n, nodes.IsDefine))
         return order
 
     # ------------------------------------------------------------ kinds
-    def kind(self, k: ast.Kind) -> None:
+    def kind(self, k: nodes.Kind) -> None:
         if k.scope is not None:
             self.scope(k.scope)
         if k.primary_prefix is not None and not _NAME_PREFIX.fullmatch(k.primary_prefix.value):
@@ -283,15 +283,15 @@ class _Checker:
                                 notes=(Note("first listed here", first),))
         self.check_schema_paths(k)
 
-    def scope(self, scope: ast.Node) -> None:
+    def scope(self, scope: nodes.Node) -> None:
         """A kind's scope: an `and` of label tests and `namespace` lists (a label selector and
         the namespaces to watch)."""
-        for term in scope.args if isinstance(scope, ast.And) else (scope,):
-            negated = isinstance(term, ast.Not)
+        for term in scope.args if isinstance(scope, nodes.And) else (scope,):
+            negated = isinstance(term, nodes.Not)
             inner = term.arg if negated else term
-            if isinstance(inner, ast.KeyTest) and inner.what == "label":
+            if isinstance(inner, nodes.KeyTest) and inner.what == "label":
                 self.filter_terms(inner, None, failure=False, positive=True)
-            elif isinstance(inner, ast.Namespace) and not negated and not inner.negate:
+            elif isinstance(inner, nodes.Namespace) and not negated and not inner.negate:
                 pass
             else:
                 self.report("invalid-filter", term.span,
@@ -299,16 +299,16 @@ class _Checker:
                             help="it must be a Kubernetes label selector and the namespaces to "
                                  "watch: `where label \"team\" = \"ml\" and namespace in [\"a\"]`")
 
-    def extensions(self, k: ast.Kind) -> list[ast.Extend]:
-        return [d for d in self.decls if isinstance(d, ast.Extend) and d.name.value == k.name.value]
+    def extensions(self, k: nodes.Kind) -> list[nodes.Extend]:
+        return [d for d in self.decls if isinstance(d, nodes.Extend) and d.name.value == k.name.value]
 
-    def extend(self, e: ast.Extend) -> None:
+    def extend(self, e: nodes.Extend) -> None:
         if e.name.value not in self.kinds and e.name.value not in self.unsure:
             self.report("unknown-kind", e.name.span, f"no kind is called `{e.name.value}`",
                         help=diagnostics.did_you_mean(e.name.value, self.kinds))
 
-    def verdict_order(self, k: ast.Kind) -> None:
-        reachable: list[ast.Verdict] = []
+    def verdict_order(self, k: nodes.Kind) -> None:
+        reachable: list[nodes.Verdict] = []
         otherwise = None
         for v in k.verdicts:
             if otherwise is not None:
@@ -325,13 +325,13 @@ class _Checker:
                         help="add verdicts such as `succeeded when all pods succeeded` and "
                              "`failed when any pod failed`")
 
-    def need_task(self, k: ast.Kind | None, span: Span, what: str) -> None:
+    def need_task(self, k: nodes.Kind | None, span: Span, what: str) -> None:
         if k is not None and not k.has_task:
             self.report("no-task-selector", span,
                         f"{what} needs a task, but kind `{k.name.value}` declares no `task`",
                         help='add `task label "..."` or `task <<expr>>` to the kind')
 
-    def phase_list(self, phases: Sequence[ast.Name], what: str) -> None:
+    def phase_list(self, phases: Sequence[nodes.Name], what: str) -> None:
         """Phases of `only [...]` or a status map: each known, none given twice."""
         firsts: dict[str, Span] = {}
         for name in phases:
@@ -342,78 +342,78 @@ class _Checker:
                             f"phase `{name.value}` is {what} twice",
                             notes=(Note(f"first {what} here", first),))
 
-    def phase(self, name: ast.Name) -> None:
+    def phase(self, name: nodes.Name) -> None:
         if name.value.lower() not in {p.lower() for p in vocabulary.PHASES}:
             self.report("unknown-phase", name.span, f"unknown phase `{name.value}`",
                         help=diagnostics.did_you_mean(name.value, vocabulary.PHASES)
                         or f"phases are {', '.join(vocabulary.PHASES)}")
 
     # ------------------------------------------------------------ conditions and filters
-    def condition(self, n: ast.Node, k: ast.Kind) -> None:
-        if isinstance(n, (ast.And, ast.Or)):
+    def condition(self, n: nodes.Node, k: nodes.Kind) -> None:
+        if isinstance(n, (nodes.And, nodes.Or)):
             for a in n.args:
                 self.condition(a, k)
-        elif isinstance(n, ast.Not):
+        elif isinstance(n, nodes.Not):
             self.condition(n.arg, k)
-        elif isinstance(n, ast.JobExpr):
+        elif isinstance(n, nodes.JobExpr):
             expr.check_condition(self.parsed[n.expr], self.out, self.field_types(k))
-        elif isinstance(n, (ast.PodQuant, ast.PodCount)):
+        elif isinstance(n, (nodes.PodQuant, nodes.PodCount)):
             if n.task is not None:
                 self.need_task(k, n.task.span, "`of task`")
             if n.filter is not None:
                 self.filter_root(n.filter, k, failure=n.state in FAILURE_STATES)
-            if isinstance(n, ast.PodCount) and isinstance(n.value, ast.Number) \
+            if isinstance(n, nodes.PodCount) and isinstance(n.value, nodes.Number) \
                     and n.value.value < 0:
                 self.report("value-out-of-range", n.value.span,
                             "a count of pods is never negative")
-        elif isinstance(n, ast.TaskQuant):
+        elif isinstance(n, nodes.TaskQuant):
             self.need_task(k, n.span, "a task condition")
-        elif isinstance(n, ast.TaskCount):
+        elif isinstance(n, nodes.TaskCount):
             self.need_task(k, n.span, "`count tasks`")
-            if isinstance(n.value, ast.Number) and n.value.value < 0:
+            if isinstance(n.value, nodes.Number) and n.value.value < 0:
                 self.report("value-out-of-range", n.value.span,
                             "a count of tasks is never negative")
 
-    def filter_root(self, root: ast.Node, k: ast.Kind | None, failure: bool) -> None:
-        top = root.args if isinstance(root, ast.And) else (root,)
-        scopes = [a for a in top if isinstance(a, ast.ContainerScope)]
+    def filter_root(self, root: nodes.Node, k: nodes.Kind | None, failure: bool) -> None:
+        top = root.args if isinstance(root, nodes.And) else (root,)
+        scopes = [a for a in top if isinstance(a, nodes.ContainerScope)]
         for node in walk(root):
-            if isinstance(node, ast.ContainerScope) and node not in scopes:
+            if isinstance(node, nodes.ContainerScope) and node not in scopes:
                 self.report("invalid-filter", node.span,
                             "`container` must be joined with `and` at the top of the filter",
                             help="it scopes every exit, reason and restarts term of its filter")
         for extra in scopes[1:]:
             self.report("invalid-filter", extra.span, "a filter scopes to one container",
                         notes=(Note("the first `container` term", scopes[0].span),))
-        if scopes and not any(isinstance(n, (ast.ExitCodes, ast.ContainerReason, ast.Restarts))
+        if scopes and not any(isinstance(n, (nodes.ExitCodes, nodes.ContainerReason, nodes.Restarts))
                               for n in walk(root)):
             self.report("invalid-filter", scopes[0].span, "this `container` term scopes nothing",
                         help="join it with an `exit`, `reason` or `restarts` term using `and`")
         self.filter_terms(root, k, failure, positive=True)
 
-    def filter_terms(self, n: ast.Node, k: ast.Kind | None, failure: bool,
+    def filter_terms(self, n: nodes.Node, k: nodes.Kind | None, failure: bool,
                      positive: bool) -> None:
-        if isinstance(n, (ast.And, ast.Or)):
+        if isinstance(n, (nodes.And, nodes.Or)):
             for a in n.args:
                 self.filter_terms(a, k, failure, positive)
-        elif isinstance(n, ast.Not):
+        elif isinstance(n, nodes.Not):
             self.filter_terms(n.arg, k, failure, not positive)
-        elif isinstance(n, ast.ExitCodes):
+        elif isinstance(n, nodes.ExitCodes):
             self.exit_codes(n, failure and positive and not n.negate)
-        elif isinstance(n, ast.ContainerScope):
+        elif isinstance(n, nodes.ContainerScope):
             self.dns_label(n.name, "container")
-        elif isinstance(n, ast.TaskIs):
+        elif isinstance(n, nodes.TaskIs):
             self.need_task(k, n.span, "a task filter")
-        elif isinstance(n, ast.Restarts):
+        elif isinstance(n, nodes.Restarts):
             if n.value.value < 0:
                 self.report("value-out-of-range", n.value.span,
                             "a restart count is never negative")
-        elif isinstance(n, ast.KeyTest):
+        elif isinstance(n, nodes.KeyTest):
             self.key(n.key, n.what)
             if n.what != "annotation":
                 for v in n.values or ():
                     self.label_value(v.value, v.span)
-        elif isinstance(n, ast.PodCondition):
+        elif isinstance(n, nodes.PodCondition):
             for status in n.statuses:
                 if status.value not in vocabulary.CONDITION_STATUSES:
                     self.report("unknown-condition-status", status.span,
@@ -421,14 +421,14 @@ class _Checker:
                                 help=diagnostics.did_you_mean(status.value,
                                                               vocabulary.CONDITION_STATUSES)
                                 or "condition statuses are \"True\", \"False\" and \"Unknown\"")
-        elif isinstance(n, ast.Where):
+        elif isinstance(n, nodes.Where):
             expr.check_condition(self.parsed[n.expr], self.out)
-        elif isinstance(n, ast.IsDefine):
+        elif isinstance(n, nodes.IsDefine):
             if n.name.value not in self.defines and n.name.value not in self.unsure:
                 self.report("unknown-define", n.name.span, f"no define is called `{n.name.value}`",
                             help=diagnostics.did_you_mean(n.name.value, self.defines))
 
-    def exit_codes(self, n: ast.ExitCodes, on_failure: bool) -> None:
+    def exit_codes(self, n: nodes.ExitCodes, on_failure: bool) -> None:
         low, high = INT32
         for code in (*n.codes, *(bound for pair in n.ranges for bound in pair)):
             if not low <= code.value <= high:
@@ -448,7 +448,7 @@ class _Checker:
                              "match the code they exit with")
 
     # ------------------------------------------------------------ policies
-    def policy(self, p: ast.Policy, k: ast.Kind) -> None:
+    def policy(self, p: nodes.Policy, k: nodes.Kind) -> None:
         e = p.event
         if e.task is not None:
             self.need_task(k, e.task.span, "a task-scoped event")
@@ -465,7 +465,7 @@ class _Checker:
                 self.filter_root(p.filter, k, failure=e.name in FAILURE_EVENTS)
         self.action(p.action, e, k)
 
-    def action(self, a: ast.Action, e: ast.Event, k: ast.Kind) -> None:
+    def action(self, a: nodes.Action, e: nodes.Event, k: nodes.Kind) -> None:
         event = vocabulary.EVENTS[e.name]
         verb = vocabulary.ACTIONS[a.verb]
         if a.verb == "restartPod" and e.name not in vocabulary.POD_EVENTS:
@@ -491,7 +491,7 @@ class _Checker:
             if a.verb == "ignore":
                 self.report("invalid-budget", a.max.span, "`ignore` counts nothing: `max` does "
                             "not apply")
-            elif isinstance(a.max, ast.Number) and a.max.value < least:
+            elif isinstance(a.max, nodes.Number) and a.max.value < least:
                 self.report("value-out-of-range", a.max.span, f"`max` must be at least {least}")
             if a.per is not None and a.per.value == "task" and (
                     e.name in vocabulary.JOB_EVENTS or not k.has_task):
@@ -527,7 +527,7 @@ class _Checker:
         if a.fallback is not None:
             self.action(a.fallback, e, k)
 
-    def supported(self, a: ast.Action, k: ast.Kind) -> None:
+    def supported(self, a: nodes.Action, k: nodes.Kind) -> None:
         """R409: the kind can do the action (its `actions` block, else the default)."""
         if a.verb not in vocabulary.EFFECTS:
             return
@@ -546,7 +546,7 @@ class _Checker:
                         help=f"say how in the kind's `actions {{ ... }}`, e.g. `{verb} -> set "
                              "spec.suspend = true` (docs/language.md, Actions)")
 
-    def recipes(self, k: ast.Kind) -> None:
+    def recipes(self, k: nodes.Kind) -> None:
         for r in k.recipes:
             verb = vocabulary.ACTIONS[r.verb]
             if r.verb not in vocabulary.EFFECTS:
@@ -580,7 +580,7 @@ class _Checker:
                         if not isinstance(value, str):
                             self.template(value, vocabulary.VERDICT_PLACEHOLDERS, "a created object")
 
-    def policy_ids(self, k: ast.Kind) -> None:
+    def policy_ids(self, k: nodes.Kind) -> None:
         counters: dict[str, int] = defaultdict(int)
         firsts: dict[str, Span] = {}
         for p in (*k.policies, *(p for e in self.extensions(k) for p in e.policies)):
@@ -595,7 +595,7 @@ class _Checker:
                                  "`as \"id\"`",
                             notes=(Note("first used here", first),))
 
-    def shadowing(self, k: ast.Kind) -> None:
+    def shadowing(self, k: nodes.Kind) -> None:
         policies = (*k.policies, *(p for e in self.extensions(k) for p in e.policies))
         for i, later in enumerate(policies):
             for earlier in policies[:i]:
@@ -608,17 +608,17 @@ class _Checker:
                     break
 
     # ------------------------------------------------------------ injection
-    def injection(self, i: ast.Injection) -> None:
+    def injection(self, i: nodes.Injection) -> None:
         for name in i.kinds:
             if name.value not in self.kinds and name.value not in self.unsure:
                 self.report("unknown-kind", name.span, f"no kind is called `{name.value}`",
                             help=diagnostics.did_you_mean(name.value, self.kinds))
         if i.match is not None:
             self.filter_terms(i.match, None, failure=False, positive=True)
-            top = i.match.args if isinstance(i.match, ast.And) else (i.match,)
-            top = tuple(n.arg if isinstance(n, ast.Not) else n for n in top)
+            top = i.match.args if isinstance(i.match, nodes.And) else (i.match,)
+            top = tuple(n.arg if isinstance(n, nodes.Not) else n for n in top)
             for node in walk(i.match):
-                if isinstance(node, ast.KeyTest) and node.what == "namespace label" \
+                if isinstance(node, nodes.KeyTest) and node.what == "namespace label" \
                         and node not in top:
                     self.report("invalid-filter", node.span,
                                 "a `namespace label` test must be joined with `and` at the top "
@@ -632,11 +632,11 @@ class _Checker:
             self.dns_label(name, "container")
         self.sidecar_names(i)
 
-    def sidecar_names(self, i: ast.Injection) -> None:
+    def sidecar_names(self, i: nodes.Injection) -> None:
         """A sidecar named like a primary container of a kind it is injected into would be
         taken for that container, already injected (R504)."""
         for op in i.ops:
-            if not isinstance(op, ast.Sidecar):
+            if not isinstance(op, nodes.Sidecar):
                 continue
             for name in i.kinds:
                 k = self.kinds.get(name.value)
@@ -650,8 +650,8 @@ class _Checker:
                                 notes=(Note("the primary container", primary.span),))
                     break
 
-    def op(self, op: ast.Op, firsts: dict[tuple[str, str], Span]) -> None:
-        def unique(space: str, name: ast.Text) -> None:
+    def op(self, op: nodes.Op, firsts: dict[tuple[str, str], Span]) -> None:
+        def unique(space: str, name: nodes.Text) -> None:
             first = firsts.setdefault((space, name.value), name.span)
             if first is not name.span:
                 self.report("duplicate-name", name.span,
@@ -659,27 +659,27 @@ class _Checker:
                             notes=(Note("first declared here", first),))
 
         with_container = vocabulary.CONTAINER_PLACEHOLDERS
-        if isinstance(op, ast.Annotate):
+        if isinstance(op, nodes.Annotate):
             self.key(op.key, "annotation")
             self.template(op.value, vocabulary.INJECT_PLACEHOLDERS, "an injection")
-        elif isinstance(op, ast.SetLabel):
+        elif isinstance(op, nodes.SetLabel):
             self.key(op.key, "label")
             self.template(op.value, vocabulary.INJECT_PLACEHOLDERS, "an injection")
             literal = op.value.literal()
             if literal is not None:
                 self.label_value(literal, op.value.span)
-        elif isinstance(op, ast.Env):
+        elif isinstance(op, nodes.Env):
             self.env_name(op.name)
             self.containers(op.containers)
             self.template(op.value, with_container, "an `env` value")
-        elif isinstance(op, ast.Volume):
+        elif isinstance(op, nodes.Volume):
             self.dns_label(op.name, "volume")
             unique("volume", op.name)
-        elif isinstance(op, ast.Mount):
+        elif isinstance(op, nodes.Mount):
             self.dns_label(op.volume, "volume")
             self.mount_path(op.path)
             self.containers(op.containers)
-        elif isinstance(op, ast.Sidecar):
+        elif isinstance(op, nodes.Sidecar):
             self.dns_label(op.name, "sidecar")
             unique("sidecar", op.name)
             if op.image is None:
@@ -705,10 +705,10 @@ class _Checker:
                 self.template(op.shell, vocabulary.SHELL_PLACEHOLDERS, "a `wrap ... shell`")
                 self.shell(op.shell)
 
-    def shell(self, tpl: ast.Template) -> None:
+    def shell(self, tpl: nodes.Template) -> None:
         text = ""
         for n, part in enumerate(tpl.parts):
-            if isinstance(part, ast.Placeholder) and part.name == "argv":
+            if isinstance(part, nodes.Placeholder) and part.name == "argv":
                 if not _EXEC_ARGV.search(text):
                     self.report("wrap-without-exec", part.span,
                                 "`{argv}` runs as a child of the shell, so it gets no signals",
@@ -727,11 +727,11 @@ class _Checker:
                     "this shell never runs the container's own command",
                     help="include `{argv}` (usually as `exec {argv}`)")
 
-    def containers(self, c: ast.Containers | None) -> None:
+    def containers(self, c: nodes.Containers | None) -> None:
         for name in c.names if c is not None else ():
             self.dns_label(name, "container")
 
-    def conflicts(self, injections: list[ast.Injection]) -> None:
+    def conflicts(self, injections: list[nodes.Injection]) -> None:
         by_field: dict[str, list[_Write]] = defaultdict(list)
         for i in injections:
             for op in i.ops:
@@ -766,12 +766,12 @@ class _Checker:
         return any(self._overlap(a.containers, b.containers, self.kinds.get(k)) for k in shared)
 
     @staticmethod
-    def _overlap(a: ast.Containers | None, b: ast.Containers | None,
-                 k: ast.Kind | None) -> bool:
+    def _overlap(a: nodes.Containers | None, b: nodes.Containers | None,
+                 k: nodes.Kind | None) -> bool:
         primary = None if k is None or k.primary_containers is None else {
             c.value for c in k.primary_containers}
 
-        def resolve(c: ast.Containers | None) -> set[str] | None:
+        def resolve(c: nodes.Containers | None) -> set[str] | None:
             select = c.select if c is not None else "primary"
             if select == "all" or (select == "primary" and primary is None):
                 return None
@@ -781,7 +781,7 @@ class _Checker:
         return sa is None or sb is None or bool(sa & sb)
 
     # ------------------------------------------------------------ webhook
-    def webhooks(self, hooks: list[ast.Webhook]) -> None:
+    def webhooks(self, hooks: list[nodes.Webhook]) -> None:
         failure = timeout = None
         for h in hooks:
             if h.failure is not None:
@@ -801,9 +801,9 @@ class _Checker:
                                 "the webhook timeout must be between 1s and 30s")
 
     # ------------------------------------------------------------ values
-    def template(self, tpl: ast.Template | None, allowed: Sequence[str], where: str) -> None:
+    def template(self, tpl: nodes.Template | None, allowed: Sequence[str], where: str) -> None:
         for part in tpl.parts if tpl is not None else ():
-            if not isinstance(part, ast.Placeholder) or part.name in allowed:
+            if not isinstance(part, nodes.Placeholder) or part.name in allowed:
                 continue
             if part.name in vocabulary.VERDICT_PLACEHOLDERS or part.name == "argv":
                 hint = ("`{argv}` exists only in `wrap ... with shell`" if part.name == "argv"
@@ -816,7 +816,7 @@ class _Checker:
                             help=diagnostics.did_you_mean(part.name, allowed)
                             or f"placeholders here: {', '.join(allowed)}")
 
-    def key(self, key: ast.Text, what: str) -> None:
+    def key(self, key: nodes.Text, what: str) -> None:
         problem = names.key_problem(key.value)
         if problem:
             self.report("invalid-key", key.span, f"invalid {what} key \"{key.value}\": {problem}")
@@ -826,7 +826,7 @@ class _Checker:
         if problem:
             self.report("invalid-label-value", span, f"invalid label value \"{value}\": {problem}")
 
-    def env_name(self, name: ast.Text) -> None:
+    def env_name(self, name: nodes.Text) -> None:
         """Names the API server accepts: not empty, printable ASCII, no `=` (R307)."""
         value = name.value
         odd = next((c for c in value if not " " <= c <= "~"), None)
@@ -844,19 +844,19 @@ class _Checker:
                     help="the API server refuses the pod, so every pod the injection matches "
                          "would be refused")
 
-    def mount_path(self, path: ast.Text) -> None:
+    def mount_path(self, path: nodes.Text) -> None:
         if not path.value:
             self.report("empty-value", path.span, "the mount path is empty",
                         help="mount the volume at an absolute path such as \"/var/run/x\"")
 
-    def dns_label(self, name: ast.Text, what: str) -> None:
+    def dns_label(self, name: nodes.Text, what: str) -> None:
         problem = names.dns_label_problem(name.value)
         if problem:
             self.report("invalid-dns-label", name.span,
                         f"invalid {what} name \"{name.value}\": {problem}")
 
     # ------------------------------------------------------------ CRD schemas
-    def field_types(self, k: ast.Kind) -> expr.FieldTypes | None:
+    def field_types(self, k: nodes.Kind) -> expr.FieldTypes | None:
         """The JSON types of a kind's fields, from its CRD schema when `--crd` gave one."""
         if self.schemas is None:
             return None
@@ -866,7 +866,7 @@ class _Checker:
             return None
         return lambda path: _schema_types(schema, path)
 
-    def check_schema_paths(self, k: ast.Kind) -> None:
+    def check_schema_paths(self, k: nodes.Kind) -> None:
         """Look the kind's status paths and job-side JMESPath reads up in the CRD schema of
         each version it serves."""
         if self.schemas is None:
@@ -888,7 +888,7 @@ class _Checker:
                     continue
                 self._expr_paths(k, api, e)
 
-    def _status_path(self, k: ast.Kind, api: str, path: ast.FieldPath) -> None:
+    def _status_path(self, k: nodes.Kind, api: str, path: nodes.FieldPath) -> None:
         problem = self.schemas.check_path(api, k.kind.value, path.segments)
         if problem is None:
             return
@@ -897,7 +897,7 @@ class _Checker:
                     column + len(problem.segment))
         self._unknown_field(k.kind.value, api, span, path.segments[:problem.index + 1], problem)
 
-    def _recipe_paths(self, k: ast.Kind, api: str) -> None:
+    def _recipe_paths(self, k: nodes.Kind, api: str) -> None:
         """The fields the kind's recipes write, and those of the objects they create where a
         CRD given defines them."""
         for r in k.recipes:
@@ -918,7 +918,7 @@ class _Checker:
                             self._unknown_field(step.kind.value, step.api_version.value,
                                                 key.span, (key.value,), problem)
 
-    def _expr_paths(self, k: ast.Kind, api: str, e: ast.Expr) -> None:
+    def _expr_paths(self, k: nodes.Kind, api: str, e: nodes.Expr) -> None:
         from rulec import schema
 
         reported: set[tuple[str, ...]] = set()
@@ -947,7 +947,7 @@ class _Checker:
 # ---------------------------------------------------------------- helpers
 
 
-def _catches_all(earlier: ast.Policy, later: ast.Policy) -> bool:
+def _catches_all(earlier: nodes.Policy, later: nodes.Policy) -> bool:
     """Whether `earlier` matches every case `later` would (same event and scope, no filter)."""
     a, b = earlier.event, later.event
     if a.name != b.name or earlier.filter is not None or b.evicted and not a.evicted:
@@ -961,7 +961,7 @@ def _catches_all(earlier: ast.Policy, later: ast.Policy) -> bool:
     return True
 
 
-def _api_versions(k: ast.Kind) -> Iterator[tuple[str, Span]]:
+def _api_versions(k: nodes.Kind) -> Iterator[tuple[str, Span]]:
     """Every apiVersion a kind serves, with where it is written."""
     yield k.api_version.value, k.api_version.span
     group = f"{k.group}/" if k.group else ""
@@ -969,7 +969,7 @@ def _api_versions(k: ast.Kind) -> Iterator[tuple[str, Span]]:
         yield group + v.value, v.span
 
 
-def _kind_names(i: ast.Injection) -> list[str]:
+def _kind_names(i: nodes.Injection) -> list[str]:
     return [k.value for k in i.kinds]
 
 
@@ -981,7 +981,7 @@ _Test = tuple[frozenset[str] | None, bool]
 _RUNTIME_ANNOTATIONS = "annotation:jobrules.dev/"
 
 
-def _disjoint(a: ast.Node | None, b: ast.Node | None,
+def _disjoint(a: nodes.Node | None, b: nodes.Node | None,
               resolve: Callable[[str], str | None]) -> bool:
     """Whether no pod can match both filters, provably from their top-level `and` of
     label, annotation, namespace and task tests on the keys that `resolve` keeps.
@@ -996,16 +996,16 @@ def _disjoint(a: ast.Node | None, b: ast.Node | None,
     return any(not _satisfiable(t) for t in tests.values())
 
 
-def _tests(match: ast.Node | None) -> Iterator[tuple[str, _Test]]:
+def _tests(match: nodes.Node | None) -> Iterator[tuple[str, _Test]]:
     """The key tests that every pod `match` keeps passes (its top-level `and`)."""
-    for term in (match.args if isinstance(match, ast.And) else (match,) if match else ()):
-        flip = isinstance(term, ast.Not)
-        term = term.arg if isinstance(term, ast.Not) else term
-        if isinstance(term, ast.KeyTest):
+    for term in (match.args if isinstance(match, nodes.And) else (match,) if match else ()):
+        flip = isinstance(term, nodes.Not)
+        term = term.arg if isinstance(term, nodes.Not) else term
+        if isinstance(term, nodes.KeyTest):
             values = None if term.values is None else frozenset(v.value for v in term.values)
             yield f"{term.what}:{term.key.value}", (values, term.negate != flip)
-        elif isinstance(term, (ast.Namespace, ast.TaskIs)):
-            key = "namespace" if isinstance(term, ast.Namespace) else "task"
+        elif isinstance(term, (nodes.Namespace, nodes.TaskIs)):
+            key = "namespace" if isinstance(term, nodes.Namespace) else "task"
             yield key, (frozenset(v.value for v in term.values), term.negate != flip)
 
 
@@ -1028,21 +1028,21 @@ def _satisfiable(tests: list[_Test]) -> bool:
     return allowed is None or bool(allowed - excluded)
 
 
-def _injected_keys(injections: list[ast.Injection]) -> frozenset[str]:
+def _injected_keys(injections: list[nodes.Injection]) -> frozenset[str]:
     """The labels and annotations that injection writes: a filter on them may see the written
     value when the webhook is invoked again, so they prove nothing (nor do the runtime's own
     annotations, under `jobrules.dev/`: see `_key_resolver`)."""
     written: set[str] = set()
     for i in injections:
         for op in i.ops:
-            if isinstance(op, ast.SetLabel):
+            if isinstance(op, nodes.SetLabel):
                 written.add(f"label:{op.key.value}")
-            elif isinstance(op, ast.Annotate):
+            elif isinstance(op, nodes.Annotate):
                 written.add(f"annotation:{op.key.value}")
     return frozenset(written)
 
 
-def _key_resolver(k: ast.Kind | None, injected: frozenset[str]) -> Callable[[str], str | None]:
+def _key_resolver(k: nodes.Kind | None, injected: frozenset[str]) -> Callable[[str], str | None]:
     """The key a test reads for pods of kind `k`, or None when it cannot prove disjointness.
     A task is the kind's task label (and proves nothing when an expression reads it: that
     may read anything)."""
@@ -1057,25 +1057,25 @@ def _key_resolver(k: ast.Kind | None, injected: frozenset[str]) -> Callable[[str
     return resolve
 
 
-def _template_key(tpl: ast.Template | None) -> Any:
+def _template_key(tpl: nodes.Template | None) -> Any:
     if tpl is None:
         return None
     return tuple(p if isinstance(p, str) else
-                 ("var", p.name) if isinstance(p, ast.Placeholder) else ("expr", p.text)
+                 ("var", p.name) if isinstance(p, nodes.Placeholder) else ("expr", p.text)
                  for p in tpl.parts)
 
 
-def _writes(op: ast.Op, i: ast.Injection) -> list[_Write]:
-    if isinstance(op, ast.Annotate):
+def _writes(op: nodes.Op, i: nodes.Injection) -> list[_Write]:
+    if isinstance(op, nodes.Annotate):
         return [_Write(f"annotation:{op.key.value}", _template_key(op.value), i, None, op.span)]
-    if isinstance(op, ast.SetLabel):
+    if isinstance(op, nodes.SetLabel):
         return [_Write(f"label:{op.key.value}", _template_key(op.value), i, None, op.span)]
-    if isinstance(op, ast.Env):
+    if isinstance(op, nodes.Env):
         return [_Write(f"env:{op.name.value}", _template_key(op.value), i,
-                       op.containers or ast.Containers(op.span, "primary", ()), op.span)]
-    if isinstance(op, ast.Sidecar):
+                       op.containers or nodes.Containers(op.span, "primary", ()), op.span)]
+    if isinstance(op, nodes.Sidecar):
         return [_Write(f"sidecar:{op.name.value}", None, i, None, op.span)]
-    if isinstance(op, ast.Volume):
+    if isinstance(op, nodes.Volume):
         return [_Write(f"volume:{op.name.value}", (op.source, op.ref.value if op.ref else None),
                        i, None, op.span)]
     return []
@@ -1088,22 +1088,22 @@ def _describe_field(field: str) -> str:
             "volume": f"volume `{name}`"}[what]
 
 
-def _job_exprs(k: ast.Kind, extensions: Sequence[ast.Extend] = ()) -> Iterator[ast.Expr]:
+def _job_exprs(k: nodes.Kind, extensions: Sequence[nodes.Extend] = ()) -> Iterator[nodes.Expr]:
     """The expressions of a kind that read the job object (not the pod)."""
-    def in_condition(n: ast.Node) -> Iterator[ast.Expr]:
-        if isinstance(n, (ast.And, ast.Or)):
+    def in_condition(n: nodes.Node) -> Iterator[nodes.Expr]:
+        if isinstance(n, (nodes.And, nodes.Or)):
             for a in n.args:
                 yield from in_condition(a)
-        elif isinstance(n, ast.Not):
+        elif isinstance(n, nodes.Not):
             yield from in_condition(n.arg)
-        elif isinstance(n, ast.JobExpr):
+        elif isinstance(n, nodes.JobExpr):
             yield n.expr
-        elif isinstance(n, (ast.PodCount, ast.TaskCount)) and isinstance(n.value, ast.Expr):
+        elif isinstance(n, (nodes.PodCount, nodes.TaskCount)) and isinstance(n.value, nodes.Expr):
             yield n.value
 
-    def in_template(t: ast.Template | None) -> Iterator[ast.Expr]:
+    def in_template(t: nodes.Template | None) -> Iterator[nodes.Expr]:
         for part in t.parts if t is not None else ():
-            if isinstance(part, ast.Expr):
+            if isinstance(part, nodes.Expr):
                 yield part
 
     for label in k.pod_labels:
@@ -1116,11 +1116,11 @@ def _job_exprs(k: ast.Kind, extensions: Sequence[ast.Extend] = ()) -> Iterator[a
     if k.final is not None and k.final.until is not None:
         yield k.final.until
     for p in (*k.policies, *(p for e in extensions for p in e.policies)):
-        action: ast.Action | None = p.action
+        action: nodes.Action | None = p.action
         while action is not None:
             yield from in_template(action.reason)
             yield from in_template(action.message)
-            if isinstance(action.max, ast.Expr):
+            if isinstance(action.max, nodes.Expr):
                 yield action.max
             action = action.fallback
 
@@ -1144,7 +1144,7 @@ def _schema_types(schema: Any, path: tuple[str, ...]) -> frozenset[str] | None:
     return frozenset({"number" if kind == "integer" else kind})
 
 
-def _field_span(e: ast.Expr, segment: str) -> Span:
+def _field_span(e: nodes.Expr, segment: str) -> Span:
     """Where `segment` is first read in the expression (the whole expression if not found)."""
     from jmespath import lexer
 
@@ -1155,7 +1155,7 @@ def _field_span(e: ast.Expr, segment: str) -> Span:
     return e.span
 
 
-def _allowed(found: list[Diagnostic], files: list[ast.File]) -> list[Diagnostic]:
+def _allowed(found: list[Diagnostic], files: list[nodes.File]) -> list[Diagnostic]:
     """Drop the warnings that a `# rulec: allow NAME` comment covers; report unknown names.
 
     A comment covers its line, or the next line when it stands alone; when that line is part
@@ -1179,7 +1179,7 @@ def _allowed(found: list[Diagnostic], files: list[ast.File]) -> list[Diagnostic]
                     "unknown-allow", a.span, f"`{name}` is an error and cannot be allowed"))
     statements = defaultdict(list)  # verdicts and policies: the statements fmt may break
     for f in files:
-        for kind in (d for d in f.decls if isinstance(d, ast.Kind)):
+        for kind in (d for d in f.decls if isinstance(d, nodes.Kind)):
             for node in (*kind.verdicts, *kind.policies):
                 statements[node.span.path].append((node.span.line, node.span.end_line))
     covered = defaultdict(list)
