@@ -15,8 +15,6 @@ from rulec.diagnostics import Diagnostic, Note
 from rulec.source import SourceFile, Span
 from runtime import vocabulary
 
-FAILURE_EVENTS = frozenset({"podFailed", "podEvicted", "taskFailed"})
-FAILURE_STATES = frozenset({"failed", "failedOrEvicted", "evicted"})
 INT32 = (-2**31, 2**31 - 1)
 _EXEC_ARGV = re.compile(r"(?:^|[\s;&|(])exec\s+$")
 _PIPE = re.compile(r"(?<![|>])\|(?!\|)")   # a pipeline's `|`, not `||` nor the clobbering `>|`
@@ -319,7 +317,7 @@ class _Checker:
             reachable.append(v)
             if v.when is None:
                 otherwise = v
-        if not any(v.phase in ("Succeeded", "Failed") for v in reachable):
+        if not any(v.phase in vocabulary.TERMINAL_PHASES for v in reachable):
             self.report("no-terminal-verdict", k.name.span,
                         f"kind `{k.name.value}` never becomes Succeeded or Failed",
                         help="add verdicts such as `succeeded when all pods succeeded` and "
@@ -361,7 +359,7 @@ class _Checker:
             if n.task is not None:
                 self.need_task(k, n.task.span, "`of task`")
             if n.filter is not None:
-                self.filter_root(n.filter, k, failure=n.state in FAILURE_STATES)
+                self.filter_root(n.filter, k, failure=n.state in vocabulary.FAILURE_STATES)
             if isinstance(n, nodes.PodCount) and isinstance(n.value, nodes.Number) \
                     and n.value.value < 0:
                 self.report("value-out-of-range", n.value.span,
@@ -462,7 +460,7 @@ class _Checker:
                             f"`{vocabulary.EVENTS[e.name]}` concerns the job: there is no pod to filter",
                             help="use a verdict condition for the job's own state")
             else:
-                self.filter_root(p.filter, k, failure=e.name in FAILURE_EVENTS)
+                self.filter_root(p.filter, k, failure=e.name in vocabulary.FAILURE_EVENTS)
         self.action(p.action, e, k)
 
     def action(self, a: nodes.Action, e: nodes.Event, k: nodes.Kind) -> None:
