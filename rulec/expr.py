@@ -227,10 +227,10 @@ def _negated_reads(tree: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str,
         node, top = stack.pop()
         children = [c for c in node.get("children", []) if isinstance(c, dict)]
         reads = node["type"] in _READS_LEFT
-        if reads and top is None:
-            top = node
-        if reads and children and children[0]["type"] == "not_expression":
-            found.append((top, children[0]))
+        if reads:
+            top = node if top is None else top
+            if children and children[0]["type"] == "not_expression":
+                found.append((top, children[0]))
         for i, child in enumerate(children):
             stack.append((child, top if reads and i == 0 else None))
     return found
@@ -352,7 +352,7 @@ def shape(node: dict[str, Any], item: bool, field_types: FieldTypes | None = Non
     kind = node["type"]
     children = node.get("children", [])
     path = _root_path(node) if field_types is not None and not item else None
-    known = field_types(path) if path else None
+    known = field_types(path) if path and field_types is not None else None
     if known is not None:
         return Shape(known | {"null"})
     if kind == "literal":

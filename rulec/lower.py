@@ -6,7 +6,7 @@ reported here; everything that needs the whole program is left to the checker.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from rulec import diagnostics, expr, nodes, template
 from rulec.diagnostics import Diagnostic, Note
@@ -15,7 +15,23 @@ from rulec.syntax import Comment, Parsed, token_span
 from runtime import vocabulary
 
 if TYPE_CHECKING:
-    from lark import Token, Tree
+    from lark import Token
+    from lark.tree import Meta
+
+    class Tree(Protocol):
+        """A Lark tree as the lowering reads it. Which children of a rule are tokens and which
+        are trees is the grammar's to say, not a type's: each method reads one rule's children
+        by position, so they are Any here (Lark's `Token | Tree` would want a check at each of
+        the hundred reads that the grammar already guarantees)."""
+
+        @property
+        def data(self) -> str: ...
+
+        @property
+        def children(self) -> list[Any]: ...
+
+        @property
+        def meta(self) -> Meta: ...
 
 _PHASE = {p.lower(): p for p in vocabulary.PHASES}
 _VERBS = {
@@ -176,8 +192,10 @@ class _Lowering:
 
     # ------------------------------------------------------------ declarations
     def decl(self, tree: Tree) -> nodes.Decl:
-        return {"kind_decl": self.kind, "extend_decl": self.extend, "inject_decl": self.injection,
-                "define_decl": self.define, "webhook_decl": self.webhook}[tree.data](tree)
+        lowerings: dict[str, Callable[[Tree], nodes.Decl]] = {
+            "kind_decl": self.kind, "extend_decl": self.extend, "inject_decl": self.injection,
+            "define_decl": self.define, "webhook_decl": self.webhook}
+        return lowerings[tree.data](tree)
 
     def extend(self, tree: Tree) -> nodes.Extend:
         name, *policies = tree.children
@@ -307,10 +325,10 @@ class _Lowering:
             api, kind, *fields = ch
             body = []
             for f in fields:
-                key, value = f.children
+                key, given = f.children
                 name = nodes.Text(self.span(key), str(key)) if key.type == "NAME" else self.text(key)
-                body.append((name, "job" if getattr(value, "data", None) == "create_job"
-                             else self.value(value)))
+                body.append((name, "job" if getattr(given, "data", None) == "create_job"
+                             else self.value(given)))
             return nodes.Step(span, "create", api_version=nodes.Name(self.span(api), str(api)),
                             kind=self.name(kind), body=tuple(body))
         return nodes.Step(span, "await", when=self.node(ch[0]), timeout=self.duration(ch[1]))
