@@ -64,7 +64,7 @@ def lower(parsed: Parsed, out: list[Diagnostic]) -> nodes.File:
     allows = tuple(a for a in (_allow(c, parsed.source.text) for c in parsed.comments) if a)
     end = parsed.source.end_span()
     return nodes.File(Span(parsed.source.path, 1, 1, end.line, end.column), tuple(decls), allows,
-                    tuple(lowering.exprs))
+                      tuple(lowering.exprs))
 
 
 def _too_deep(path: str, decl: Tree) -> Diagnostic:
@@ -200,7 +200,7 @@ class _Lowering:
     def extend(self, tree: Tree) -> nodes.Extend:
         name, *policies = tree.children
         return nodes.Extend(self.span(tree), self.name(name),
-                          tuple(self.policy(p) for p in policies))
+                            tuple(self.policy(p) for p in policies))
 
     def define(self, tree: Tree) -> nodes.Define:
         name, body = tree.children
@@ -282,7 +282,7 @@ class _Lowering:
             elif kind in ("final_until", "final_never"):
                 if self.once(seen, "final", span, "`final`"):
                     final = nodes.Final(span, self.expr(ch[0]) if ch else None,
-                                      kind == "final_never")
+                                        kind == "final_never")
             elif kind == "status_block":
                 if self.once(seen, "status", span, "`status`"):
                     status = self.status(stmt)
@@ -330,7 +330,7 @@ class _Lowering:
                 body.append((name, "job" if getattr(given, "data", None) == "create_job"
                              else self.value(given)))
             return nodes.Step(span, "create", api_version=nodes.Name(self.span(api), str(api)),
-                            kind=self.name(kind), body=tuple(body))
+                              kind=self.name(kind), body=tuple(body))
         return nodes.Step(span, "await", when=self.node(ch[0]), timeout=self.duration(ch[1]))
 
     def verdict(self, tree: Tree) -> nodes.Verdict:
@@ -346,7 +346,7 @@ class _Lowering:
                 else:
                     message = self.value(clause.children[0])
         return nodes.Verdict(self.span(tree), _PHASE[str(phase.children[0])], when, reason,
-                           message)
+                             message)
 
     def status(self, tree: Tree) -> nodes.Status:
         seen: dict[str, Span] = {}
@@ -383,14 +383,14 @@ class _Lowering:
                         else:
                             phase_map = tuple(
                                 nodes.PhaseMapEntry(self.span(e), self.name(e.children[0]),
-                                                  self.text(e.children[1]))
+                                                    self.text(e.children[1]))
                                 for e in part.children)
                 elif kind == "status_reason":
                     reason = path
                 else:
                     message = path
         return nodes.Status(self.span(tree), phase, phase_only, phase_over, phase_map, reason,
-                          message, condition, condition_off, events, annotations)
+                            message, condition, condition_off, events, annotations)
 
     def path_of(self, token: Token) -> nodes.FieldPath:
         return nodes.FieldPath(self.span(token), tuple(str(token).split(".")))
@@ -404,7 +404,7 @@ class _Lowering:
         action = rest.pop()
         filt = self.node(rest[0]) if rest else None
         return nodes.Policy(self.span(tree), self.event(event), filt, self.action(action),
-                          policy_id)
+                            policy_id)
 
     def event(self, tree: Tree) -> nodes.Event:
         span, ch = self.span(tree), tree.children
@@ -426,7 +426,7 @@ class _Lowering:
             task = self.text(named[0]) if named else None
             which = str(kind.children[0])
             return nodes.Event(span, "taskCompleted" if which == "completed" else "taskFailed",
-                             task, None, None)
+                               task, None, None)
         if tree.data == "verdict_event":
             to = self.name(ch[0]) if ch else None
             return nodes.Event(span, "jobVerdictChanged", None, None, to)
@@ -505,7 +505,7 @@ class _Lowering:
         task, state, for_, filt, rest = self._pod_parts(tree.children)
         quant = str(rest[0].children[0])
         return nodes.PodQuant(self.span(tree), "none" if quant == "no" else quant, task, state,
-                            for_, filt)
+                              for_, filt)
 
     def _pod_count(self, tree: Tree) -> nodes.Node:
         task, state, _, filt, rest = self._pod_parts(tree.children)
@@ -516,7 +516,7 @@ class _Lowering:
     def _task_quant(self, tree: Tree) -> nodes.Node:
         quant, state = tree.children
         return nodes.TaskQuant(self.span(tree), str(quant.children[0]), None,
-                             str(state.children[0]))
+                               str(state.children[0]))
 
     def _task_named(self, tree: Tree) -> nodes.Node:
         name, state = tree.children
@@ -526,7 +526,7 @@ class _Lowering:
         *state, cmp, value = tree.children
         amount = self.number(value) if value.type == "INT" else self.expr(value)
         return nodes.TaskCount(self.span(tree), str(state[0].children[0]) if state else None,
-                             str(cmp.children[0]), amount)
+                               str(cmp.children[0]), amount)
 
     def _choice(self, tree: Tree) -> tuple[tuple[nodes.Text, ...], bool]:
         """The values of `X "v"` or `X [not] in [...]`, and whether negated."""
@@ -638,13 +638,13 @@ class _Lowering:
             return nodes.SetLabel(span, self.text(ch[0]), self.value(ch[1]))
         if kind == "env_op":
             return nodes.Env(span, self.text(ch[0]), self.value(ch[1]),
-                           self.containers(ch[2] if len(ch) > 2 else None))
+                             self.containers(ch[2] if len(ch) > 2 else None))
         if kind == "volume_op":
             source = ch[1]
             ref = self.text(source.children[0]) if source.children else None
             return nodes.Volume(span, self.text(ch[0]),
-                              {"empty_dir": "emptyDir", "config_map": "configMap",
-                               "secret": "secret"}[source.data], ref)
+                                {"empty_dir": "emptyDir", "config_map": "configMap",
+                                 "secret": "secret"}[source.data], ref)
         if kind == "mount_op":
             return self.mount(tree)
         if kind == "sidecar_op":
@@ -653,9 +653,9 @@ class _Lowering:
         target, how = ch
         if how.data == "wrap_shell":
             return nodes.Wrap(span, self.containers(target), None,  # type: ignore[arg-type]
-                            self.value(how.children[0]))
+                              self.value(how.children[0]))
         return nodes.Wrap(span, self.containers(target), self.values(how),  # type: ignore[arg-type]
-                        None)
+                          None)
 
     def mount(self, tree: Tree) -> nodes.Mount:
         ch = tree.children
@@ -663,7 +663,7 @@ class _Lowering:
         containers = next((c for c in ch if getattr(c, "data", "").startswith("select_")),
                           None)
         return nodes.Mount(self.span(tree), self.text(ch[0]), self.text(ch[1]), read_only,
-                         self.containers(containers))
+                           self.containers(containers))
 
     def sidecar(self, tree: Tree) -> nodes.Sidecar:
         name, *rest = tree.children
@@ -684,6 +684,6 @@ class _Lowering:
                     fields[which] = (self.value(ch[0]) if which == "image"
                                      else self.values(ch[0]))
         return nodes.Sidecar(self.span(tree), self.text(name), native,
-                           fields.get("image"), fields.get("command"),  # type: ignore[arg-type]
-                           fields.get("args"), tuple(env), tuple(mounts))  # type: ignore[arg-type]
+                             fields.get("image"), fields.get("command"),  # type: ignore[arg-type]
+                             fields.get("args"), tuple(env), tuple(mounts))  # type: ignore[arg-type]
 
