@@ -111,6 +111,22 @@ def test_the_stages_and_the_commands_are_what_they_are_meant_to_be() -> None:
         "rulec.commands.sarif", "rulec.commands.manifests", "rulec.commands.webhook_config"}
 
 
+def test_the_checks_import_only_downwards() -> None:
+    """The checker's topics (rulec/checks/), each layer importing only the layers below it, and
+    none the checker that runs them."""
+    layers = [["context"], ["values", "schema_paths", "names", "conflicts"], ["filters"],
+              ["policies", "injections"], ["kinds"]]
+    assert sorted(m for layer in layers for m in layer) == sorted(
+        p.stem for p in (ROOT / "rulec" / "checks").glob("*.py") if p.stem != "__init__")
+    graph = _graph(RULEC)
+    for i, layer in enumerate(layers):
+        below = {f"rulec.checks.{m}" for lower in layers[:i] for m in lower}
+        for name in layer:
+            imported = {m for m in graph[f"rulec.checks.{name}"]
+                        if _under(m, ("rulec.checks", "rulec.checker"))}
+            assert imported <= below, f"rulec.checks.{name} imports {sorted(imported - below)}"
+
+
 def _graph(paths: list[Path]) -> dict[str, set[str]]:
     """Which of the modules at `paths` each of them imports: lazily (in a function) and for the
     type checker only as well, since either can hide a cycle. An import names the module that
