@@ -133,7 +133,7 @@ def main() -> int:
                                repeat=args.repeat)
     share = parse_s / pipeline_s
 
-    command = [sys.executable, "-m", "rulec.cli", "check", "rules"]
+    command = [sys.executable, "-m", "rulec.commands.cli", "check", "rules"]
     commands = [command, [*command, "--crd", *CRDS]] if CRDS else [command]
     for c in commands:  # warm the parser cache and the CRD index cache
         subprocess.run(c, cwd=ROOT, capture_output=True)

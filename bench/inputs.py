@@ -7,8 +7,9 @@ of this process, which other work on the machine disturbs least) of:
 
 - the baseline: `json.loads` of the JSON file's text, nothing else;
 - the same with the cyclic garbage collector paused, as the reader pauses it (for reference);
-- `rulec.inputs.read_objects` of the JSON file: reading, decoding, the depth and shape checks;
-- `rulec.inputs.read_objects` of the YAML file (libyaml's parser when PyYAML has it).
+- `rulec.commands.inputs.read_objects` of the JSON file: reading, decoding, the depth and shape
+  checks;
+- `rulec.commands.inputs.read_objects` of the YAML file (libyaml's parser when PyYAML has it).
 
 Then `rulec eval` of the job and the JSON file as a whole process (the plan compiled, every pod
 evaluated, the output written), once. With `--old`, also the reader this one replaced (PyYAML's
@@ -37,7 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from check import best  # noqa: E402
-from rulec import api, inputs  # noqa: E402
+from rulec import api  # noqa: E402
+from rulec.commands import inputs  # noqa: E402
 
 RATIO = 2.0
 EXAMPLE = ROOT / "examples" / "volcano-oomkilled"
@@ -140,9 +142,9 @@ def main() -> int:
             lambda: json.loads(json_path.read_text(encoding="utf-8")), paused,
             lambda: inputs.read_objects(json_path), lambda: inputs.read_objects(yaml_path),
             repeat=args.repeat, clock=time.process_time)
-        command = [sys.executable, "-m", "rulec.cli", "eval", "--rules", str(EXAMPLE / "vcjob.rules"),
-                   "--object", str(EXAMPLE / "job.yaml"), "--pods", str(json_path),
-                   "--now", "2020-03-12T11:15:00Z"]
+        command = [sys.executable, "-m", "rulec.commands.cli", "eval",
+                   "--rules", str(EXAMPLE / "vcjob.rules"), "--object", str(EXAMPLE / "job.yaml"),
+                   "--pods", str(json_path), "--now", "2020-03-12T11:15:00Z"]
         start = time.perf_counter()
         done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
         eval_s = time.perf_counter() - start

@@ -1,6 +1,6 @@
 """`python -m rulec`: the same command as `rulec`."""
 import sys
 
-from rulec.cli import main
+from rulec.commands.cli import main
 
 sys.exit(main())

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from rulec import ast, checker, diagnostics, lower, syntax
+from rulec import checker, diagnostics, lower, nodes, syntax
 from rulec.diagnostics import Diagnostic
 from rulec.source import SourceFile
 
@@ -93,7 +93,7 @@ def build_sources(sources: Iterable[SourceFile], crds: Iterable[str] = (), *,
 
 def _build(ordered: list[SourceFile], schemas: Any, emit_plan: bool) -> Build:
     found: list[Diagnostic] = []
-    files: list[tuple[SourceFile, ast.File]] = []
+    files: list[tuple[SourceFile, nodes.File]] = []
     unsure: set[str] = set()
     for source in ordered:
         parsed = syntax.parse(source, recover=True)

@@ -1,11 +1,11 @@
-"""Diagnostics: the code registry, the Diagnostic value, and its renderings (SARIF in
-`rulec.sarif`)."""
+"""Diagnostics: the code registry, the Diagnostic value, and its text renderings (the SARIF log
+is a command's output: `rulec.commands.sarif`, chosen by `rulec.commands.cli`)."""
 from __future__ import annotations
 
 import json
 import unicodedata
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from rulec.source import SourceFile, Span
 
@@ -281,21 +281,22 @@ def show_char(ch: str) -> str:
 
 # ---------------------------------------------------------------- renderers
 
-def render(diagnostics: Sequence[Diagnostic], fmt: str,
-           sources: dict[str, SourceFile]) -> str:
-    """All diagnostics in one of the formats `concise`, `full`, `json`, `github`, `sarif`."""
-    ordered = sorted(diagnostics, key=Diagnostic.sort_key)
-    if fmt == "sarif":
-        from rulec import sarif
+FORMATS = ("concise", "full", "json", "github")
 
-        return sarif.render(ordered)
+
+def render(diagnostics: Sequence[Diagnostic], fmt: str,
+           sources: Mapping[str, SourceFile]) -> str:
+    """All diagnostics, in order, in one of FORMATS."""
+    ordered = sorted(diagnostics, key=Diagnostic.sort_key)
     if fmt == "json":
         return json.dumps([_json(d) for d in ordered], indent=2, ensure_ascii=False) + "\n"
     if fmt == "github":
         return "".join(_github(d) + "\n" for d in ordered)
     if fmt == "full":
         return "".join(_full(d, sources.get(d.span.path)) + "\n" for d in ordered)
-    return "".join(_concise(d) + "\n" for d in ordered)
+    if fmt == "concise":
+        return "".join(_concise(d) + "\n" for d in ordered)
+    raise ValueError(f"no diagnostics format {fmt!r}: the formats are {', '.join(FORMATS)}")
 
 
 def summary(diagnostics: Sequence[Diagnostic]) -> str:

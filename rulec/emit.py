@@ -9,7 +9,7 @@ import hashlib
 import json
 from typing import Any, Mapping, Sequence
 
-from rulec import ast
+from rulec import nodes
 from rulec.source import SourceFile, Span
 from runtime import vocabulary
 
@@ -19,16 +19,16 @@ DEFAULT_TIMEOUT = 5
 Json = dict[str, Any]
 
 
-def plan(files: Sequence[tuple[SourceFile, ast.File]]) -> Json:
+def plan(files: Sequence[tuple[SourceFile, nodes.File]]) -> Json:
     """The plan of a program; `files` must be sorted by path and free of errors."""
     decls = [d for _, f in files for d in f.decls]
-    defines = {d.name.value: d for d in decls if isinstance(d, ast.Define)}
-    extensions: dict[str, list[ast.Policy]] = {}
+    defines = {d.name.value: d for d in decls if isinstance(d, nodes.Define)}
+    extensions: dict[str, list[nodes.Policy]] = {}
     for d in decls:
-        if isinstance(d, ast.Extend):
+        if isinstance(d, nodes.Extend):
             extensions.setdefault(d.name.value, []).extend(d.policies)
     emitter = _Emitter(defines, extensions)
-    kinds = [emitter.kind(d) for d in decls if isinstance(d, ast.Kind)]
+    kinds = [emitter.kind(d) for d in decls if isinstance(d, nodes.Kind)]
     injections = [emitter.injection(decl, name)
                   for _, file in files for decl, name in file.injection_names()]
     return {
@@ -37,7 +37,7 @@ def plan(files: Sequence[tuple[SourceFile, ast.File]]) -> Json:
                   for s, _ in files],
         "kinds": kinds,
         "injections": injections,
-        "webhook": _webhook([d for d in decls if isinstance(d, ast.Webhook)]),
+        "webhook": _webhook([d for d in decls if isinstance(d, nodes.Webhook)]),
     }
 
 
@@ -59,21 +59,21 @@ def span(s: Span) -> Json:
     return s.to_json()
 
 
-def template(t: ast.Template | None) -> list[Any] | None:
+def template(t: nodes.Template | None) -> list[Any] | None:
     if t is None:
         return None
     return [_part(p) for p in t.parts]
 
 
-def _part(p: str | ast.Placeholder | ast.Expr) -> Any:
+def _part(p: str | nodes.Placeholder | nodes.Expr) -> Any:
     if isinstance(p, str):
         return p
-    if isinstance(p, ast.Placeholder):
+    if isinstance(p, nodes.Placeholder):
         return {"var": p.name}
     return {"expr": p.text, "span": span(p.span)}
 
 
-def _webhook(hooks: list[ast.Webhook]) -> Json:
+def _webhook(hooks: list[nodes.Webhook]) -> Json:
     failure = next((h.failure.value for h in hooks if h.failure), "open")
     timeout = next((h.timeout.seconds for h in hooks if h.timeout), DEFAULT_TIMEOUT)
     return {"failurePolicy": "Fail" if failure == "closed" else "Ignore",
@@ -84,16 +84,16 @@ def phase_name(word: str) -> str:
     return word[:1].upper() + word[1:].lower()
 
 
-def container_scope(node: ast.Node | None) -> tuple[ast.Node | None, str | None]:
+def container_scope(node: nodes.Node | None) -> tuple[nodes.Node | None, str | None]:
     """A filter without its top-level `container "x"` term, and x."""
-    if isinstance(node, ast.ContainerScope):
+    if isinstance(node, nodes.ContainerScope):
         return None, node.name.value
-    if isinstance(node, ast.And):
-        scopes = [a for a in node.args if isinstance(a, ast.ContainerScope)]
+    if isinstance(node, nodes.And):
+        scopes = [a for a in node.args if isinstance(a, nodes.ContainerScope)]
         if scopes:
-            rest = tuple(a for a in node.args if not isinstance(a, ast.ContainerScope))
-            kept: ast.Node | None = rest[0] if len(rest) == 1 else (
-                ast.And(node.span, rest) if rest else None)
+            rest = tuple(a for a in node.args if not isinstance(a, nodes.ContainerScope))
+            kept: nodes.Node | None = rest[0] if len(rest) == 1 else (
+                nodes.And(node.span, rest) if rest else None)
             return kept, scopes[0].name.value
     return node, None
 
@@ -101,13 +101,13 @@ def container_scope(node: ast.Node | None) -> tuple[ast.Node | None, str | None]
 class _Emitter:
     __slots__ = ("defines", "extensions")
 
-    def __init__(self, defines: Mapping[str, ast.Define],
-                 extensions: Mapping[str, list[ast.Policy]]) -> None:
+    def __init__(self, defines: Mapping[str, nodes.Define],
+                 extensions: Mapping[str, list[nodes.Policy]]) -> None:
         self.defines = defines
         self.extensions = extensions  # kind name -> the policies `extend` adds, in plan order
 
     # ------------------------------------------------------------ kinds
-    def kind(self, k: ast.Kind) -> Json:
+    def kind(self, k: nodes.Kind) -> Json:
         owned = k.owned or not k.pod_labels
         task: Json | None = None
         if k.task_label is not None:
@@ -146,14 +146,14 @@ class _Emitter:
                         for r in k.recipes},
         }
 
-    def step(self, s: ast.Step) -> Json:
+    def step(self, s: nodes.Step) -> Json:
         out: Json = {"op": s.op, "span": span(s.span)}
         if s.op == "deletePods":
             out.update(scope=s.scope, evict=s.evict)
         elif s.op == "set":
             assert s.path is not None
             out.update(path=list(s.path.segments),
-                       value=s.value.value if isinstance(s.value, ast.Text) else s.value)
+                       value=s.value.value if isinstance(s.value, nodes.Text) else s.value)
         elif s.op == "condition":
             assert s.type is not None
             out["type"] = s.type.value
@@ -168,12 +168,12 @@ class _Emitter:
             out.update(when=self.condition(s.when), timeout=s.timeout.seconds)
         return out
 
-    def verdict(self, v: ast.Verdict) -> Json:
+    def verdict(self, v: nodes.Verdict) -> Json:
         return {"span": span(v.span), "phase": v.phase,
                 "when": None if v.when is None else self.condition(v.when),
                 "reason": template(v.reason), "message": template(v.message)}
 
-    def status(self, s: ast.Status | None) -> Json:
+    def status(self, s: nodes.Status | None) -> Json:
         if s is None:
             return {"phase": None, "reason": None, "message": None,
                     "condition": DEFAULT_CONDITION, "annotations": True, "events": True}
@@ -191,7 +191,7 @@ class _Emitter:
                 "message": {"path": list(s.message.segments)} if s.message else None,
                 "condition": condition, "annotations": s.annotations, "events": s.events}
 
-    def policy(self, p: ast.Policy, policy_id: str) -> Json:
+    def policy(self, p: nodes.Policy, policy_id: str) -> Json:
         e = p.event
         return {
             "id": policy_id, "span": span(p.span), "event": e.name,
@@ -203,10 +203,10 @@ class _Emitter:
             "action": self.action(p.action, policy_id),
         }
 
-    def action(self, a: ast.Action, key: str) -> Json:
+    def action(self, a: nodes.Action, key: str) -> Json:
         budget = None
         if a.max is not None:
-            limit = a.max.value if isinstance(a.max, ast.Number) else {
+            limit = a.max.value if isinstance(a.max, nodes.Number) else {
                 "expr": a.max.text, "span": span(a.max.span)}
             budget = {"max": limit, "per": a.per.value if a.per else "job",
                       "key": a.budget.value if a.budget else key}
@@ -220,70 +220,70 @@ class _Emitter:
         }
 
     # ------------------------------------------------------------ conditions
-    def condition(self, n: ast.Node) -> Json:
-        if isinstance(n, (ast.And, ast.Or)):
-            return {"op": "and" if isinstance(n, ast.And) else "or",
+    def condition(self, n: nodes.Node) -> Json:
+        if isinstance(n, (nodes.And, nodes.Or)):
+            return {"op": "and" if isinstance(n, nodes.And) else "or",
                     "args": [self.condition(a) for a in n.args]}
-        if isinstance(n, ast.Not):
+        if isinstance(n, nodes.Not):
             return {"op": "not", "arg": self.condition(n.arg)}
-        if isinstance(n, ast.JobExpr):
+        if isinstance(n, nodes.JobExpr):
             return _jmespath(n.expr)
-        if isinstance(n, ast.PodQuant):
+        if isinstance(n, nodes.PodQuant):
             return {"op": "pods", "quant": n.quant, "task": n.task.value if n.task else None,
                     "state": n.state, "filter": self.pod_filter(n.filter),
                     "for": n.for_.seconds if n.for_ else None}
-        if isinstance(n, ast.PodCount):
+        if isinstance(n, nodes.PodCount):
             return {"op": "count", "task": n.task.value if n.task else None, "state": n.state,
                     "filter": self.pod_filter(n.filter), "cmp": n.cmp, "value": _count(n.value)}
-        if isinstance(n, ast.TaskQuant):
+        if isinstance(n, nodes.TaskQuant):
             return {"op": "task", "quant": n.quant, "task": n.task.value if n.task else None,
                     "state": n.state}
-        if isinstance(n, ast.TaskCount):
+        if isinstance(n, nodes.TaskCount):
             return {"op": "taskCount", "state": n.state, "cmp": n.cmp, "value": _count(n.value)}
-        assert isinstance(n, ast.JobAge), n
+        assert isinstance(n, nodes.JobAge), n
         return {"op": "jobAge", "longerThan": n.longer_than.seconds}
 
     # ------------------------------------------------------------ pod filters
-    def pod_filter(self, n: ast.Node | None) -> Json | None:
+    def pod_filter(self, n: nodes.Node | None) -> Json | None:
         if n is None:
             return None
         rest, container = container_scope(n)
         return None if rest is None else self._pod(rest, container)
 
-    def _pod(self, n: ast.Node, container: str | None) -> Json:
-        if isinstance(n, (ast.And, ast.Or)):
-            return {"op": "and" if isinstance(n, ast.And) else "or",
+    def _pod(self, n: nodes.Node, container: str | None) -> Json:
+        if isinstance(n, (nodes.And, nodes.Or)):
+            return {"op": "and" if isinstance(n, nodes.And) else "or",
                     "args": [self._pod(a, container) for a in n.args]}
-        if isinstance(n, ast.Not):
+        if isinstance(n, nodes.Not):
             return {"op": "not", "arg": self._pod(n.arg, container)}
-        if isinstance(n, ast.ExitCodes):
+        if isinstance(n, nodes.ExitCodes):
             return {"op": "exitCode", "codes": [c.value for c in n.codes],
                     "ranges": [[lo.value, hi.value] for lo, hi in n.ranges],
                     "negate": n.negate, "container": container}
-        if isinstance(n, ast.ContainerReason):
+        if isinstance(n, nodes.ContainerReason):
             return {"op": "containerReason", "values": _values(n.values), "negate": n.negate,
                     "container": container}
-        if isinstance(n, ast.PodReason):
+        if isinstance(n, nodes.PodReason):
             return {"op": "podReason", "values": _values(n.values), "negate": n.negate}
-        if isinstance(n, ast.PodCondition):
+        if isinstance(n, nodes.PodCondition):
             return {"op": "condition", "type": n.type.value, "reasons": _values(n.reasons),
                     "status": _values(n.statuses) or ["True"], "negate": False}
-        if isinstance(n, ast.TaskIs):
+        if isinstance(n, nodes.TaskIs):
             return {"op": "task", "values": _values(n.values), "negate": n.negate}
-        if isinstance(n, ast.Restarts):
+        if isinstance(n, nodes.Restarts):
             return {"op": "restarts", "cmp": n.cmp, "value": n.value.value,
                     "container": container}
-        if isinstance(n, ast.KeyTest):
+        if isinstance(n, nodes.KeyTest):
             return _key_test(n)
-        if isinstance(n, ast.Where):
+        if isinstance(n, nodes.Where):
             return _jmespath(n.expr)
-        assert isinstance(n, ast.IsDefine), n
+        assert isinstance(n, nodes.IsDefine), n
         emitted = self.pod_filter(self.defines[n.name.value].filter)
         assert emitted is not None
         return emitted
 
     # ------------------------------------------------------------ injection
-    def injection(self, i: ast.Injection, name: str) -> Json:
+    def injection(self, i: nodes.Injection, name: str) -> Json:
         return {
             "name": name, "span": span(i.span),
             "kinds": [k.value for k in i.kinds],
@@ -292,50 +292,50 @@ class _Emitter:
             "completionContainers": [w.value for w in i.wait] if i.wait is not None else None,
         }
 
-    def _match(self, n: ast.Node) -> Json:
-        if isinstance(n, (ast.And, ast.Or)):
-            return {"op": "and" if isinstance(n, ast.And) else "or",
+    def _match(self, n: nodes.Node) -> Json:
+        if isinstance(n, (nodes.And, nodes.Or)):
+            return {"op": "and" if isinstance(n, nodes.And) else "or",
                     "args": [self._match(a) for a in n.args]}
-        if isinstance(n, ast.Not) and isinstance(n.arg, ast.KeyTest) \
+        if isinstance(n, nodes.Not) and isinstance(n.arg, nodes.KeyTest) \
                 and n.arg.what == "namespace label":
             # the API server applies it: one requirement (`not namespace label "k"` = DoesNotExist)
             return {**self._match(n.arg), "negate": not n.arg.negate}
-        if isinstance(n, ast.Not):
+        if isinstance(n, nodes.Not):
             return {"op": "not", "arg": self._match(n.arg)}
-        if isinstance(n, ast.KeyTest) and n.what == "namespace label":
+        if isinstance(n, nodes.KeyTest) and n.what == "namespace label":
             return {"op": "namespaceLabel", "key": n.key.value,
                     "values": None if n.values is None else _values(n.values), "negate": n.negate}
-        if isinstance(n, ast.KeyTest):
+        if isinstance(n, nodes.KeyTest):
             return _key_test(n)
-        if isinstance(n, ast.Namespace):
+        if isinstance(n, nodes.Namespace):
             return {"op": "namespace", "values": _values(n.values), "negate": n.negate}
-        if isinstance(n, ast.TaskIs):
+        if isinstance(n, nodes.TaskIs):
             return {"op": "task", "values": _values(n.values), "negate": n.negate}
-        if isinstance(n, ast.PrimaryPod):
+        if isinstance(n, nodes.PrimaryPod):
             return {"op": "primary"}
-        assert isinstance(n, ast.Where), n
+        assert isinstance(n, nodes.Where), n
         return _jmespath(n.expr)
 
-    def op(self, o: ast.Op) -> Json:
+    def op(self, o: nodes.Op) -> Json:
         base: Json = {"span": span(o.span)}
-        if isinstance(o, ast.Annotate):
+        if isinstance(o, nodes.Annotate):
             return {**base, "op": "annotate", "key": o.key.value, "value": template(o.value)}
-        if isinstance(o, ast.SetLabel):
+        if isinstance(o, nodes.SetLabel):
             return {**base, "op": "label", "key": o.key.value, "value": template(o.value)}
-        if isinstance(o, ast.Env):
+        if isinstance(o, nodes.Env):
             return {**base, "op": "env", "name": o.name.value, "value": template(o.value),
                     "containers": _containers(o.containers)}
-        if isinstance(o, ast.Volume):
+        if isinstance(o, nodes.Volume):
             source: Json = {"emptyDir": {}}
             if o.source == "configMap":
                 source = {"configMap": {"name": o.ref.value if o.ref else ""}}
             elif o.source == "secret":
                 source = {"secret": {"secretName": o.ref.value if o.ref else ""}}
             return {**base, "op": "volume", "name": o.name.value, "source": source}
-        if isinstance(o, ast.Mount):
+        if isinstance(o, nodes.Mount):
             return {**base, "op": "mount", "volume": o.volume.value, "path": o.path.value,
                     "readOnly": o.read_only, "containers": _containers(o.containers)}
-        if isinstance(o, ast.Sidecar):
+        if isinstance(o, nodes.Sidecar):
             return {**base, "op": "sidecar", "name": o.name.value, "native": o.native,
                     "image": template(o.image),
                     "command": None if o.command is None else [template(t) for t in o.command],
@@ -343,30 +343,30 @@ class _Emitter:
                     "env": [{"name": e.name.value, "value": template(e.value)} for e in o.env],
                     "mounts": [{"volume": m.volume.value, "path": m.path.value,
                                 "readOnly": m.read_only} for m in o.mounts]}
-        assert isinstance(o, ast.Wrap), o
+        assert isinstance(o, nodes.Wrap), o
         return {**base, "op": "wrap", "containers": _containers(o.containers),
                 "argv": None if o.argv is None else [template(t) for t in o.argv],
                 "shell": template(o.shell)}
 
 
-def _count(value: ast.Number | ast.Expr) -> list[Any]:
+def _count(value: nodes.Number | nodes.Expr) -> list[Any]:
     """A count's value: a number as the JMESPath literal `N` (so it compares as a number)."""
-    if isinstance(value, ast.Number):
+    if isinstance(value, nodes.Number):
         return [{"expr": f"`{value.value}`", "span": span(value.span)}]
     return [_part(value)]
 
 
-def _scope_terms(scope: ast.Node | None) -> tuple[ast.Node, ...]:
-    return () if scope is None else scope.args if isinstance(scope, ast.And) else (scope,)
+def _scope_terms(scope: nodes.Node | None) -> tuple[nodes.Node, ...]:
+    return () if scope is None else scope.args if isinstance(scope, nodes.And) else (scope,)
 
 
-def _selector(scope: ast.Node | None) -> list[Json] | None:
+def _selector(scope: nodes.Node | None) -> list[Json] | None:
     """A kind scope's label tests as Kubernetes label-selector requirements, in source order."""
     out = []
     for term in _scope_terms(scope):
-        negated = isinstance(term, ast.Not)
-        test = term.arg if isinstance(term, ast.Not) else term
-        if not isinstance(test, ast.KeyTest):
+        negated = isinstance(term, nodes.Not)
+        test = term.arg if isinstance(term, nodes.Not) else term
+        if not isinstance(test, nodes.KeyTest):
             continue
         if test.values is None:
             operator = "DoesNotExist" if negated else "Exists"
@@ -377,30 +377,30 @@ def _selector(scope: ast.Node | None) -> list[Json] | None:
     return out or None
 
 
-def _namespaces(scope: ast.Node | None) -> list[str] | None:
+def _namespaces(scope: nodes.Node | None) -> list[str] | None:
     """The namespaces a kind's scope names (every `namespace` term must hold: their common ones)."""
     found: set[str] | None = None
     for term in _scope_terms(scope):
-        if isinstance(term, ast.Namespace):
+        if isinstance(term, nodes.Namespace):
             values = set(_values(term.values))
             found = values if found is None else found & values
     return None if found is None else sorted(found)
 
 
-def _jmespath(e: ast.Expr) -> Json:
+def _jmespath(e: nodes.Expr) -> Json:
     return {"op": "jmespath", "expr": e.text, "span": span(e.span)}
 
 
-def _values(texts: tuple[ast.Text, ...]) -> list[str]:
+def _values(texts: tuple[nodes.Text, ...]) -> list[str]:
     return [t.value for t in texts]
 
 
-def _key_test(n: ast.KeyTest) -> Json:
+def _key_test(n: nodes.KeyTest) -> Json:
     return {"op": n.what, "key": n.key.value,
             "values": None if n.values is None else _values(n.values), "negate": n.negate}
 
 
-def _containers(c: ast.Containers | None) -> Json:
+def _containers(c: nodes.Containers | None) -> Json:
     if c is None:
         return {"select": "primary", "names": []}
     return {"select": c.select, "names": _values(c.names)}

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from rulec import ast, diagnostics
+from rulec import diagnostics, nodes
 from rulec.diagnostics import Diagnostic
 from rulec.source import Span, advance
 from runtime import functions
@@ -44,11 +44,11 @@ FieldTypes = Callable[[tuple[str, ...]], "frozenset[str] | None"]
 
 @dataclass(frozen=True, slots=True)
 class Parsed:
-    expr: ast.Expr
+    expr: nodes.Expr
     tree: dict[str, Any] | None
 
 
-def position(e: ast.Expr, offset: int, length: int = 1) -> Span:
+def position(e: nodes.Expr, offset: int, length: int = 1) -> Span:
     """The file span of `length` characters at `offset` inside the expression."""
     offset = max(0, min(offset, len(e.text)))
     line, column = advance(e.line, e.column, e.text[:offset])
@@ -58,7 +58,7 @@ def position(e: ast.Expr, offset: int, length: int = 1) -> Span:
     return Span(e.span.path, line, column, end_line, end_column)
 
 
-def parse(e: ast.Expr, out: list[Diagnostic]) -> Parsed:
+def parse(e: nodes.Expr, out: list[Diagnostic]) -> Parsed:
     """The jmespath AST of `e`, or None after reporting why it does not parse (or nests too
     deeply to evaluate)."""
     from jmespath import exceptions, parser
@@ -93,7 +93,7 @@ def parse(e: ast.Expr, out: list[Diagnostic]) -> Parsed:
     return Parsed(e, None)
 
 
-def _too_deep(e: ast.Expr, how: str) -> Diagnostic:
+def _too_deep(e: nodes.Expr, how: str) -> Diagnostic:
     return diagnostics.make(
         "nesting-too-deep", e.span, f"this expression nests {how}; at most {MAX_NESTING} levels "
         "can be evaluated", help="split it: `define` filters, or several conditions")
@@ -147,7 +147,7 @@ def check_functions(p: Parsed, out: list[Diagnostic]) -> None:
             help=f"{name}({params})"))
 
 
-def check_quotes(e: ast.Expr, out: list[Diagnostic]) -> None:
+def check_quotes(e: nodes.Expr, out: list[Diagnostic]) -> None:
     """Report `"text"` compared as if it were a string (it is a field name); a quoted name
     after a dot (`labels."app.kubernetes.io/name"`) is the legitimate use."""
     from jmespath import exceptions, lexer
@@ -227,10 +227,10 @@ def _negated_reads(tree: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str,
         node, top = stack.pop()
         children = [c for c in node.get("children", []) if isinstance(c, dict)]
         reads = node["type"] in _READS_LEFT
-        if reads and top is None:
-            top = node
-        if reads and children and children[0]["type"] == "not_expression":
-            found.append((top, children[0]))
+        if reads:
+            top = node if top is None else top
+            if children and children[0]["type"] == "not_expression":
+                found.append((top, children[0]))
         for i, child in enumerate(children):
             stack.append((child, top if reads and i == 0 else None))
     return found
@@ -352,7 +352,7 @@ def shape(node: dict[str, Any], item: bool, field_types: FieldTypes | None = Non
     kind = node["type"]
     children = node.get("children", [])
     path = _root_path(node) if field_types is not None and not item else None
-    known = field_types(path) if path else None
+    known = field_types(path) if path and field_types is not None else None
     if known is not None:
         return Shape(known | {"null"})
     if kind == "literal":

@@ -182,6 +182,8 @@ def _render(items: list[_Item], comments: tuple[Comment, ...]) -> str:
 
     for item in items:
         tok = item.token
+        # A token of the parse has its position (Lark's type allows a token made without one).
+        assert tok.line is not None and tok.end_line is not None
         while ci < len(queue) and (queue[ci].span.line, queue[ci].span.column) < (
                 tok.line, tok.column):
             comment = queue[ci]

@@ -6,16 +6,32 @@ reported here; everything that needs the whole program is left to the checker.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from rulec import ast, diagnostics, expr, template
+from rulec import diagnostics, expr, nodes, template
 from rulec.diagnostics import Diagnostic, Note
 from rulec.source import Span
 from rulec.syntax import Comment, Parsed, token_span
 from runtime import vocabulary
 
 if TYPE_CHECKING:
-    from lark import Token, Tree
+    from lark import Token
+    from lark.tree import Meta
+
+    class Tree(Protocol):
+        """A Lark tree as the lowering reads it. Which children of a rule are tokens and which
+        are trees is the grammar's to say, not a type's: each method reads one rule's children
+        by position, so they are Any here (Lark's `Token | Tree` would want a check at each of
+        the hundred reads that the grammar already guarantees)."""
+
+        @property
+        def data(self) -> str: ...
+
+        @property
+        def children(self) -> list[Any]: ...
+
+        @property
+        def meta(self) -> Meta: ...
 
 _PHASE = {p.lower(): p for p in vocabulary.PHASES}
 _VERBS = {
@@ -33,7 +49,7 @@ _CORE_VERSION = re.compile(r"v\d+(?:(?:alpha|beta)\d+)?")
 _ALLOW = re.compile(r"#\s*rulec:\s*allow\s+(.*)")
 
 
-def lower(parsed: Parsed, out: list[Diagnostic]) -> ast.File:
+def lower(parsed: Parsed, out: list[Diagnostic]) -> nodes.File:
     """The AST of a parsed file (after a syntax error, of its declarations that parsed);
     problems go to `out`."""
     tree = parsed.decls
@@ -47,8 +63,8 @@ def lower(parsed: Parsed, out: list[Diagnostic]) -> ast.File:
             out.append(_too_deep(parsed.source.path, child))
     allows = tuple(a for a in (_allow(c, parsed.source.text) for c in parsed.comments) if a)
     end = parsed.source.end_span()
-    return ast.File(Span(parsed.source.path, 1, 1, end.line, end.column), tuple(decls), allows,
-                    tuple(lowering.exprs))
+    return nodes.File(Span(parsed.source.path, 1, 1, end.line, end.column), tuple(decls), allows,
+                      tuple(lowering.exprs))
 
 
 def _too_deep(path: str, decl: Tree) -> Diagnostic:
@@ -67,14 +83,14 @@ def _too_deep(path: str, decl: Tree) -> Diagnostic:
         "parentheses or `then`); it cannot be read")
 
 
-def _allow(comment: Comment, text: str) -> ast.AllowComment | None:
+def _allow(comment: Comment, text: str) -> nodes.AllowComment | None:
     m = _ALLOW.match(comment.text)
     if not m:
         return None
     names = tuple(n for n in re.split(r"[\s,]+", m.group(1).strip()) if n)
     lines = text.split("\n")
     before = lines[comment.span.line - 1][: comment.span.column - 1]
-    return ast.AllowComment(comment.span, names, own_line=not before.strip())
+    return nodes.AllowComment(comment.span, names, own_line=not before.strip())
 
 
 def spine(tree: Tree) -> list:
@@ -103,26 +119,26 @@ class _Lowering:
     def __init__(self, path: str, out: list[Diagnostic]) -> None:
         self.path = path
         self.out = out
-        self.exprs: list[ast.Expr] = []
-        self._dispatch: dict[str, Callable[[Tree], ast.Node]] = {
+        self.exprs: list[nodes.Expr] = []
+        self._dispatch: dict[str, Callable[[Tree], nodes.Node]] = {
             "c_or": self._or, "f_or": self._or, "c_and": self._and, "f_and": self._and,
             "c_not": self._not, "f_not": self._not,
-            "c_expr": lambda t: ast.JobExpr(self.span(t), self.expr(t.children[0])),
-            "c_job_age": lambda t: ast.JobAge(self.span(t), self.duration(t.children[0])),
+            "c_expr": lambda t: nodes.JobExpr(self.span(t), self.expr(t.children[0])),
+            "c_job_age": lambda t: nodes.JobAge(self.span(t), self.duration(t.children[0])),
             "pod_quant": self._pod_quant, "pod_count": self._pod_count,
             "task_quant": self._task_quant, "task_named": self._task_named,
             "task_count": self._task_count,
             "exit_term": self._exit, "reason_term": self._reason,
-            "container_term": lambda t: ast.ContainerScope(self.span(t), self.text(t.children[0])),
+            "container_term": lambda t: nodes.ContainerScope(self.span(t), self.text(t.children[0])),
             "pod_reason_term": self._pod_reason, "condition_term": self._condition,
             "task_term": self._task_term, "restarts_term": self._restarts,
             "label_term": lambda t: self._key_test(t, "label"),
             "annotation_term": lambda t: self._key_test(t, "annotation"),
             "namespace_label_term": lambda t: self._key_test(t, "namespace label"),
-            "where_term": lambda t: ast.Where(self.span(t), self.expr(t.children[0])),
-            "is_term": lambda t: ast.IsDefine(self.span(t), self.name(t.children[0])),
+            "where_term": lambda t: nodes.Where(self.span(t), self.expr(t.children[0])),
+            "is_term": lambda t: nodes.IsDefine(self.span(t), self.name(t.children[0])),
             "namespace_term": self._namespace,
-            "primary_term": lambda t: ast.PrimaryPod(self.span(t)),
+            "primary_term": lambda t: nodes.PrimaryPod(self.span(t)),
         }
 
     # ------------------------------------------------------------ leaves
@@ -132,35 +148,35 @@ class _Lowering:
         m = node.meta
         return Span(self.path, m.line, m.column, m.end_line, m.end_column)
 
-    def text(self, token: Token) -> ast.Text:
+    def text(self, token: Token) -> nodes.Text:
         span = self.span(token)
-        return ast.Text(span, template.decode(str(token), span, self.out))
+        return nodes.Text(span, template.decode(str(token), span, self.out))
 
-    def name(self, token: Token) -> ast.Name:
-        return ast.Name(self.span(token), str(token))
+    def name(self, token: Token) -> nodes.Name:
+        return nodes.Name(self.span(token), str(token))
 
-    def number(self, token: Token) -> ast.Number:
-        return ast.Number(self.span(token), int(token))
+    def number(self, token: Token) -> nodes.Number:
+        return nodes.Number(self.span(token), int(token))
 
-    def duration(self, token: Token) -> ast.Duration:
-        return ast.Duration(self.span(token), duration_seconds(str(token)))
+    def duration(self, token: Token) -> nodes.Duration:
+        return nodes.Duration(self.span(token), duration_seconds(str(token)))
 
-    def expr(self, token: Token) -> ast.Expr:
+    def expr(self, token: Token) -> nodes.Expr:
         e = template.expr_of(str(token), self.span(token))
         self.exprs.append(e)
         return e
 
-    def value(self, token: Token) -> ast.Template:
+    def value(self, token: Token) -> nodes.Template:
         if token.type == "EXPR":
-            return ast.Template(self.span(token), (self.expr(token),))
+            return nodes.Template(self.span(token), (self.expr(token),))
         tpl = template.from_string(str(token), self.span(token), self.out)
-        self.exprs.extend(p for p in tpl.parts if isinstance(p, ast.Expr))
+        self.exprs.extend(p for p in tpl.parts if isinstance(p, nodes.Expr))
         return tpl
 
-    def texts(self, tree: Tree) -> tuple[ast.Text, ...]:
+    def texts(self, tree: Tree) -> tuple[nodes.Text, ...]:
         return tuple(self.text(t) for t in tree.children)
 
-    def values(self, tree: Tree) -> tuple[ast.Template, ...]:
+    def values(self, tree: Tree) -> tuple[nodes.Template, ...]:
         return tuple(self.value(t) for t in tree.children)
 
     def once(self, seen: dict[str, Span], key: str, span: Span, what: str) -> bool:
@@ -175,20 +191,22 @@ class _Lowering:
         return False
 
     # ------------------------------------------------------------ declarations
-    def decl(self, tree: Tree) -> ast.Decl:
-        return {"kind_decl": self.kind, "extend_decl": self.extend, "inject_decl": self.injection,
-                "define_decl": self.define, "webhook_decl": self.webhook}[tree.data](tree)
+    def decl(self, tree: Tree) -> nodes.Decl:
+        lowerings: dict[str, Callable[[Tree], nodes.Decl]] = {
+            "kind_decl": self.kind, "extend_decl": self.extend, "inject_decl": self.injection,
+            "define_decl": self.define, "webhook_decl": self.webhook}
+        return lowerings[tree.data](tree)
 
-    def extend(self, tree: Tree) -> ast.Extend:
+    def extend(self, tree: Tree) -> nodes.Extend:
         name, *policies = tree.children
-        return ast.Extend(self.span(tree), self.name(name),
-                          tuple(self.policy(p) for p in policies))
+        return nodes.Extend(self.span(tree), self.name(name),
+                            tuple(self.policy(p) for p in policies))
 
-    def define(self, tree: Tree) -> ast.Define:
+    def define(self, tree: Tree) -> nodes.Define:
         name, body = tree.children
-        return ast.Define(self.span(tree), self.name(name), self.node(body))
+        return nodes.Define(self.span(tree), self.name(name), self.node(body))
 
-    def webhook(self, tree: Tree) -> ast.Webhook:
+    def webhook(self, tree: Tree) -> nodes.Webhook:
         seen: dict[str, Span] = {}
         failure = timeout = None
         for setting in tree.children:
@@ -199,11 +217,11 @@ class _Lowering:
                 failure = self.name(value)
             else:
                 timeout = self.duration(value)
-        return ast.Webhook(self.span(tree), failure, timeout)
+        return nodes.Webhook(self.span(tree), failure, timeout)
 
-    def kind(self, tree: Tree) -> ast.Kind:
+    def kind(self, tree: Tree) -> nodes.Kind:
         name, api, *rest = tree.children
-        more: tuple[ast.Name, ...] = ()
+        more: tuple[nodes.Name, ...] = ()
         if getattr(rest[0], "data", None) == "more_versions":
             more = tuple(self.name(v) for v in rest.pop(0).children)
         kind_name, *stmts = rest
@@ -226,10 +244,10 @@ class _Lowering:
         plural = task_label = task_expr = primary_pods = primary_containers = status = None
         final = prefix = None
         owned = False
-        labels: list[ast.PodLabel] = []
-        verdicts: list[ast.Verdict] = []
-        policies: list[ast.Policy] = []
-        recipes: list[ast.Recipe] = []
+        labels: list[nodes.PodLabel] = []
+        verdicts: list[nodes.Verdict] = []
+        policies: list[nodes.Policy] = []
+        recipes: list[nodes.Recipe] = []
         for stmt in stmts:
             kind, span, ch = stmt.data, self.span(stmt), stmt.children
             if kind == "verdict":
@@ -244,7 +262,7 @@ class _Lowering:
             elif kind == "pods_label":
                 key = self.text(ch[0])
                 if self.once(seen, f"label:{key.value}", span, f"`pods label \"{key.value}\"`"):
-                    labels.append(ast.PodLabel(span, key, self.value(ch[1])))
+                    labels.append(nodes.PodLabel(span, key, self.value(ch[1])))
             elif kind in ("task_label", "task_expr"):
                 if self.once(seen, "task", span, "`task`"):
                     if kind == "task_label":
@@ -263,35 +281,35 @@ class _Lowering:
                                               else self.texts(ch[0]))
             elif kind in ("final_until", "final_never"):
                 if self.once(seen, "final", span, "`final`"):
-                    final = ast.Final(span, self.expr(ch[0]) if ch else None,
-                                      kind == "final_never")
+                    final = nodes.Final(span, self.expr(ch[0]) if ch else None,
+                                        kind == "final_never")
             elif kind == "status_block":
                 if self.once(seen, "status", span, "`status`"):
                     status = self.status(stmt)
             elif kind == "actions_block":
                 if self.once(seen, "actions", span, "`actions`"):
                     recipes += [self.recipe(r, seen) for r in ch]
-        return ast.Kind(
-            self.span(tree), self.name(name), ast.Name(self.span(api), api_version), group,
+        return nodes.Kind(
+            self.span(tree), self.name(name), nodes.Name(self.span(api), api_version), group,
             version, self.name(kind_name), plural, owned, tuple(labels), task_label, task_expr,
             primary_pods, primary_containers, tuple(verdicts), tuple(policies), status,
             more, scope, final, prefix, tuple(recipes))
 
-    def recipe(self, tree: Tree, seen: dict[str, Span]) -> ast.Recipe:
+    def recipe(self, tree: Tree, seen: dict[str, Span]) -> nodes.Recipe:
         verb, *body = tree.children
         action = _VERBS[tuple(str(t) for t in verb.children)]
         self.once(seen, f"recipe:{action}", self.span(tree),
                   f"`{' '.join(str(t) for t in verb.children)}` in `actions`")
         if body and getattr(body[0], "data", None) == "recipe_word":
-            return ast.Recipe(self.span(tree), action, str(body[0].children[0]), ())
-        return ast.Recipe(self.span(tree), action, None, tuple(self.step(s) for s in body))
+            return nodes.Recipe(self.span(tree), action, str(body[0].children[0]), ())
+        return nodes.Recipe(self.span(tree), action, None, tuple(self.step(s) for s in body))
 
-    def step(self, tree: Tree) -> ast.Step:
+    def step(self, tree: Tree) -> nodes.Step:
         span, ch = self.span(tree), tree.children
         if tree.data == "step_delete":
             target = ch[0].children   # `pod`, `pods`, or `pods` `of task`
             scope = "pod" if str(target[0]) == "pod" else "task" if len(target) > 1 else "job"
-            return ast.Step(span, "deletePods", scope=scope, evict=len(ch) > 1)
+            return nodes.Step(span, "deletePods", scope=scope, evict=len(ch) > 1)
         if tree.data == "step_set":
             token = ch[1].children[0]
             raw = str(token)
@@ -300,22 +318,22 @@ class _Lowering:
                 value = int(raw)
             elif token.type == "STRING":
                 value = self.text(token)
-            return ast.Step(span, "set", path=self.path_of(ch[0]), value=value)
+            return nodes.Step(span, "set", path=self.path_of(ch[0]), value=value)
         if tree.data == "step_condition":
-            return ast.Step(span, "condition", type=self.text(ch[0]))
+            return nodes.Step(span, "condition", type=self.text(ch[0]))
         if tree.data == "step_create":
             api, kind, *fields = ch
             body = []
             for f in fields:
-                key, value = f.children
-                name = ast.Text(self.span(key), str(key)) if key.type == "NAME" else self.text(key)
-                body.append((name, "job" if getattr(value, "data", None) == "create_job"
-                             else self.value(value)))
-            return ast.Step(span, "create", api_version=ast.Name(self.span(api), str(api)),
-                            kind=self.name(kind), body=tuple(body))
-        return ast.Step(span, "await", when=self.node(ch[0]), timeout=self.duration(ch[1]))
+                key, given = f.children
+                name = nodes.Text(self.span(key), str(key)) if key.type == "NAME" else self.text(key)
+                body.append((name, "job" if getattr(given, "data", None) == "create_job"
+                             else self.value(given)))
+            return nodes.Step(span, "create", api_version=nodes.Name(self.span(api), str(api)),
+                              kind=self.name(kind), body=tuple(body))
+        return nodes.Step(span, "await", when=self.node(ch[0]), timeout=self.duration(ch[1]))
 
-    def verdict(self, tree: Tree) -> ast.Verdict:
+    def verdict(self, tree: Tree) -> nodes.Verdict:
         phase, test, *clauses = tree.children
         when = None if test.data == "otherwise" else self.node(test)
         reason = message = None
@@ -327,15 +345,15 @@ class _Lowering:
                     reason = self.value(clause.children[0])
                 else:
                     message = self.value(clause.children[0])
-        return ast.Verdict(self.span(tree), _PHASE[str(phase.children[0])], when, reason,
-                           message)
+        return nodes.Verdict(self.span(tree), _PHASE[str(phase.children[0])], when, reason,
+                             message)
 
-    def status(self, tree: Tree) -> ast.Status:
+    def status(self, tree: Tree) -> nodes.Status:
         seen: dict[str, Span] = {}
         phase = reason = message = condition = None
-        phase_only: tuple[ast.Name, ...] | None = None
-        phase_over: tuple[ast.Text, ...] | None = None
-        phase_map: tuple[ast.PhaseMapEntry, ...] = ()
+        phase_only: tuple[nodes.Name, ...] | None = None
+        phase_over: tuple[nodes.Text, ...] | None = None
+        phase_map: tuple[nodes.PhaseMapEntry, ...] = ()
         condition_off, events, annotations = False, True, True
         for stmt in tree.children:
             kind, span, ch = stmt.data, self.span(stmt), stmt.children
@@ -364,31 +382,31 @@ class _Lowering:
                             phase_over = self.texts(part)
                         else:
                             phase_map = tuple(
-                                ast.PhaseMapEntry(self.span(e), self.name(e.children[0]),
-                                                  self.text(e.children[1]))
+                                nodes.PhaseMapEntry(self.span(e), self.name(e.children[0]),
+                                                    self.text(e.children[1]))
                                 for e in part.children)
                 elif kind == "status_reason":
                     reason = path
                 else:
                     message = path
-        return ast.Status(self.span(tree), phase, phase_only, phase_over, phase_map, reason,
-                          message, condition, condition_off, events, annotations)
+        return nodes.Status(self.span(tree), phase, phase_only, phase_over, phase_map, reason,
+                            message, condition, condition_off, events, annotations)
 
-    def path_of(self, token: Token) -> ast.FieldPath:
-        return ast.FieldPath(self.span(token), tuple(str(token).split(".")))
+    def path_of(self, token: Token) -> nodes.FieldPath:
+        return nodes.FieldPath(self.span(token), tuple(str(token).split(".")))
 
     # ------------------------------------------------------------ policies
-    def policy(self, tree: Tree) -> ast.Policy:
+    def policy(self, tree: Tree) -> nodes.Policy:
         event, *rest = tree.children
         policy_id = None
         if rest and rest[-1].data == "policy_id":
             policy_id = self.text(rest.pop().children[0])
         action = rest.pop()
         filt = self.node(rest[0]) if rest else None
-        return ast.Policy(self.span(tree), self.event(event), filt, self.action(action),
-                          policy_id)
+        return nodes.Policy(self.span(tree), self.event(event), filt, self.action(action),
+                            policy_id)
 
-    def event(self, tree: Tree) -> ast.Event:
+    def event(self, tree: Tree) -> nodes.Event:
         span, ch = self.span(tree), tree.children
         task = for_ = to = None
         if ch and getattr(ch[0], "data", None) == "event_task":
@@ -399,22 +417,22 @@ class _Lowering:
             if len(kind) > 1:
                 for_ = self.duration(kind[1].children[0])
             if kind[0].type == "FAILED_OR_EVICTED":
-                return ast.Event(span, "podFailed", task, None, None, evicted=True)
-            return ast.Event(span, _POD_EVENTS[str(kind[0])], task, for_, None)
+                return nodes.Event(span, "podFailed", task, None, None, evicted=True)
+            return nodes.Event(span, _POD_EVENTS[str(kind[0])], task, for_, None)
         if tree.data == "container_event":
-            return ast.Event(span, "containerRestarted", task, None, None)
+            return nodes.Event(span, "containerRestarted", task, None, None)
         if tree.data == "task_event":
             *named, kind = ch
             task = self.text(named[0]) if named else None
             which = str(kind.children[0])
-            return ast.Event(span, "taskCompleted" if which == "completed" else "taskFailed",
-                             task, None, None)
+            return nodes.Event(span, "taskCompleted" if which == "completed" else "taskFailed",
+                               task, None, None)
         if tree.data == "verdict_event":
             to = self.name(ch[0]) if ch else None
-            return ast.Event(span, "jobVerdictChanged", None, None, to)
-        return ast.Event(span, "jobRunningLongerThan", None, self.duration(ch[0]), None)
+            return nodes.Event(span, "jobVerdictChanged", None, None, to)
+        return nodes.Event(span, "jobRunningLongerThan", None, self.duration(ch[0]), None)
 
-    def action(self, tree: Tree) -> ast.Action:
+    def action(self, tree: Tree) -> nodes.Action:
         verb, *clauses = tree.children
         fields: dict[str, object] = {}
         seen: dict[str, Span] = {}
@@ -432,38 +450,38 @@ class _Lowering:
             elif kind == "max_clause":
                 fields["max"] = self.number(ch[0]) if ch[0].type == "INT" else self.expr(ch[0])
                 if len(ch) > 1:
-                    fields["per"] = ast.Name(self.span(ch[1]), str(ch[1].children[1]))
+                    fields["per"] = nodes.Name(self.span(ch[1]), str(ch[1].children[1]))
             elif kind == "budget_clause":
                 fields["budget"] = self.text(ch[0])
             else:
                 fields["delay"] = self.duration(ch[0])
                 if len(ch) > 1:
                     doubling = ch[1]
-                    fields["doubling"] = ast.Name(self.span(doubling), "doubling")
+                    fields["doubling"] = nodes.Name(self.span(doubling), "doubling")
                     if doubling.children:
                         fields["cap"] = self.duration(doubling.children[0])
         words = tuple(str(t) for t in verb.children)
-        return ast.Action(
+        return nodes.Action(
             self.span(tree), _VERBS[words], fields.get("reason"),  # type: ignore[arg-type]
             fields.get("message"), fields.get("max"), fields.get("per"),  # type: ignore[arg-type]
             fields.get("budget"), fields.get("delay"), fallback,  # type: ignore[arg-type]
             fields.get("doubling"), fields.get("cap"))  # type: ignore[arg-type]
 
     # ------------------------------------------------------------ conditions and filters
-    def node(self, tree: Tree) -> ast.Node:
+    def node(self, tree: Tree) -> nodes.Node:
         return self._dispatch[tree.data](tree)
 
-    def _flatten(self, tree: Tree) -> tuple[ast.Node, ...]:
+    def _flatten(self, tree: Tree) -> tuple[nodes.Node, ...]:
         return tuple(self.node(child) for child in spine(tree))
 
-    def _or(self, tree: Tree) -> ast.Node:
-        return ast.Or(self.span(tree), self._flatten(tree))
+    def _or(self, tree: Tree) -> nodes.Node:
+        return nodes.Or(self.span(tree), self._flatten(tree))
 
-    def _and(self, tree: Tree) -> ast.Node:
-        return ast.And(self.span(tree), self._flatten(tree))
+    def _and(self, tree: Tree) -> nodes.Node:
+        return nodes.And(self.span(tree), self._flatten(tree))
 
-    def _not(self, tree: Tree) -> ast.Node:
-        return ast.Not(self.span(tree), self.node(tree.children[0]))
+    def _not(self, tree: Tree) -> nodes.Node:
+        return nodes.Not(self.span(tree), self.node(tree.children[0]))
 
     def _pod_parts(self, children: list) -> tuple:
         task = state = for_ = filt = None
@@ -483,41 +501,41 @@ class _Lowering:
                 filt = self.node(child)
         return task, state, for_, filt, rest
 
-    def _pod_quant(self, tree: Tree) -> ast.Node:
+    def _pod_quant(self, tree: Tree) -> nodes.Node:
         task, state, for_, filt, rest = self._pod_parts(tree.children)
         quant = str(rest[0].children[0])
-        return ast.PodQuant(self.span(tree), "none" if quant == "no" else quant, task, state,
-                            for_, filt)
+        return nodes.PodQuant(self.span(tree), "none" if quant == "no" else quant, task, state,
+                              for_, filt)
 
-    def _pod_count(self, tree: Tree) -> ast.Node:
+    def _pod_count(self, tree: Tree) -> nodes.Node:
         task, state, _, filt, rest = self._pod_parts(tree.children)
         cmp, value = rest
         amount = self.number(value) if value.type == "INT" else self.expr(value)
-        return ast.PodCount(self.span(tree), task, state, filt, str(cmp.children[0]), amount)
+        return nodes.PodCount(self.span(tree), task, state, filt, str(cmp.children[0]), amount)
 
-    def _task_quant(self, tree: Tree) -> ast.Node:
+    def _task_quant(self, tree: Tree) -> nodes.Node:
         quant, state = tree.children
-        return ast.TaskQuant(self.span(tree), str(quant.children[0]), None,
-                             str(state.children[0]))
+        return nodes.TaskQuant(self.span(tree), str(quant.children[0]), None,
+                               str(state.children[0]))
 
-    def _task_named(self, tree: Tree) -> ast.Node:
+    def _task_named(self, tree: Tree) -> nodes.Node:
         name, state = tree.children
-        return ast.TaskQuant(self.span(tree), "any", self.text(name), str(state.children[0]))
+        return nodes.TaskQuant(self.span(tree), "any", self.text(name), str(state.children[0]))
 
-    def _task_count(self, tree: Tree) -> ast.Node:
+    def _task_count(self, tree: Tree) -> nodes.Node:
         *state, cmp, value = tree.children
         amount = self.number(value) if value.type == "INT" else self.expr(value)
-        return ast.TaskCount(self.span(tree), str(state[0].children[0]) if state else None,
-                             str(cmp.children[0]), amount)
+        return nodes.TaskCount(self.span(tree), str(state[0].children[0]) if state else None,
+                               str(cmp.children[0]), amount)
 
-    def _choice(self, tree: Tree) -> tuple[tuple[ast.Text, ...], bool]:
+    def _choice(self, tree: Tree) -> tuple[tuple[nodes.Text, ...], bool]:
         """The values of `X "v"` or `X [not] in [...]`, and whether negated."""
         ch = tree.children
         if len(ch) == 1:
             return (self.text(ch[0]),), False
         return self.texts(ch[1]), len(ch[0].children) == 2
 
-    def _exit(self, tree: Tree) -> ast.Node:
+    def _exit(self, tree: Tree) -> nodes.Node:
         ch = tree.children
         negate = False
         items = ch
@@ -531,28 +549,28 @@ class _Lowering:
                 ranges.append((self.number(lo), self.number(hi)))
             else:
                 codes.append(self.number(item))
-        return ast.ExitCodes(self.span(tree), tuple(codes), tuple(ranges), negate)
+        return nodes.ExitCodes(self.span(tree), tuple(codes), tuple(ranges), negate)
 
-    def _reason(self, tree: Tree) -> ast.Node:
+    def _reason(self, tree: Tree) -> nodes.Node:
         values, negate = self._choice(tree)
-        return ast.ContainerReason(self.span(tree), values, negate)
+        return nodes.ContainerReason(self.span(tree), values, negate)
 
-    def _pod_reason(self, tree: Tree) -> ast.Node:
+    def _pod_reason(self, tree: Tree) -> nodes.Node:
         values, negate = self._choice(tree)
-        return ast.PodReason(self.span(tree), values, negate)
+        return nodes.PodReason(self.span(tree), values, negate)
 
-    def _task_term(self, tree: Tree) -> ast.Node:
+    def _task_term(self, tree: Tree) -> nodes.Node:
         values, negate = self._choice(tree)
-        return ast.TaskIs(self.span(tree), values, negate)
+        return nodes.TaskIs(self.span(tree), values, negate)
 
-    def _namespace(self, tree: Tree) -> ast.Node:
+    def _namespace(self, tree: Tree) -> nodes.Node:
         values, negate = self._choice(tree)
-        return ast.Namespace(self.span(tree), values, negate)
+        return nodes.Namespace(self.span(tree), values, negate)
 
-    def _condition(self, tree: Tree) -> ast.Node:
+    def _condition(self, tree: Tree) -> nodes.Node:
         ctype, *rest = tree.children
-        statuses: tuple[ast.Text, ...] = ()
-        reasons: tuple[ast.Text, ...] = ()
+        statuses: tuple[nodes.Text, ...] = ()
+        reasons: tuple[nodes.Text, ...] = ()
         for part in rest:
             item = part.children[0]
             values = self.texts(item) if hasattr(item, "data") else (self.text(item),)
@@ -560,15 +578,15 @@ class _Lowering:
                 statuses = values
             else:
                 reasons = values
-        return ast.PodCondition(self.span(tree), self.text(ctype), statuses, reasons)
+        return nodes.PodCondition(self.span(tree), self.text(ctype), statuses, reasons)
 
-    def _restarts(self, tree: Tree) -> ast.Node:
+    def _restarts(self, tree: Tree) -> nodes.Node:
         cmp, value = tree.children
-        return ast.Restarts(self.span(tree), str(cmp.children[0]), self.number(value))
+        return nodes.Restarts(self.span(tree), str(cmp.children[0]), self.number(value))
 
-    def _key_test(self, tree: Tree, what: str) -> ast.Node:
+    def _key_test(self, tree: Tree, what: str) -> nodes.Node:
         key, *test = tree.children
-        values: tuple[ast.Text, ...] | None = None
+        values: tuple[nodes.Text, ...] | None = None
         negate = False
         if test:
             first, *rest = test[0].children
@@ -578,14 +596,14 @@ class _Lowering:
             elif str(first) in ("=", "!="):
                 negate = str(first) == "!="
                 values = (self.text(rest[0]),)
-        return ast.KeyTest(self.span(tree), what, self.text(key), values, negate)
+        return nodes.KeyTest(self.span(tree), what, self.text(key), values, negate)
 
     # ------------------------------------------------------------ injection
-    def injection(self, tree: Tree) -> ast.Injection:
+    def injection(self, tree: Tree) -> nodes.Injection:
         name = None
-        kinds: list[ast.Name] = []
+        kinds: list[nodes.Name] = []
         match = None
-        ops: list[ast.Op] = []
+        ops: list[nodes.Op] = []
         wait = None
         seen: dict[str, Span] = {}
         for child in tree.children:
@@ -603,30 +621,30 @@ class _Lowering:
                     wait = self.texts(item) if hasattr(item, "data") else (self.text(item),)
             else:
                 ops.append(self.op(child))
-        return ast.Injection(self.span(tree), name, tuple(kinds), match, tuple(ops), wait)
+        return nodes.Injection(self.span(tree), name, tuple(kinds), match, tuple(ops), wait)
 
-    def containers(self, tree: Tree | None) -> ast.Containers | None:
+    def containers(self, tree: Tree | None) -> nodes.Containers | None:
         if tree is None:
             return None
         select = tree.data.removeprefix("select_")
         names = self.texts(tree.children[0]) if select == "named" else ()
-        return ast.Containers(self.span(tree), select, names)
+        return nodes.Containers(self.span(tree), select, names)
 
-    def op(self, tree: Tree) -> ast.Op:
+    def op(self, tree: Tree) -> nodes.Op:
         span, ch, kind = self.span(tree), tree.children, tree.data
         if kind == "annotate_op":
-            return ast.Annotate(span, self.text(ch[0]), self.value(ch[1]))
+            return nodes.Annotate(span, self.text(ch[0]), self.value(ch[1]))
         if kind == "label_op":
-            return ast.SetLabel(span, self.text(ch[0]), self.value(ch[1]))
+            return nodes.SetLabel(span, self.text(ch[0]), self.value(ch[1]))
         if kind == "env_op":
-            return ast.Env(span, self.text(ch[0]), self.value(ch[1]),
-                           self.containers(ch[2] if len(ch) > 2 else None))
+            return nodes.Env(span, self.text(ch[0]), self.value(ch[1]),
+                             self.containers(ch[2] if len(ch) > 2 else None))
         if kind == "volume_op":
             source = ch[1]
             ref = self.text(source.children[0]) if source.children else None
-            return ast.Volume(span, self.text(ch[0]),
-                              {"empty_dir": "emptyDir", "config_map": "configMap",
-                               "secret": "secret"}[source.data], ref)
+            return nodes.Volume(span, self.text(ch[0]),
+                                {"empty_dir": "emptyDir", "config_map": "configMap",
+                                 "secret": "secret"}[source.data], ref)
         if kind == "mount_op":
             return self.mount(tree)
         if kind == "sidecar_op":
@@ -634,30 +652,30 @@ class _Lowering:
         # wrap_op
         target, how = ch
         if how.data == "wrap_shell":
-            return ast.Wrap(span, self.containers(target), None,  # type: ignore[arg-type]
-                            self.value(how.children[0]))
-        return ast.Wrap(span, self.containers(target), self.values(how),  # type: ignore[arg-type]
-                        None)
+            return nodes.Wrap(span, self.containers(target), None,  # type: ignore[arg-type]
+                              self.value(how.children[0]))
+        return nodes.Wrap(span, self.containers(target), self.values(how),  # type: ignore[arg-type]
+                          None)
 
-    def mount(self, tree: Tree) -> ast.Mount:
+    def mount(self, tree: Tree) -> nodes.Mount:
         ch = tree.children
         read_only = any(getattr(c, "data", None) == "read_only" for c in ch)
         containers = next((c for c in ch if getattr(c, "data", "").startswith("select_")),
                           None)
-        return ast.Mount(self.span(tree), self.text(ch[0]), self.text(ch[1]), read_only,
-                         self.containers(containers))
+        return nodes.Mount(self.span(tree), self.text(ch[0]), self.text(ch[1]), read_only,
+                           self.containers(containers))
 
-    def sidecar(self, tree: Tree) -> ast.Sidecar:
+    def sidecar(self, tree: Tree) -> nodes.Sidecar:
         name, *rest = tree.children
         native = bool(rest) and rest[0].data == "native"
         fields: dict[str, object] = {}
-        env: list[ast.SidecarEnv] = []
-        mounts: list[ast.Mount] = []
+        env: list[nodes.SidecarEnv] = []
+        mounts: list[nodes.Mount] = []
         seen: dict[str, Span] = {}
         for stmt in rest[1:] if native else rest:
             kind, span, ch = stmt.data, self.span(stmt), stmt.children
             if kind == "sidecar_env":
-                env.append(ast.SidecarEnv(span, self.text(ch[0]), self.value(ch[1])))
+                env.append(nodes.SidecarEnv(span, self.text(ch[0]), self.value(ch[1])))
             elif kind == "sidecar_mount":
                 mounts.append(self.mount(stmt))
             else:
@@ -665,7 +683,7 @@ class _Lowering:
                 if self.once(seen, which, span, f"`{which}`"):
                     fields[which] = (self.value(ch[0]) if which == "image"
                                      else self.values(ch[0]))
-        return ast.Sidecar(self.span(tree), self.text(name), native,
-                           fields.get("image"), fields.get("command"),  # type: ignore[arg-type]
-                           fields.get("args"), tuple(env), tuple(mounts))  # type: ignore[arg-type]
+        return nodes.Sidecar(self.span(tree), self.text(name), native,
+                             fields.get("image"), fields.get("command"),  # type: ignore[arg-type]
+                             fields.get("args"), tuple(env), tuple(mounts))  # type: ignore[arg-type]
 

@@ -116,7 +116,7 @@ def render(plan: planlib.Plan, plan_text: str, options: Options) -> list[Obj]:
     _check(options)
     ns = options.namespace
     certs = options.certificates
-    objects = [
+    objects: list[Obj] = [
         {"apiVersion": "v1", "kind": "Namespace",
          "metadata": {"name": ns, "labels": {"app.kubernetes.io/part-of": "jobrules",
                                              # everything here passes the strictest profile

@@ -233,7 +233,7 @@ def _cache_read(path: Path) -> _Indexed | None:
         return None
     if not all(isinstance(p, str) for p in problems):
         return None
-    out = []
+    out: list[tuple[str, str, str, Mapping[str, Any]]] = []
     for entry in entries:
         if not (isinstance(entry, list) and len(entry) == 4
                 and all(isinstance(x, str) for x in entry[:3]) and isinstance(entry[3], dict)):

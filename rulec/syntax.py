@@ -8,7 +8,7 @@ import threading
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, cast
 
 from rulec import diagnostics
 from rulec.diagnostics import Diagnostic, Note
@@ -116,8 +116,29 @@ def _error_offset(source: SourceFile, err: "lark.exceptions.UnexpectedInput") ->
     import lark
 
     if isinstance(err, lark.exceptions.UnexpectedCharacters):
-        return err.pos_in_stream
-    return len(source.text) if err.token.type == "$END" else err.token.start_pos
+        return _char_offset(err)
+    token = _token(err)
+    return len(source.text) if token.type == "$END" else _start(token)
+
+
+def _char_offset(err: "lark.exceptions.UnexpectedCharacters") -> int:
+    """Where the lexer found no token. (Lark declares `pos_in_stream = None` on the errors' base
+    class, so its type is None; the lexer's error always sets it.)"""
+    return cast(int, err.pos_in_stream)
+
+
+def _token(err: "lark.exceptions.UnexpectedInput") -> "lark.Token":
+    """The token a parser's error is at (`$END` at the end of the text): the lexer's have none."""
+    import lark
+
+    assert isinstance(err, (lark.exceptions.UnexpectedToken, lark.exceptions.UnexpectedEOF))
+    return err.token
+
+
+def _start(token: "lark.Token") -> int:
+    """A lexed token's offset in the text (see token_span)."""
+    assert token.start_pos is not None
+    return token.start_pos
 
 
 def _recover(source: SourceFile, p: "lark.Lark", first: Diagnostic, failed_at: int) -> Parsed:
@@ -137,7 +158,7 @@ def _recover(source: SourceFile, p: "lark.Lark", first: Diagnostic, failed_at: i
     starts = sorted({0, *(m.start() for m in _DECL_START.finditer(text))})
     ends = [*starts[1:], len(text)]
     blank = re.sub(r"[^\n]", " ", text)
-    decls: list[lark.Tree] = []
+    decls: list[lark.Token | lark.Tree[lark.Token]] = []   # the start rule's: declarations
     problems: list[tuple[int, int, Diagnostic]] = []    # chunk start, end, error
     comments: dict[int, lark.Token] = {}    # by offset: a chunk that runs on is read twice
     i = 0
@@ -159,7 +180,7 @@ def _recover(source: SourceFile, p: "lark.Lark", first: Diagnostic, failed_at: i
                 decls.extend(chunk.children)
                 chunk_ok = True
             break
-        comments.update((t.start_pos, t) for t in _SINK.tokens)
+        comments.update((_start(t), t) for t in _SINK.tokens)
         # A chunk that ran on into others and failed in the last of them: that one is then
         # parsed on its own too (its declaration may well be sound).
         i = j if j > i and not chunk_ok else j + 1
@@ -190,7 +211,12 @@ def _recover(source: SourceFile, p: "lark.Lark", first: Diagnostic, failed_at: i
 
 
 def token_span(path: str, token: "lark.Token") -> Span:
-    return Span(path, token.line, token.column, token.end_line, token.end_column)
+    """Where a token of the parse stands. (Lark types a token's position Optional, for tokens
+    made by hand; the lexer's always have one.)"""
+    line, column, end_line, end_column = token.line, token.column, token.end_line, token.end_column
+    assert line is not None and column is not None and end_line is not None \
+        and end_column is not None
+    return Span(path, line, column, end_line, end_column)
 
 
 # ---------------------------------------------------------------- syntax errors
@@ -257,8 +283,8 @@ def syntax_error(source: SourceFile, err: "lark.exceptions.UnexpectedInput",
 
     text = source.text
     state = getattr(err, "state", None)
-    pos = err.pos_in_stream if isinstance(err, lark.exceptions.UnexpectedCharacters) else (
-        None if err.token.type == "$END" else err.token.start_pos)
+    pos = _char_offset(err) if isinstance(err, lark.exceptions.UnexpectedCharacters) else (
+        None if _token(err).type == "$END" else _start(_token(err)))
     if pos is not None and text.startswith("<<", pos):
         closed = _expression(p).match(text, pos)
         if closed is None:
@@ -286,12 +312,13 @@ def syntax_error(source: SourceFile, err: "lark.exceptions.UnexpectedInput",
                       help='strings end on the line they start; write `\\"` for a quote')
     if isinstance(err, lark.exceptions.UnexpectedCharacters):
         expected = _accepts(state, err.allowed)
-        word = _WORD.match(text, err.pos_in_stream)
+        at = _char_offset(err)
+        word = _WORD.match(text, at)
         if word:
             return _unexpected_word(source, word.group(), source.span(word.start(), word.end()),
                                     expected, p, state)
-        return _error(source.span(err.pos_in_stream, err.pos_in_stream + 1),
-                      f"unexpected character {diagnostics.show_char(text[err.pos_in_stream])}; "
+        return _error(source.span(at, at + 1),
+                      f"unexpected character {diagnostics.show_char(text[at])}; "
                       f"expected {_expected(expected, p)}", state)
     assert isinstance(err, lark.exceptions.UnexpectedToken)
     expected = _accepts(state, err.expected)
@@ -362,7 +389,7 @@ def _error(span: Span, message: str, state: object, *, code: str = "syntax-error
     notes = list(extra)
     brace = _open_brace(state)
     if brace is not None and (at_end or "RBRACE" in _accepts(state, ())):
-        opener = Span(span.path, brace.line, brace.column, brace.end_line, brace.end_column)
+        opener = token_span(span.path, brace)
         notes.append(Note("the block opened by this `{` is not closed" if at_end
                           else "inside the block opened by this `{`", opener))
     return diagnostics.make(code, span, message, help, notes)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 
 from rulec import diagnostics
-from rulec.ast import Expr, Placeholder, Template
+from rulec.nodes import Expr, Placeholder, Template
 from rulec.diagnostics import Diagnostic
 from rulec.source import Span, advance
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Mapping
 
-from runtime import describe, functions, plan, pods, templates
+from runtime import describe, functions, plan, pods, templates, vocabulary
 
 Hit = tuple[pods.Pod, pods.Container | None]   # a pod that matched, and the container that did
 
@@ -65,7 +65,7 @@ class Snapshot:
         """The pods in scope in `state` (for at least `for_seconds`) that pass `f`, and the
         number in scope."""
         scope = self.scope(task)
-        failure = state in pods.FAILURE_STATES
+        failure = state in vocabulary.FAILURE_STATES
         out: list[Hit] = []
         for p in scope:
             if state is not None and not p.is_(state):

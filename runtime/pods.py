@@ -349,9 +349,6 @@ def change_key(pod: Pod) -> tuple[datetime, str, str]:
     return pod.since(state if state in vocabulary.POD_STATES else "pending") or _NEVER, pod.name, pod.uid
 
 
-FAILURE_STATES = frozenset({"failed", "failedOrEvicted", "evicted"})
-
-
 def sort_key(pod: Pod, container: Container | None) -> tuple[datetime, str]:
     """Earliest to fail (or finish) first, then by name: the order that picks a deciding pod."""
     when = (container.finished if container is not None else None) or pod.ended or pod.disrupted

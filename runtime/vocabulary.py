@@ -30,6 +30,7 @@ TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 POD_STATES = ("pending", "running", "succeeded", "failed", "failedOrEvicted", "evicted",
               "terminating")
 POD_STATE_WORDS = {"failedOrEvicted": "failed or evicted"}
+FAILURE_STATES = frozenset({"failed", "failedOrEvicted", "evicted"})   # read failed containers
 TASK_STATES = ("pending", "running", "succeeded", "failed")
 COMPARATORS = ("<", "<=", "==", "!=", ">=", ">")
 CONDITION_STATUSES = ("True", "False", "Unknown")
@@ -47,6 +48,7 @@ POD_EVENTS = frozenset({"podPending", "podRunning", "podSucceeded", "podFailed",
 TASK_EVENTS = frozenset({"taskCompleted", "taskFailed"})
 JOB_EVENTS = frozenset({"jobVerdictChanged", "jobRunningLongerThan"})
 TIMED_EVENTS = frozenset({"podPending", "jobRunningLongerThan"})   # take `for D`
+FAILURE_EVENTS = frozenset({"podFailed", "podEvicted", "taskFailed"})   # read failed containers
 
 # Actions, with the words the rules use for them.
 ACTIONS = {

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rulec import inputs, suite
+from rulec.commands import inputs, suite
 from runtime import plan
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -1,5 +1,7 @@
 """Layering: the runtime reads plans and never imports the compiler or Lark; its pure core imports
-no shell (the webhook's or the controller's) and no I/O framework; and it type-checks."""
+no shell (the webhook's or the controller's) and no I/O framework; the compiler's stages never
+import its commands (rulec.commands); no module of either imports itself through others; no
+class of the compiler grows past what one reads at once; and both type-check."""
 from __future__ import annotations
 
 import ast
@@ -7,16 +9,24 @@ import importlib.metadata
 import json
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = sorted((ROOT / "runtime").rglob("*.py"))
+RULEC = sorted((ROOT / "rulec").rglob("*.py"))
 SHELLS = ("runtime.webhook", "runtime.controller")
 FORBIDDEN = ("rulec", "lark")
+IO_LIBRARIES = ("flask", "werkzeug", "gunicorn", "kubernetes", "urllib3", "prometheus_client")
 # What a pure module may not import: the shells, and the libraries that do I/O for them.
-IMPURE = (*SHELLS, "flask", "werkzeug", "gunicorn", "kubernetes", "urllib3", "prometheus_client")
+IMPURE = (*SHELLS, *IO_LIBRARIES)
+COMMANDS = ("rulec.commands",)
+# The largest a class of the compiler may grow, in lines; the Lark transformer, a method per
+# grammar rule, is read one rule at a time and stays whole.
+CLASS_LINES = 400
+WHOLE_CLASSES = {("rulec.lower", "_Lowering")}
 
 
 def _module(path: Path) -> str:
@@ -46,6 +56,9 @@ def _under(name: str, prefixes: tuple[str, ...]) -> bool:
 
 
 PURE = [p for p in RUNTIME if not _under(_module(p), SHELLS)]
+# The compiler's library: every module but the command's shells and `python -m rulec`, which runs
+# the command.
+STAGES = [p for p in RULEC if not _under(_module(p), COMMANDS) and p.name != "__main__.py"]
 
 
 @pytest.mark.parametrize("path", RUNTIME, ids=lambda p: str(p.relative_to(ROOT)))
@@ -76,6 +89,132 @@ def test_mutator_layers_import_only_downwards() -> None:
         above = tuple(f"runtime.mutator.{name}" for name in order[i + 1:])
         imported = _imports(ROOT / "runtime" / "mutator" / f"{layer}.py")
         assert not {n for n in imported if _under(n, above)}, layer
+
+
+@pytest.mark.parametrize("path", STAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_a_stage_never_imports_a_command(path: Path) -> None:
+    bad = {n for n in _imports(path) if _under(n, COMMANDS)}
+    assert not bad, f"{_module(path)} is a stage of the compiler but imports {sorted(bad)}"
+
+
+def test_the_stages_and_the_commands_are_what_they_are_meant_to_be() -> None:
+    stages = {_module(p) for p in STAGES}
+    assert stages >= {
+        "rulec", "rulec.source", "rulec.syntax", "rulec.lower", "rulec.nodes", "rulec.checker",
+        "rulec.checks.context", "rulec.checks.names", "rulec.checks.kinds",
+        "rulec.checks.filters", "rulec.checks.policies", "rulec.checks.injections",
+        "rulec.checks.conflicts", "rulec.checks.schema_paths", "rulec.checks.values",
+        "rulec.schema", "rulec.emit", "rulec.expr", "rulec.template", "rulec.fmt", "rulec.names",
+        "rulec.manifests", "rulec.api", "rulec.diagnostics", "rulec.about"}
+    assert {_module(p) for p in RULEC} - stages == {
+        "rulec.__main__", "rulec.commands", "rulec.commands.cli", "rulec.commands.run",
+        "rulec.commands.suite", "rulec.commands.inputs", "rulec.commands.junit",
+        "rulec.commands.sarif", "rulec.commands.manifests", "rulec.commands.webhook_config"}
+
+
+def test_the_checks_import_only_downwards() -> None:
+    """The checker's topics (rulec/checks/), each layer importing only the layers below it, and
+    none the checker that runs them."""
+    layers = [["context"], ["values", "schema_paths", "names", "conflicts"], ["filters"],
+              ["policies", "injections"], ["kinds"]]
+    assert sorted(m for layer in layers for m in layer) == sorted(
+        p.stem for p in (ROOT / "rulec" / "checks").glob("*.py") if p.stem != "__init__")
+    graph = _graph(RULEC)
+    for i, layer in enumerate(layers):
+        below = {f"rulec.checks.{m}" for lower in layers[:i] for m in lower}
+        for name in layer:
+            imported = {m for m in graph[f"rulec.checks.{name}"]
+                        if _under(m, ("rulec.checks", "rulec.checker"))}
+            assert imported <= below, f"rulec.checks.{name} imports {sorted(imported - below)}"
+
+
+def _graph(paths: list[Path]) -> dict[str, set[str]]:
+    """Which of the modules at `paths` each of them imports: lazily (in a function) and for the
+    type checker only as well, since either can hide a cycle. An import names the module that
+    holds what it imports (`from a.b import C` names a.b); the packages a module lies in are
+    left out (importing any module runs them first)."""
+    modules = {_module(p): p for p in paths}
+
+    def holder(name: str) -> str | None:
+        parts = name.split(".")
+        return next((m for m in (".".join(parts[:n]) for n in range(len(parts), 0, -1))
+                     if m in modules), None)
+
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        named = {holder(n) for n in _imports(path)}
+        graph[module] = {m for m in named if m is not None and not _under(module, (m,))}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every cycle of imports, as its strongly connected set of modules (Tarjan's algorithm,
+    without recursion)."""
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in order:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        order[root] = low[root] = len(order)
+        stack.append(root)
+        while work:
+            node, edges = work[-1]
+            for nxt in edges:
+                if nxt not in order:
+                    order[nxt] = low[nxt] = len(order)
+                    stack.append(nxt)
+                    work.append((nxt, iter(sorted(graph[nxt]))))
+                    break
+                if nxt in stack:
+                    low[node] = min(low[node], order[nxt])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == order[node]:
+                    members = stack[stack.index(node):]
+                    del stack[stack.index(node):]
+                    if len(members) > 1:
+                        found.append(sorted(members))
+    return found
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    assert _cycles(_graph(RULEC + RUNTIME)) == []
+
+
+def test_the_cycle_finder_finds_cycles() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"d", "f"}, "f": {"e"}}
+    assert sorted(_cycles(graph)) == [["a", "b", "c"], ["e", "f"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_graph_names_the_module_imported_from() -> None:
+    graph = _graph(RULEC)
+    assert {"rulec.checks.filters", "rulec.checks.policies", "rulec.nodes"} <= graph[
+        "rulec.checks.kinds"]
+    assert "rulec.checks" not in graph["rulec.checks.kinds"]   # a package it lies in
+    assert "rulec.commands.sarif" in graph["rulec.commands.cli"]   # imported in a function
+
+
+def _classes(path: Path) -> list[tuple[str, int]]:
+    """Each class in `path` (nested ones too) and its length in lines, decorators included."""
+    tree = ast.parse(path.read_text(), str(path))
+    return [(node.name, node.end_lineno - min([node.lineno, *(d.lineno for d in
+                                                                 node.decorator_list)]) + 1)
+            for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
+            and node.end_lineno is not None]
+
+
+def test_no_class_of_the_compiler_is_over_400_lines() -> None:
+    sizes = {(_module(p), name): lines for p in RULEC for name, lines in _classes(p)}
+    assert WHOLE_CLASSES <= sizes.keys()
+    big = {f"{m}.{name}": n for (m, name), n in sizes.items()
+           if n > CLASS_LINES and (m, name) not in WHOLE_CLASSES}
+    assert not big, f"classes over {CLASS_LINES} lines: {big}"
 
 
 def test_relative_imports_are_resolved() -> None:
@@ -112,6 +251,30 @@ def test_importing_the_pure_core_loads_no_shell_and_no_io_library() -> None:
     assert _loaded_by_importing(PURE, IMPURE) == []
 
 
+def test_importing_the_stages_loads_no_command_and_no_io_library() -> None:
+    """Not even indirectly: the library runs without the command's shells."""
+    assert _loaded_by_importing(STAGES, (*COMMANDS, *IO_LIBRARIES)) == []
+
+
+def test_the_library_face_loads_each_name_when_used() -> None:
+    script = (
+        "import json, sys, rulec\n"
+        "before = sorted(m for m in sys.modules if m.startswith('rulec.'))\n"
+        "from rulec import api, diagnostics, emit, source\n"
+        "homes = {'api': api, 'diagnostics': diagnostics, 'emit': emit, 'source': source}\n"
+        "same = {n: getattr(rulec, n) is getattr(homes[rulec._HOMES[n].split('.')[1]], n)\n"
+        "        for n in rulec.__all__}\n"
+        "print(json.dumps([before, same]))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    before, same = json.loads(proc.stdout)
+    assert before == []
+    assert same and all(same.values()), same
+    assert {"build", "build_sources", "Build", "InputError", "Diagnostic", "dumps"} <= same.keys()
+
+
 def test_compiler_and_plan_share_one_span_type_without_loading_the_plan() -> None:
     script = (
         "import sys, rulec.source\n"
@@ -126,7 +289,10 @@ def test_compiler_and_plan_share_one_span_type_without_loading_the_plan() -> Non
 
 
 def test_the_runtime_type_checks() -> None:
-    """mypy with the configuration in pyproject.toml ([tool.mypy]) finds nothing."""
+    """mypy with the configuration in pyproject.toml ([tool.mypy]) finds nothing, in the runtime
+    and in the compiler."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
+    assert {"runtime", "rulec"} <= set(config["files"])
     proc = subprocess.run([sys.executable, "-m", "mypy", "--no-error-summary"],
                           capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr

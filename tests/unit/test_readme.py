@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from rulec import api, cli, fmt
+from rulec import api, fmt
+from rulec.commands import cli
 from rulec.source import SourceFile
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")

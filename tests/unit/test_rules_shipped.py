@@ -20,7 +20,8 @@ GOLDEN = REPO / "tests" / "golden" / "plans" / "rules.json"
 def rulec(*args: str) -> subprocess.CompletedProcess[str]:
     """The CLI as users run it, from the repository root so plan paths read `rules/...`."""
     return subprocess.run(
-        [sys.executable, "-c", "import sys; from rulec.cli import main; sys.exit(main())", *args],
+        [sys.executable, "-c", "import sys; from rulec.commands.cli import main; sys.exit(main())",
+         *args],
         cwd=REPO, capture_output=True, text=True, check=False,
     )
 

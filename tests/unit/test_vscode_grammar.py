@@ -18,7 +18,7 @@ import lark
 import pytest
 
 from rulec import api, syntax, template
-from rulec.ast import Expr, Placeholder
+from rulec.nodes import Expr, Placeholder
 
 ROOT = Path(__file__).resolve().parents[2]
 EDITOR = ROOT / "editors" / "vscode"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from rulec import inputs, suite
+from rulec.commands import inputs, suite
 
 BENCH = Path(__file__).resolve().parents[3] / "bench"
 

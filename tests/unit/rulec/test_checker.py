@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from rulec import api, expr
-from rulec.ast import Expr
+from rulec.nodes import Expr
 from rulec.source import SourceFile, Span
 
 HEAD = "job j: batch/v1 Job {\n    task label \"role\"\n    succeeded when all pods succeeded\n"

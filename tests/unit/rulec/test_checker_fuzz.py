@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from rulec import cli, fmt
+from rulec import fmt
+from rulec.commands import cli
 
 ROOT = Path(__file__).resolve().parents[3]
 SAMPLES = sorted((ROOT / "rules").glob("*.rules")) or sorted(

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from rulec import api, cli
+from rulec import api
+from rulec.commands import cli
 
 ROOT = Path(__file__).resolve().parents[3]
 GOOD = "job j: batch/v1 Job {\n    failed when any pod failed\n    succeeded when all pods succeeded\n}\n"
@@ -199,8 +200,8 @@ def test_internal_error_is_one_line(capsys, files, monkeypatch) -> None:
 
 
 def test_installed_command_prints_no_traceback(files) -> None:
-    proc = subprocess.run([sys.executable, "-m", "rulec.cli", "check", str(files["bad"])],
-                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    proc = subprocess.run([sys.executable, "-m", "rulec.commands.cli", "check",
+                           str(files["bad"])], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert f"{files['bad']}:2:12:" in proc.stdout
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rulec import api, inputs
+from rulec import api
+from rulec.commands import inputs
 
 POD = {"apiVersion": "v1", "kind": "Pod",
        "metadata": {"name": "p", "namespace": "ml", "uid": "u1", "labels": {"a": "b"},

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from junitparser import Error, Failure, JUnitXml
 
-from rulec import cli, junit
-from rulec.suite import Outcome
+from rulec.commands import cli, junit
+from rulec.commands.suite import Outcome
 
 ROOT = Path(__file__).resolve().parents[3]
 VOLCANO = ROOT / "examples" / "volcano-oomkilled"

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rulec import api, cli
+from rulec import api
+from rulec.commands import cli
 from rulec.source import SourceFile
 
 ROOT = Path(__file__).resolve().parents[3]

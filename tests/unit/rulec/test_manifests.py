@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
-from rulec import cli, inputs, manifests
+from rulec import manifests
+from rulec.commands import cli, inputs
 from runtime import plan as planlib
 from runtime import rbac, registration
 from runtime.controller.settings import ControllerSettings

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rulec import cli
+from rulec.commands import cli
 
 ROOT = Path(__file__).resolve().parents[3]
 VOLCANO = ROOT / "examples" / "volcano-oomkilled"

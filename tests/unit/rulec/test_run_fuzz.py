@@ -12,7 +12,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from rulec import cli
+from rulec.commands import cli
 
 ROOT = Path(__file__).resolve().parents[3]
 VOLCANO = ROOT / "examples" / "volcano-oomkilled"

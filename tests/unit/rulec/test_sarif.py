@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from jsonschema import Draft4Validator, FormatChecker
 
-from rulec import about, api, cli, diagnostics, sarif
+from rulec import about, api, diagnostics
+from rulec.commands import cli, sarif
 from rulec.source import SourceFile
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -117,7 +118,7 @@ def test_every_golden_gives_a_valid_log(validator, path: Path, monkeypatch) -> N
     relative = path.relative_to(ROOT).as_posix()
     build = api.build([relative], [crd.relative_to(ROOT).as_posix()] if crd.exists() else [],
                       emit_plan=False)
-    log = json.loads(diagnostics.render(build.diagnostics, "sarif", dict(build.sources)))
+    log = json.loads(cli.render_diagnostics(build.diagnostics, "sarif", build.sources))
     valid(validator, log)
     results = log["runs"][0]["results"]
     assert results and all(r["locations"][0]["physicalLocation"]["artifactLocation"]
@@ -154,3 +155,11 @@ def test_paths_outside_the_folder_and_odd_names(capsys, validator, tmp_path, mon
                  for r in log["runs"][0]["results"]]
     assert {"uri": (outside / "b.rules").resolve().as_uri()} in locations
     assert {"uri": "my%20rules/a%231.rules", "uriBaseId": "%SRCROOT%"} in locations
+
+
+def test_the_command_picks_sarif_and_the_library_renders_text() -> None:
+    """SARIF is the command's format (rulec.commands.sarif): the library's renderer knows only
+    its text formats, and says so rather than printing one of them instead."""
+    assert cli.FORMATS == (*diagnostics.FORMATS, "sarif")
+    with pytest.raises(ValueError, match="no diagnostics format 'sarif'"):
+        diagnostics.render([], "sarif", {})

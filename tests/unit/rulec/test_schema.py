@@ -251,7 +251,7 @@ def test_pruned_schemas_answer_as_the_full_ones(
     # computing them all would take most of the test's time.
     monkeypatch.setattr(difflib, "get_close_matches", lambda *args, **kwargs: [])
 
-    from rulec.checker import _schema_types
+    from rulec.checks.schema_paths import _schema_types
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     full: dict[schema.GVK, schema.Schema] = {}

@@ -11,7 +11,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from rulec import api, emit, inputs, suite
+from rulec import api, emit
+from rulec.commands import inputs, suite
 from runtime import functions, plan
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from rulec import api, emit, suite
+from rulec import api, emit
+from rulec.commands import suite
 from runtime import functions, plan, reconcile, writeback
 
 HERE = Path(__file__).resolve().parent / "reconcile"

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from rulec import webhookcmd
+from rulec.commands import webhook_config
 from runtime import plan as planlib
 from runtime import registration
 from reviews import kind, plan_data
@@ -131,7 +131,7 @@ def test_plain_http_urls_are_refused() -> None:
 
 def run(*argv: str) -> int:
     parser = argparse.ArgumentParser(prog="rulec")
-    webhookcmd.register(parser.add_subparsers())
+    webhook_config.register(parser.add_subparsers())
     args = parser.parse_args(["webhook-config", *argv])
     return args.func(args)
 
@@ -197,7 +197,7 @@ def test_cli_errors_exit_2_without_traceback(plan_file: Path, capsys: pytest.Cap
 
 
 def test_rulec_cli_knows_the_subcommand(plan_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from rulec import cli
+    from rulec.commands import cli
 
     assert cli.main(["webhook-config", "--plan", str(plan_file), "--service", "jobrules/webhook"]) == 0
     assert only_webhook(yaml.safe_load(capsys.readouterr().out))["clientConfig"]["service"]["name"] == "webhook"

@@ -37,6 +37,12 @@ def test_event_groups_partition_the_events() -> None:
     assert set().union(*groups) == set(vocabulary.EVENTS)
 
 
+def test_the_subsets_are_of_their_words() -> None:
+    assert vocabulary.TERMINAL_PHASES < set(vocabulary.PHASES)
+    assert vocabulary.FAILURE_STATES < set(vocabulary.POD_STATES)
+    assert vocabulary.FAILURE_EVENTS < vocabulary.POD_EVENTS | vocabulary.TASK_EVENTS
+
+
 def test_it_imports_nothing() -> None:
     script = ("import sys; before = set(sys.modules); import runtime.vocabulary; "
               "print(sorted(set(sys.modules) - before - {'runtime', 'runtime.vocabulary'}))")

@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from typing import Sequence
 
-from rulec.suite import Outcome
+from rulec.commands.suite import Outcome
 
 # Characters XML 1.0 cannot carry, even escaped.
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")

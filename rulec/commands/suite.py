@@ -34,7 +34,8 @@ from typing import Any, Mapping
 
 import yaml
 
-from rulec import api, inputs
+from rulec import api
+from rulec.commands import inputs
 from runtime import describe, evaluator, functions, mutator, state
 from runtime import patch as patchlib
 from runtime import plan as planlib

@@ -10,20 +10,25 @@ import argparse
 import importlib
 import os
 import sys
-from typing import TYPE_CHECKING, Sequence, TextIO
+from typing import TYPE_CHECKING, Mapping, Sequence, TextIO
 
 if TYPE_CHECKING:
     from rulec.api import Build
+    from rulec.diagnostics import Diagnostic
+    from rulec.source import SourceFile
 
 # Commands that live in other modules: name -> (module with `register(subparsers)`, summary).
 # A module is imported only when one of its commands runs or help is asked for; its
 # `register` adds all of its commands.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "webhook-config": ("rulec.webhookcmd", "print the MutatingWebhookConfiguration for a plan"),
-    "manifests": ("rulec.manifestscmd", "print the Kubernetes objects that deploy the webhook"),
-    "eval": ("rulec.run", "evaluate a job and its pods: verdict, events, actions, new state"),
-    "mutate": ("rulec.run", "apply the injections to a pod: JSON patch and patched pod"),
-    "test": ("rulec.run", "run rule test suites"),
+    "webhook-config": ("rulec.commands.webhook_config",
+                       "print the MutatingWebhookConfiguration for a plan"),
+    "manifests": ("rulec.commands.manifests",
+                  "print the Kubernetes objects that deploy the webhook"),
+    "eval": ("rulec.commands.run",
+             "evaluate a job and its pods: verdict, events, actions, new state"),
+    "mutate": ("rulec.commands.run", "apply the injections to a pod: JSON patch and patched pod"),
+    "test": ("rulec.commands.run", "run rule test suites"),
 }
 
 FORMATS = ("concise", "full", "json", "github", "sarif")
@@ -282,11 +287,21 @@ def _actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
 
 
 def _print_diagnostics(result: Build, fmt: str, stream: TextIO | None = None) -> None:
-    from rulec import diagnostics
-
     if result.diagnostics or fmt in ("json", "sarif"):
         (stream or sys.stdout).write(
-            diagnostics.render(result.diagnostics, fmt, dict(result.sources)))
+            render_diagnostics(result.diagnostics, fmt, result.sources))
+
+
+def render_diagnostics(found: Sequence[Diagnostic], fmt: str,
+                       sources: Mapping[str, SourceFile]) -> str:
+    """`found`, in order, in one of FORMATS: the library's text formats, or a SARIF log."""
+    from rulec import diagnostics
+
+    if fmt == "sarif":
+        from rulec.commands import sarif
+
+        return sarif.render(sorted(found, key=diagnostics.Diagnostic.sort_key))
+    return diagnostics.render(found, fmt, sources)
 
 
 if __name__ == "__main__":

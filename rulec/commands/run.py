@@ -14,7 +14,8 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Callable, TextIO
 
-from rulec import api, inputs, suite
+from rulec import api
+from rulec.commands import inputs, suite
 from runtime import functions
 
 
@@ -122,7 +123,7 @@ def _mutate(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _test(args: argparse.Namespace, out: TextIO) -> int:
-    from rulec import junit
+    from rulec.commands import junit
 
     files = suite.find(args.paths)
     if not files:

@@ -13,7 +13,8 @@ from typing import Any
 
 import yaml
 
-from rulec import api, inputs
+from rulec import api
+from rulec.commands import inputs
 from runtime import plan as planlib
 from runtime import registration
 

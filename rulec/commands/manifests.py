@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rulec import api, inputs, manifests
+from rulec import api, manifests
+from rulec.commands import inputs
 
 # Certificate modes of --certs.
 CERT_MODES = "cert-manager[=ISSUER] | self-managed"
