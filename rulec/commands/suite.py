@@ -36,7 +36,7 @@ import yaml
 
 from rulec import api
 from rulec.commands import inputs
-from runtime import describe, evaluator, functions, mutator, state
+from runtime import describe, evaluator, functions, mutator, objects, state
 from runtime import patch as patchlib
 from runtime import plan as planlib
 
@@ -250,7 +250,7 @@ def eval_result(plan: planlib.Plan, job: dict[str, Any], candidates: list[dict[s
         raise api.InputError(f"{where}: {err} (the rules declare: {known})") from None
     members = evaluator.pods_of(kind, job, candidates, now)
     if prior is None:
-        text = ((job.get("metadata") or {}).get("annotations") or {}).get(state.ANNOTATION)
+        text = objects.annotation(job, state.ANNOTATION)
     elif isinstance(prior, dict) and "state" in prior and "v" not in prior:
         text = json.dumps(prior["state"])
     else:
@@ -261,7 +261,7 @@ def eval_result(plan: planlib.Plan, job: dict[str, Any], candidates: list[dict[s
     problems = list(out.pop("problems", []))
     if decoded.error:
         problems.insert(0, decoded.error)
-    strangers = [(p.get("metadata") or {}).get("name") for p in candidates if not any(p is m for m in members)]
+    strangers = [objects.name(p) for p in candidates if not any(p is m for m in members)]
     if strangers:
         problems.append(f"{len(strangers)} pod(s) do not belong to the job and were left out: "
                         + ", ".join(str(s) for s in strangers))
@@ -320,7 +320,7 @@ def _not_injected(plan: planlib.Plan, injection: planlib.Injection, pod: dict[st
     if injection.namespace_selector not in entries:
         return (f"the namespace's labels (as given) do not match its namespace selector "
                 f"{injection.namespace_selector}")
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    annotations = objects.annotations(pod)
     if f'"{injection.name}@' in str(annotations.get(mutator.RECORD_ANNOTATION, "")):
         return "already injected (recorded on the pod)"
     def applies(match: Any) -> bool:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from runtime import vocabulary, writeback
+from runtime import objects, vocabulary, writeback
 from runtime.controller import kube
 
 log = logging.getLogger("jobrules.controller")
@@ -35,7 +35,7 @@ def event_time(moment: datetime) -> str:
 
 def body(job: Mapping[str, Any], spec: writeback.EventSpec, instance: str,
          now: datetime) -> dict[str, Any]:
-    meta = job.get("metadata") or {}
+    meta = objects.meta(job)
     return {
         "apiVersion": "events.k8s.io/v1", "kind": "Event",
         "metadata": {"name": spec.name, "namespace": meta.get("namespace") or "default"},
@@ -76,7 +76,7 @@ class Recorder:
         self._thread.join(timeout)
 
     def emit(self, job: Mapping[str, Any], spec: writeback.EventSpec) -> None:
-        uid = str((job.get("metadata") or {}).get("uid") or "")
+        uid = objects.uid(job) or ""
         if not self._take(uid):
             self._on_drop("rate")
             return

@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from runtime import objects
 from runtime import store as storelib
 from runtime.controller import kube
 
@@ -108,7 +109,7 @@ class Informer:
         def items() -> Iterator[dict[str, Any]]:
             nonlocal version
             for page in self.client.pages(self.path, query=self._query()):
-                version = (page.get("metadata") or {}).get("resourceVersion") or version
+                version = objects.resource_version(page) or version
                 yield from page.get("items") or []
 
         for change in self.store.replace(items(), self.namespace):
@@ -139,7 +140,7 @@ class Informer:
         kind, obj = event.get("type"), event.get("object")
         if not isinstance(obj, dict):
             return None
-        version = (obj.get("metadata") or {}).get("resourceVersion")
+        version = objects.resource_version(obj)
         if kind in ("ADDED", "MODIFIED"):
             change = self.store.put(obj)
         elif kind == "DELETED":

@@ -339,7 +339,7 @@ class Client:
             paging = [("limit", str(limit))] + ([("continue", token)] if token else [])
             page = self.get(path, query=[*query, *paging])
             yield page
-            token = (page.get("metadata") or {}).get("continue") or ""
+            token = objects.text(objects.meta(page).get("continue")) or ""
             if not token:
                 return
 
@@ -360,7 +360,7 @@ class Client:
         """A JSON merge patch; with `resource_version`, only if the object still has it
         (`Conflict` otherwise): the guard every write of the controller uses."""
         if resource_version is not None:
-            metadata = {**(patch.get("metadata") or {}), "resourceVersion": resource_version}
+            metadata = {**objects.meta(patch), "resourceVersion": resource_version}
             patch = {**patch, "metadata": metadata}
         return cast(Obj, self.request("PATCH", path, patch, query=query, content_type=MERGE_PATCH))
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runtime import conditions, pods, state
+from runtime import conditions, pods, state, vocabulary
 from runtime.evaluation.ledger import Inputs
 
 PHASE_EVENTS = {"Pending": "podPending", "Running": "podRunning", "Succeeded": "podSucceeded",
@@ -106,7 +106,7 @@ def job_timers(inputs: Inputs, snapshot: conditions.Snapshot,
         token = f"jobRunningLongerThan>{seconds}"
         if token in inputs.stored.fired:
             fired.add(token)
-        elif age is not None and age >= seconds and phase not in ("Succeeded", "Failed"):
+        elif age is not None and age >= seconds and phase not in vocabulary.TERMINAL_PHASES:
             fired.add(token)
             out.append(Occurrence(("jobRunningLongerThan",), None, None, None,
                                   for_seconds=seconds, candidates=tuple(snapshot.pods)))

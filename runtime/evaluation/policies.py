@@ -12,13 +12,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from runtime import conditions, describe, plan, pods
+from runtime import conditions, describe, plan, pods, vocabulary
 from runtime.evaluation import decisions, occurrences
 from runtime.evaluation.ledger import Inputs, Ledger
 from runtime.evaluation.occurrences import Occurrence
 from runtime.evaluation.outcomes import Event
-
-FAILURE_SCOPED = frozenset({"podFailed", "podEvicted", "taskFailed"})  # read failed containers
 
 
 def offer(inputs: Inputs, ledger: Ledger, occ: Occurrence, allow: bool = True) -> None:
@@ -35,7 +33,7 @@ def offer(inputs: Inputs, ledger: Ledger, occ: Occurrence, allow: bool = True) -
             if policy.to is not None and policy.to != occ.to:
                 _note(ledger, policy, f"{label}: verdict changed to {occ.to}, not {policy.to}")
                 continue
-            ok, pod, container = _pick(inputs, ledger, policy.filter, occ, name in FAILURE_SCOPED)
+            ok, pod, container = _pick(inputs, ledger, policy.filter, occ, name in vocabulary.FAILURE_EVENTS)
             if not ok:
                 _note(ledger, policy, f"{label}: filter false: {describe.filter(policy.filter)}")
                 continue
@@ -102,7 +100,7 @@ def _event(ledger: Ledger, name: str, occ: Occurrence, pod: pods.Pod | None,
         detail = f"to {occ.to}"
     pod = pod or occ.pod
     if container is None and pod is not None:
-        container = pod.deciding(name in FAILURE_SCOPED)
+        container = pod.deciding(name in vocabulary.FAILURE_EVENTS)
     ledger.events.append(Event(
         name, pod.name if pod is not None else None,
         pod.uid if pod is not None else occ.digest, occ.task or (pod.task if pod else None),

@@ -79,8 +79,13 @@ def test_the_pure_core_is_most_of_the_runtime() -> None:
         "runtime.state", "runtime.templates", "runtime.functions", "runtime.mutator.view",
         "runtime.mutator.draft", "runtime.mutator.steps", "runtime.mutator.inject",
         "runtime.patch", "runtime.admission", "runtime.registration", "runtime.vocabulary",
-        "runtime.reloading", "runtime.evaluation.outcomes", "runtime.evaluation.ledger", "runtime.evaluation.occurrences",
-        "runtime.evaluation.policies", "runtime.evaluation.decisions", "runtime.evaluation.budgets", "runtime.evaluation.verdicts"}
+        "runtime.reloading", "runtime.evaluation.outcomes", "runtime.evaluation.ledger",
+        "runtime.evaluation.occurrences", "runtime.evaluation.policies",
+        "runtime.evaluation.decisions", "runtime.evaluation.budgets", "runtime.evaluation.verdicts",
+        # the controller's decisions: what is watched and matters, one reconcile, the journal
+        "runtime.projection", "runtime.watches", "runtime.store", "runtime.reconcile",
+        "runtime.journal", "runtime.actions", "runtime.intents", "runtime.writeback",
+        "runtime.objects", "runtime.workqueue"}
 
 
 def test_mutator_layers_import_only_downwards() -> None:
@@ -207,6 +212,30 @@ def _classes(path: Path) -> list[tuple[str, int]]:
                                                                  node.decorator_list)]) + 1)
             for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
             and node.end_lineno is not None]
+
+
+def test_the_shells_never_import_each_other() -> None:
+    """The webhook and the controller are two processes with two jobs: neither reaches into
+    the other (what they share is in the pure core)."""
+    for shell, other in (SHELLS, SHELLS[::-1]):
+        for path in RUNTIME:
+            if _under(_module(path), (shell,)):
+                bad = {n for n in _imports(path) if _under(n, (other,))}
+                assert not bad, f"{_module(path)} imports {sorted(bad)}"
+
+
+def test_the_controller_shell_decides_nothing_the_core_does_not_say() -> None:
+    """The worker reaches the decisions only through reconcile, the journal machine and the
+    watches; it never calls the evaluator or the action steps itself."""
+    imported = _imports(ROOT / "runtime" / "controller" / "worker.py")
+    assert not {n for n in imported if _under(n, ("runtime.evaluator", "runtime.actions",
+                                                    "runtime.evaluation", "runtime.pods"))}
+    assert {"runtime.reconcile", "runtime.journal", "runtime.watches"} <= imported
+
+
+def test_no_class_of_the_runtime_is_over_400_lines() -> None:
+    big = {f"{_module(p)}.{name}": n for p in RUNTIME for name, n in _classes(p) if n > CLASS_LINES}
+    assert not big, f"classes over {CLASS_LINES} lines: {big}"
 
 
 def test_no_class_of_the_compiler_is_over_400_lines() -> None:

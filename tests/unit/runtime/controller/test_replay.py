@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from rulec import suite
+from rulec.commands import suite
 from runtime import evaluator, objects, reconcile, state, vocabulary
 from tests.unit.runtime import corpus
 from tests.unit.runtime.controller import shell
