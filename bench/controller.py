@@ -60,7 +60,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
 
-import kube  # noqa: E402
+from support import apiserver  # noqa: E402
 from devkit import cluster  # noqa: E402
 from rulec import api as rulec_api  # noqa: E402
 from rulec import emit  # noqa: E402
@@ -121,10 +121,10 @@ def main() -> int:
     world = {"nodes": args.nodes} if args.kwok else {"scheduler": False}
     with (cluster.running(training_operator=False, **world) as plane, plane.client() as api,
           plane.client() as client):
-        kube.create(api, kube.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+        apiserver.create(api, apiserver.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
                                            "metadata": {"name": NAMESPACE}})
-        kube.wait_for("the default ServiceAccount", lambda: kube.exists(
-            api, kube.SERVICE_ACCOUNTS.path(NAMESPACE, "default")))
+        apiserver.wait_for("the default ServiceAccount", lambda: apiserver.exists(
+            api, apiserver.SERVICE_ACCOUNTS.path(NAMESPACE, "default")))
         env = {**os.environ, "KUBECONFIG": str(plane.kubeconfig), "JOBRULES_PLAN": str(plan_path),
                "JOBRULES_NAMESPACES": NAMESPACE, "JOBRULES_LEADER_ELECT": "false",
                "JOBRULES_LOG_LEVEL": "warning"}
@@ -173,7 +173,7 @@ class Controller:
             return ""
 
     def rss_after_ready(self) -> float:
-        kube.wait_for("the controller", lambda: "readyz check passed" in self.get("/readyz"), 600)
+        apiserver.wait_for("the controller", lambda: "readyz check passed" in self.get("/readyz"), 600)
         time.sleep(2)
         return self.rss()
 
@@ -224,39 +224,39 @@ def _parallel(fn: Any, items: list[Any], threads: int = 16) -> list[Any]:
 
 def make_jobs(api: Any, count: int, kwok: bool) -> list[dict[str, Any]]:
     def job(i: int) -> dict[str, Any]:
-        made = kube.job_manifest(NAMESPACE, f"job-{i:05d}", backoff_limit=0,
+        made = apiserver.job_manifest(NAMESPACE, f"job-{i:05d}", backoff_limit=0,
                                  pod_failure_rules=POD_FAILURE_RULES)
         if kwok:
-            made["spec"]["template"] = kube.on_kwok(made["spec"]["template"], outcome="run")
+            made["spec"]["template"] = apiserver.on_kwok(made["spec"]["template"], outcome="run")
         return made
 
     began = time.monotonic()
-    jobs = _parallel(lambda i: kube.create(api, kube.JOBS, job(i)), list(range(count)))
+    jobs = _parallel(lambda i: apiserver.create(api, apiserver.JOBS, job(i)), list(range(count)))
     print(f"{count} Jobs created in {time.monotonic() - began:.1f}s", file=sys.stderr)
     return jobs
 
 
 def report_running(api: Any, count: int, kwok: bool) -> list[dict[str, Any]]:
-    pods = kube.wait_for(f"{count} pods", lambda: p if len(p := kube.list_pods(
+    pods = apiserver.wait_for(f"{count} pods", lambda: p if len(p := apiserver.list_pods(
         api, NAMESPACE, "batch.kubernetes.io/controller-uid")) >= count else None, 600)
     began = time.monotonic()
     if kwok:
         def all_running() -> list[dict[str, Any]] | None:
-            listed = kube.list_pods(api, NAMESPACE, "batch.kubernetes.io/controller-uid")
+            listed = apiserver.list_pods(api, NAMESPACE, "batch.kubernetes.io/controller-uid")
             ran = [pod for pod in listed if pod["status"].get("phase") == "Running"]
             return ran if len(ran) >= count else None
-        running = kube.wait_for(f"KWOK to run {count} pods", all_running, 600)
+        running = apiserver.wait_for(f"KWOK to run {count} pods", all_running, 600)
     else:
-        running = _parallel(lambda pod: kube.report_running(api, pod), pods)
+        running = _parallel(lambda pod: apiserver.report_running(api, pod), pods)
     print(f"{len(pods)} pods Running in {time.monotonic() - began:.1f}s", file=sys.stderr)
     return sorted(running, key=lambda p: p["metadata"]["name"])
 
 
 def wait_verdicts(client: transport.Client, count: int, phase: str) -> None:
     def done() -> bool:
-        jobs = client.list(kube.JOBS.path(NAMESPACE))["items"]
+        jobs = client.list(apiserver.JOBS.path(NAMESPACE))["items"]
         return sum(_verdict(j) == phase for j in jobs) >= count
-    kube.wait_for(f"{count} verdicts {phase}", done, 900)
+    apiserver.wait_for(f"{count} verdicts {phase}", done, 900)
 
 
 def _verdict(job: dict[str, Any]) -> str | None:
@@ -275,13 +275,13 @@ def fail_pods(client: transport.Client, api: Any, controller: Controller, pods: 
     t0: dict[str, float] = {}
     seen: dict[str, dict[str, float]] = {name: {} for name in owner}
     stop = threading.Event()
-    version = client.list(kube.JOBS.path(NAMESPACE))["metadata"]["resourceVersion"]
+    version = client.list(apiserver.JOBS.path(NAMESPACE))["metadata"]["resourceVersion"]
 
     def watch() -> None:
         rv = version
         while not stop.is_set():
             try:
-                for event in client.watch(kube.JOBS.path(NAMESPACE), [("resourceVersion", rv)],
+                for event in client.watch(apiserver.JOBS.path(NAMESPACE), [("resourceVersion", rv)],
                                           read_timeout=5):
                     obj = event["object"]
                     rv = obj["metadata"]["resourceVersion"]
@@ -309,11 +309,11 @@ def fail_pods(client: transport.Client, api: Any, controller: Controller, pods: 
         due = began + i / rate
         time.sleep(max(0.0, due - time.monotonic()))
         if kwok:
-            kube.change_outcome(api, pod, outcome="oom-killed", after="0s")
+            apiserver.change_outcome(api, pod, outcome="oom-killed", after="0s")
         else:
-            kube.report_oom_killed(api, pod)
+            apiserver.report_oom_killed(api, pod)
         t0[name] = time.monotonic()
-    kube.wait_for("every verdict and Failed condition", lambda: all(
+    apiserver.wait_for("every verdict and Failed condition", lambda: all(
         "ours" in m and "Failed" in m for m in seen.values()), 300)
     time.sleep(2)
     stop.set()
@@ -343,7 +343,7 @@ def act(client: transport.Client, api: Any, controller: Controller, pods: list[d
     t0: dict[str, float] = {}
     effect: dict[str, float] = {}
     stop = threading.Event()
-    path = kube.JOBS.path(NAMESPACE) if outcome == "exit-code" else kube.PODS.path(NAMESPACE)
+    path = apiserver.JOBS.path(NAMESPACE) if outcome == "exit-code" else apiserver.PODS.path(NAMESPACE)
     version = client.list(path)["metadata"]["resourceVersion"]
 
     def seen(event: dict[str, Any]) -> str | None:
@@ -378,14 +378,14 @@ def act(client: transport.Client, api: Any, controller: Controller, pods: list[d
     for i, pod in enumerate(pods):
         time.sleep(max(0.0, began + i / rate - time.monotonic()))
         if kwok:
-            kube.change_outcome(api, pod, outcome=outcome, after="0s",
+            apiserver.change_outcome(api, pod, outcome=outcome, after="0s",
                                 exit_code=3 if outcome == "exit-code" else None)
         elif outcome == "exit-code":
-            kube.report_failed(api, pod, exit_code=3)
+            apiserver.report_failed(api, pod, exit_code=3)
         else:
-            kube.report_evicted(api, pod)
+            apiserver.report_evicted(api, pod)
         t0[uids[pod["metadata"]["uid"]]] = time.monotonic()
-    kube.wait_for(f"every action's effect ({outcome})", lambda: len(effect) >= len(pods), 300)
+    apiserver.wait_for(f"every action's effect ({outcome})", lambda: len(effect) >= len(pods), 300)
     time.sleep(2)
     stop.set()
     writes = controller.writes()
@@ -416,14 +416,14 @@ def many_pods(api: Any, controller: Controller, job: dict[str, Any], extra: int,
     uid = job["metadata"]["uid"]
 
     def pod(i: int) -> dict[str, Any]:
-        made = kube.pod_manifest(NAMESPACE, f"extra-{i:05d}",
+        made = apiserver.pod_manifest(NAMESPACE, f"extra-{i:05d}",
                                  labels={"batch.kubernetes.io/controller-uid": uid})
-        return kube.on_kwok(made, outcome="run") if kwok else made
+        return apiserver.on_kwok(made, outcome="run") if kwok else made
 
     began = time.monotonic()
-    _parallel(lambda i: kube.create(api, kube.PODS, pod(i)), list(range(extra)))
+    _parallel(lambda i: apiserver.create(api, apiserver.PODS, pod(i)), list(range(extra)))
     print(f"{extra} more pods created in {time.monotonic() - began:.1f}s", file=sys.stderr)
-    kube.wait_for("the controller to cache them", lambda: controller.metric(
+    apiserver.wait_for("the controller to cache them", lambda: controller.metric(
         "jobrules_controller_store_objects", resource="pods/batch.kubernetes.io/controller-uid@bench") >= extra, 300)
     return {"many": extra}
 
@@ -431,7 +431,7 @@ def many_pods(api: Any, controller: Controller, job: dict[str, Any], extra: int,
 def cache_sizes(client: transport.Client, plan_json: dict[str, Any]) -> dict[str, Any]:
     """The namespace's pods held as the controller holds them, and as whole objects."""
     kind = planlib.loads(emit.dumps(plan_json)).kind_named("batchjob")
-    pods = client.list(kube.PODS.path(NAMESPACE))["items"]
+    pods = client.list(apiserver.PODS.path(NAMESPACE))["items"]
     raw = [orjson.dumps(p) for p in pods]
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]

@@ -50,12 +50,14 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from devkit import crds
+
 if TYPE_CHECKING:   # imported where used: `down` and `env` need no Kubernetes client
     from runtime.controller import kube
 
 REPO = Path(__file__).resolve().parents[1]
 BUILD_SCRIPT = REPO / "tools" / "k8s" / "build.sh"
-CRDS = REPO / "devkit" / "crds"
+CRDS = crds.FOLDER
 BINARY_NAMES = ("etcd", "kube-apiserver", "kube-controller-manager")
 # Every process a plane may run, in the order they are stopped: the API server's clients all at
 # once, then kube-apiserver, then etcd.
@@ -165,17 +167,15 @@ def _executable(path: Path) -> Path:
 
 
 def crds_dir() -> Path:
-    """The CRD folder: ``JOBRULES_CRDS`` (must exist), else the repository's ``devkit/crds``."""
-    if explicit := os.environ.get("JOBRULES_CRDS"):
-        if not Path(explicit).is_dir():
-            raise ClusterError(f"JOBRULES_CRDS={explicit} is not a directory")
-        return Path(explicit)
-    return CRDS
+    """The CRD folder (devkit.crds.folder), a ClusterError when JOBRULES_CRDS is no folder."""
+    try:
+        return crds.folder()
+    except NotADirectoryError as err:
+        raise ClusterError(str(err)) from None
 
 
-def crd_files() -> list[Path]:
-    """The CRD manifests the project tests against, sorted: for the cluster, tests and benches."""
-    return sorted(crds_dir().glob("*.y*ml"))
+crd_files = crds.files
+crd_manifests = crds.manifests
 
 
 # ---------------------------------------------------------------------------------------------
@@ -575,24 +575,6 @@ def _get(api: kube.Client, path: str) -> Any:
         return api.request("GET", path, accept="*/*", timeout=5)
     except kube.KubeError:
         return None
-
-
-def crd_manifests(folder: Path) -> list[dict[str, Any]]:
-    """The CRDs in ``folder``, as they are installed here.
-
-    CRDs whose conversion webhook would point at a Service that does not exist here (Tekton) get
-    ``strategy: None``: objects are then read and written in the version they are sent with.
-    """
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: 20x faster on 3 MB of CRDs
-    crds = []
-    for path in sorted(folder.glob("*.y*ml")):
-        for crd in yaml.load_all(path.read_text(), Loader=loader):
-            if not crd or crd.get("kind") != "CustomResourceDefinition":
-                continue
-            if crd["spec"].get("conversion", {}).get("strategy") == "Webhook":
-                crd["spec"]["conversion"] = {"strategy": "None"}
-            crds.append(crd)
-    return crds
 
 
 def _apply_crd(api: kube.Client, crd: dict[str, Any]) -> str:

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import kube
+from support import apiserver
 import pytest
 
 from devkit import cluster
@@ -37,10 +37,10 @@ class Session:
             nodes = plane.nodes if plane.scheduler and plane.kwok else ()
             return cls(api, plane, nodes, plane.training_operator)
         key, value = cluster.KWOK_NODE_ANNOTATION
-        nodes = tuple(node["metadata"]["name"] for node in kube.get(api, kube.NODES.path())["items"]
+        nodes = tuple(node["metadata"]["name"] for node in apiserver.get(api, apiserver.NODES.path())["items"]
                       if (node["metadata"].get("annotations") or {}).get(key) == value)
-        webhooks = kube.VALIDATING_WEBHOOKS.path(name=cluster.TRAINING_OPERATOR_WEBHOOKS)
-        return cls(api, None, nodes, kube.exists(api, webhooks))
+        webhooks = apiserver.VALIDATING_WEBHOOKS.path(name=cluster.TRAINING_OPERATOR_WEBHOOKS)
+        return cls(api, None, nodes, apiserver.exists(api, webhooks))
 
     @property
     def has_controller_manager(self) -> bool:
@@ -104,14 +104,14 @@ def namespace(request: pytest.FixtureRequest, control_plane: Session) -> Iterato
     api = control_plane.api
     slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
     name = f"{slug}-{uuid.uuid4().hex[:6]}"
-    kube.create(api, kube.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+    apiserver.create(api, apiserver.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
                                        "metadata": {"name": name}})
-    default_sa = kube.SERVICE_ACCOUNTS.path(name, "default")
+    default_sa = apiserver.SERVICE_ACCOUNTS.path(name, "default")
     if control_plane.has_controller_manager:
         # The ServiceAccount admission plugin rejects pods until this exists.
-        kube.wait_for(f"ServiceAccount {name}/default", lambda: kube.exists(api, default_sa))
+        apiserver.wait_for(f"ServiceAccount {name}/default", lambda: apiserver.exists(api, default_sa))
     else:
-        kube.create(api, kube.SERVICE_ACCOUNTS, {"apiVersion": "v1", "kind": "ServiceAccount",
+        apiserver.create(api, apiserver.SERVICE_ACCOUNTS, {"apiVersion": "v1", "kind": "ServiceAccount",
                                                  "metadata": {"name": "default", "namespace": name}})
     yield name
-    kube.delete(api, kube.NAMESPACES.path(name=name))
+    apiserver.delete(api, apiserver.NAMESPACES.path(name=name))

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-import kube
+from support import apiserver
 import pytest
 
 from devkit import cluster
@@ -29,27 +29,27 @@ def test_version_is_the_pinned_one(api, control_plane):
     if control_plane.plane is None or os.environ.get("KUBEBUILDER_ASSETS"):
         pytest.skip("binaries not built from tools/k8s")
     pinned = re.search(r"^\s*k8s\.io/kubernetes (v\S+)$", GO_MOD.read_text(), re.MULTILINE)[1]
-    assert kube.get(api, "/version")["gitVersion"] == pinned
+    assert apiserver.get(api, "/version")["gitVersion"] == pinned
 
 
 @pytest.mark.parametrize("name, spec", CRDS, ids=[name for name, _ in CRDS])
 def test_shared_crd_is_established_and_served(api, name, spec):
-    crd = kube.get(api, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
-    assert kube.condition(crd, "Established")["status"] == "True"
+    crd = apiserver.get(api, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+    assert apiserver.condition(crd, "Established")["status"] == "True"
     assert crd["spec"]["conversion"]["strategy"] == "None"
     for version in spec["versions"]:
-        listed = kube.get(api, f"/apis/{spec['group']}/{version['name']}/{spec['names']['plural']}")
+        listed = apiserver.get(api, f"/apis/{spec['group']}/{version['name']}/{spec['names']['plural']}")
         assert listed["items"] == []
 
 
 LIFECYCLES = {
     # name: (helper, its options, pod phase, state of container "main", its exit code and reason)
-    "running": (kube.report_running, {}, "Running", "running", None),
-    "succeeded": (kube.report_succeeded, {}, "Succeeded", "terminated", (0, "Completed")),
-    "failed": (kube.report_failed, {"exit_code": 3}, "Failed", "terminated", (3, "Error")),
-    "oom-killed": (kube.report_oom_killed, {}, "Failed", "terminated", (137, "OOMKilled")),
-    "evicted": (kube.report_evicted, {}, "Failed", "terminated", (137, "Error")),
-    "init-failed": (kube.report_init_failed, {"exit_code": 2}, "Failed", "waiting", None),
+    "running": (apiserver.report_running, {}, "Running", "running", None),
+    "succeeded": (apiserver.report_succeeded, {}, "Succeeded", "terminated", (0, "Completed")),
+    "failed": (apiserver.report_failed, {"exit_code": 3}, "Failed", "terminated", (3, "Error")),
+    "oom-killed": (apiserver.report_oom_killed, {}, "Failed", "terminated", (137, "OOMKilled")),
+    "evicted": (apiserver.report_evicted, {}, "Failed", "terminated", (137, "Error")),
+    "init-failed": (apiserver.report_init_failed, {"exit_code": 2}, "Failed", "waiting", None),
 }
 
 
@@ -57,7 +57,7 @@ LIFECYCLES = {
                          ids=LIFECYCLES.keys())
 def test_kubelet_stand_in_writes_statuses_the_api_server_accepts(
         api, namespace, helper, options, phase, state, ended):
-    pod = kube.create(api, kube.PODS, kube.pod_manifest(
+    pod = apiserver.create(api, apiserver.PODS, apiserver.pod_manifest(
         namespace, "p", containers=["main", "sidecar"], init_containers=["setup"]))
 
     status = helper(api, pod, **options)["status"]
@@ -71,16 +71,16 @@ def test_kubelet_stand_in_writes_statuses_the_api_server_accepts(
 
 
 def test_eviction_reports_what_the_kubelet_reports(api, namespace):
-    pod = kube.create(api, kube.PODS, kube.pod_manifest(namespace, "evicted"))
-    status = kube.report_evicted(api, pod)["status"]
+    pod = apiserver.create(api, apiserver.PODS, apiserver.pod_manifest(namespace, "evicted"))
+    status = apiserver.report_evicted(api, pod)["status"]
     assert (status["reason"], status["phase"]) == ("Evicted", "Failed")
-    assert kube.condition({"status": status}, "DisruptionTarget")["reason"] == "TerminationByKubelet"
+    assert apiserver.condition({"status": status}, "DisruptionTarget")["reason"] == "TerminationByKubelet"
 
 
 def test_init_failure_keeps_a_restarting_pod_pending(api, namespace):
-    pod = kube.create(api, kube.PODS, kube.pod_manifest(
+    pod = apiserver.create(api, apiserver.PODS, apiserver.pod_manifest(
         namespace, "retrying", init_containers=["setup", "fetch"], restart_policy="OnFailure"))
-    status = kube.report_init_failed(api, pod, container="fetch", exit_code=1)["status"]
+    status = apiserver.report_init_failed(api, pod, container="fetch", exit_code=1)["status"]
     assert status["phase"] == "Pending"
     setup, fetch = status["initContainerStatuses"]
     assert setup["state"]["terminated"]["exitCode"] == 0
@@ -110,8 +110,8 @@ def test_cli_up_env_down_leaves_nothing(tmp_path):
         assert len(cluster.processes_using(root)) == 2 + sum(running)
         assert run_cli("env", env=env).stdout == up.stdout
         with Client.from_kubeconfig(kubeconfig) as api:
-            names = {ns["metadata"]["name"] for ns in kube.get(api, "/api/v1/namespaces")["items"]}
-            nodes = [node["metadata"]["name"] for node in kube.get(api, "/api/v1/nodes")["items"]]
+            names = {ns["metadata"]["name"] for ns in apiserver.get(api, "/api/v1/namespaces")["items"]}
+            nodes = [node["metadata"]["name"] for node in apiserver.get(api, "/api/v1/nodes")["items"]]
         assert {"default", "kube-system"} <= names
         assert nodes == (["kwok-node-0"] if plane.kwok else [])
         assert plane.nodes == tuple(nodes)
@@ -154,7 +154,7 @@ def test_sigkill_to_the_owner_kills_the_processes_and_the_next_start_sweeps_the_
     owner, root = start_owner()
     owner.kill()
     owner.wait(30)
-    kube.wait_for("the kernel to kill the orphans", lambda: not cluster.processes_using(root), 10)
+    apiserver.wait_for("the kernel to kill the orphans", lambda: not cluster.processes_using(root), 10)
     assert root.exists()
     aged = time.time() - cluster.STALE_AFTER_SECONDS - 1
     os.utime(root, (aged, aged))

@@ -14,16 +14,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-import audit
-import controllers
-import kube
+from support import audit
+from support import controllers
+from support import apiserver
 import pytest
 from devkit import cluster
 
 pytestmark = pytest.mark.integration
 
-VOLCANO = kube.Resource("batch.volcano.sh/v1alpha1", "jobs")
-COMMANDS = kube.Resource("bus.volcano.sh/v1alpha1", "commands")
+VOLCANO = apiserver.Resource("batch.volcano.sh/v1alpha1", "jobs")
+COMMANDS = apiserver.Resource("bus.volcano.sh/v1alpha1", "commands")
 EVICTIONS = """
 job trainer: batch.volcano.sh/v1alpha1 Job {
     pods owned
@@ -48,7 +48,7 @@ def needs_plane(session: Any) -> Any:
 
 
 def volcano_job(api: Any, namespace: str, name: str = "train") -> dict[str, Any]:
-    return kube.create(api, VOLCANO, {
+    return apiserver.create(api, VOLCANO, {
         "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {"minAvailable": 1, "tasks": [{"name": "worker", "replicas": 1, "template": {
@@ -58,26 +58,26 @@ def volcano_job(api: Any, namespace: str, name: str = "train") -> dict[str, Any]
 def worker(api: Any, job: dict[str, Any], n: int) -> dict[str, Any]:
     """A running pod of the job, as Volcano would make it (a new name each time)."""
     meta = job["metadata"]
-    pod = kube.create(api, kube.PODS, kube.pod_manifest(
+    pod = apiserver.create(api, apiserver.PODS, apiserver.pod_manifest(
         meta["namespace"], f"{meta['name']}-worker-{n}", owner=job,
         labels={"volcano.sh/job-name": meta["name"], "volcano.sh/task-spec": "worker"}))
-    return kube.report_running(api, pod)
+    return apiserver.report_running(api, pod)
 
 
 def gone(api: Any, pod: dict[str, Any]) -> bool:
     meta = pod["metadata"]
-    return not kube.exists(api, kube.PODS.path(meta["namespace"], meta["name"]))
+    return not apiserver.exists(api, apiserver.PODS.path(meta["namespace"], meta["name"]))
 
 
 def journal(api: Any, job: dict[str, Any]) -> str | None:
     meta = job["metadata"]
-    return controllers.annotation(kube.get(api, VOLCANO.path(meta["namespace"], meta["name"])),
+    return controllers.annotation(apiserver.get(api, VOLCANO.path(meta["namespace"], meta["name"])),
                                   "jobrules.dev/intents")
 
 
 def budget(api: Any, job: dict[str, Any]) -> int:
     meta = job["metadata"]
-    text = controllers.annotation(kube.get(api, VOLCANO.path(meta["namespace"], meta["name"])),
+    text = controllers.annotation(apiserver.get(api, VOLCANO.path(meta["namespace"], meta["name"])),
                                   "jobrules.dev/state")
     return (json.loads(text).get("budgets") or {}).get("podEvicted#0", 0) if text else 0
 
@@ -99,12 +99,12 @@ def test_every_crash_point(control_plane: Any, api: Any, namespace: str, evictio
     with controllers.running(control_plane, eviction_plan, namespace, tmp_path, name="crashing",
                              JOBRULES_TEST_HOOKS="1", JOBRULES_FAULT=fault) as crashing:
         controllers.wait_for_verdict(api, VOLCANO.path(namespace, "train"), "Running")
-        kube.report_evicted(api, pod)
-        kube.wait_for("the fault's exit", lambda: crashing.process.poll() is not None, 30)
+        apiserver.report_evicted(api, pod)
+        apiserver.wait_for("the fault's exit", lambda: crashing.process.poll() is not None, 30)
         assert crashing.process.returncode == 137, crashing.logs()
     with controllers.running(control_plane, eviction_plan, namespace, tmp_path, name="replay"):
-        kube.wait_for("the pod deleted", lambda: gone(api, pod))
-        kube.wait_for("the journal cleared", lambda: journal(api, job) is None)
+        apiserver.wait_for("the pod deleted", lambda: gone(api, pod))
+        apiserver.wait_for("the journal cleared", lambda: journal(api, job) is None)
     assert audit.pod_removals(plane.audit_log, namespace) == {pod["metadata"]["uid"]: 1}
     assert budget(api, job) == 1
 
@@ -120,7 +120,7 @@ def test_a_soak_of_kill_9_through_evictions(control_plane: Any, api: Any, namesp
     evicted = []
     for n in range(4):
         pod = worker(api, job, n)
-        kube.report_evicted(api, pod)
+        apiserver.report_evicted(api, pod)
         evicted.append(pod)
         for _ in range(13):
             with controllers.running(control_plane, eviction_plan, namespace, tmp_path,
@@ -131,7 +131,7 @@ def test_a_soak_of_kill_9_through_evictions(control_plane: Any, api: Any, namesp
     with controllers.running(control_plane, eviction_plan, namespace, tmp_path, name="last"):
         done = controllers.wait_for_verdict(api, VOLCANO.path(namespace, "train"), "Failed", 60)
         assert controllers.verdict(done)["reason"] == "TooManyEvictions"
-        kube.wait_for("the journal cleared", lambda: journal(api, job) is None)
+        apiserver.wait_for("the journal cleared", lambda: journal(api, job) is None)
     removals = audit.pod_removals(plane.audit_log, namespace)
     assert kills == 52
     assert set(removals) == {p["metadata"]["uid"] for p in evicted[:3]}, removals
@@ -162,9 +162,9 @@ def test_a_409_storm(control_plane: Any, api: Any, namespace: str, eviction_plan
         with controllers.running(control_plane, eviction_plan, namespace, tmp_path) as controller:
             pods = [worker(api, job, n) for n in range(2)]
             for pod in pods:
-                kube.report_evicted(api, pod)
-            kube.wait_for("both pods deleted", lambda: all(gone(api, p) for p in pods), 60)
-            kube.wait_for("the journal cleared", lambda: journal(api, job) is None, 60)
+                apiserver.report_evicted(api, pod)
+            apiserver.wait_for("both pods deleted", lambda: all(gone(api, p) for p in pods), 60)
+            apiserver.wait_for("the journal cleared", lambda: journal(api, job) is None, 60)
             assert controller.metric("jobrules_controller_api_requests_total", code="409") > 0
     finally:
         stop.set()
@@ -180,10 +180,10 @@ def test_an_api_server_restart_mid_action(control_plane: Any, api: Any, namespac
     pod = worker(api, job, 0)
     with controllers.running(control_plane, eviction_plan, namespace, tmp_path):
         controllers.wait_for_verdict(api, VOLCANO.path(namespace, "train"), "Running")
-        kube.report_evicted(api, pod)
+        apiserver.report_evicted(api, pod)
         cluster.restart(plane, "kube-apiserver")
-        kube.wait_for("the pod deleted", lambda: gone(api, pod), 90)
-        kube.wait_for("the journal cleared", lambda: journal(api, job) is None, 90)
+        apiserver.wait_for("the pod deleted", lambda: gone(api, pod), 90)
+        apiserver.wait_for("the journal cleared", lambda: journal(api, job) is None, 90)
     assert audit.pod_removals(plane.audit_log, namespace) == {pod["metadata"]["uid"]: 1}
 
 
@@ -197,13 +197,13 @@ def test_a_watch_expired_while_the_controller_was_stopped(control_plane: Any, ap
         controllers.wait_for_verdict(api, VOLCANO.path(namespace, "train"), "Running")
         controller.kill(signal.SIGSTOP)
         try:
-            kube.report_evicted(api, pod)
+            apiserver.report_evicted(api, pod)
             time.sleep(25)   # etcd compacts the versions it last saw away
             cluster.restart(plane, "kube-apiserver")
         finally:
             controller.kill(signal.SIGCONT)
-        kube.wait_for("the pod deleted", lambda: gone(api, pod), 90)
-        kube.wait_for("a relist", lambda: controller.metric("jobrules_controller_relists_total") > 0, 90)
+        apiserver.wait_for("the pod deleted", lambda: gone(api, pod), 90)
+        apiserver.wait_for("a relist", lambda: controller.metric("jobrules_controller_relists_total") > 0, 90)
     assert audit.pod_removals(plane.audit_log, namespace) == {pod["metadata"]["uid"]: 1}
 
 
@@ -215,9 +215,9 @@ def test_two_controllers_at_once(control_plane: Any, api: Any, namespace: str,
             controllers.running(control_plane, eviction_plan, namespace, tmp_path, name="two"):
         pods = [worker(api, job, n) for n in range(3)]
         for pod in pods:
-            kube.report_evicted(api, pod)
-        kube.wait_for("every pod deleted", lambda: all(gone(api, p) for p in pods), 60)
-        kube.wait_for("the journal cleared", lambda: journal(api, job) is None, 60)
+            apiserver.report_evicted(api, pod)
+        apiserver.wait_for("every pod deleted", lambda: all(gone(api, p) for p in pods), 60)
+        apiserver.wait_for("the journal cleared", lambda: journal(api, job) is None, 60)
     removals = audit.pod_removals(plane.audit_log, namespace)
     assert removals == {p["metadata"]["uid"]: 1 for p in pods} and budget(api, job) == 3
 
@@ -229,9 +229,9 @@ def test_a_relabelled_pod_is_not_taken_for_deleted(control_plane: Any, api: Any,
     pod = worker(api, job, 0)
     with controllers.running(control_plane, eviction_plan, namespace, tmp_path) as controller:
         controllers.wait_for_verdict(api, VOLCANO.path(namespace, "train"), "Running")
-        api.merge_patch(kube.PODS.path(namespace, pod["metadata"]["name"]),
+        api.merge_patch(apiserver.PODS.path(namespace, pod["metadata"]["name"]),
                         {"metadata": {"labels": {"volcano.sh/job-name": None}}})
-        kube.wait_for("the pod out of the watch", lambda: controller.metric(
+        apiserver.wait_for("the pod out of the watch", lambda: controller.metric(
             "jobrules_controller_store_objects",
             resource=f"pods/volcano.sh/job-name@{namespace}") == 0)
         time.sleep(3)
@@ -278,21 +278,21 @@ def test_restart_job_suspends_then_resumes_once(control_plane: Any, api: Any, na
     plane = needs_plane(control_plane)
     plan = controllers.compile_plan(BATCH, tmp_path / "plan.json")
     with controllers.running(control_plane, plan, namespace, tmp_path):
-        job = kube.create(api, kube.JOBS, kube.job_manifest(namespace, "train", backoff_limit=6))
-        [first] = kube.job_pods(api, job)
-        kube.report_running(api, first)
-        kube.report_failed(api, kube.get(api, kube.PODS.path(namespace, first["metadata"]["name"])),
+        job = apiserver.create(api, apiserver.JOBS, apiserver.job_manifest(namespace, "train", backoff_limit=6))
+        [first] = apiserver.job_pods(api, job)
+        apiserver.report_running(api, first)
+        apiserver.report_failed(api, apiserver.get(api, apiserver.PODS.path(namespace, first["metadata"]["name"])),
                            exit_code=4)
-        path = kube.JOBS.path(namespace, "train")
+        path = apiserver.JOBS.path(namespace, "train")
 
         def resumed_with_a_new_pod() -> bool:
-            pods = kube.list_pods(api, namespace, f"batch.kubernetes.io/job-name=train")
-            return kube.get(api, path)["spec"].get("suspend") is False and any(
+            pods = apiserver.list_pods(api, namespace, f"batch.kubernetes.io/job-name=train")
+            return apiserver.get(api, path)["spec"].get("suspend") is False and any(
                 p["metadata"]["uid"] != first["metadata"]["uid"] for p in pods)
 
-        kube.wait_for("suspended, then resumed with a new pod", resumed_with_a_new_pod, 90)
-        kube.wait_for("the journal cleared", lambda: controllers.annotation(
-            kube.get(api, path), "jobrules.dev/intents") is None)
+        apiserver.wait_for("suspended, then resumed with a new pod", resumed_with_a_new_pod, 90)
+        apiserver.wait_for("the journal cleared", lambda: controllers.annotation(
+            apiserver.get(api, path), "jobrules.dev/intents") is None)
     suspends = [(p.get("spec") or {}).get("suspend") for p in audit.patches(
         plane.audit_log, namespace, "jobs", "train") if "suspend" in (p.get("spec") or {})]
     assert suspends == [True, False]
@@ -310,33 +310,33 @@ def test_a_volcano_command_once_per_intent(control_plane: Any, api: Any, namespa
     with controllers.running(control_plane, plan, namespace, tmp_path, name="crashing",
                              JOBRULES_TEST_HOOKS="1", JOBRULES_FAULT="exit-after:act:1") as crashing:
         controllers.wait_for_verdict(api, VOLCANO.path(namespace, "train"), "Running")
-        kube.report_evicted(api, pod)
-        kube.wait_for("the fault's exit", lambda: crashing.process.poll() is not None, 30)
-    [command] = kube.get(api, COMMANDS.path(namespace))["items"]
+        apiserver.report_evicted(api, pod)
+        apiserver.wait_for("the fault's exit", lambda: crashing.process.poll() is not None, 30)
+    [command] = apiserver.get(api, COMMANDS.path(namespace))["items"]
     assert command["metadata"]["name"].startswith("jr-")
     assert command["action"] == "RestartJob"
     assert (command["target"]["kind"], command["target"]["name"], command["target"]["uid"]) == \
         ("Job", "train", job["metadata"]["uid"])
     with controllers.running(control_plane, plan, namespace, tmp_path, name="replay"):
-        kube.wait_for("the journal cleared", lambda: journal(api, job) is None)
+        apiserver.wait_for("the journal cleared", lambda: journal(api, job) is None)
     assert audit.created(plane.audit_log, namespace, "commands") == {command["metadata"]["name"]: 1}
     # Volcano takes it: deletes it, restarts the job (a new retry count); a second eviction is a
     # new decision and a second Command.
-    kube.delete(api, COMMANDS.path(namespace, command["metadata"]["name"]))
+    apiserver.delete(api, COMMANDS.path(namespace, command["metadata"]["name"]))
     api.merge_patch(VOLCANO.path(namespace, "train", "status"),
                     {"status": {"retryCount": 1, "state": {"phase": "Running"}}})
     with controllers.running(control_plane, plan, namespace, tmp_path, name="after"):
         second = worker(api, job, 1)
-        kube.report_evicted(api, second)
-        kube.wait_for("a second Command", lambda: len(audit.created(
+        apiserver.report_evicted(api, second)
+        apiserver.wait_for("a second Command", lambda: len(audit.created(
             plane.audit_log, namespace, "commands")) == 2, 30)
-        kube.wait_for("the journal cleared", lambda: journal(api, job) is None)
+        apiserver.wait_for("the journal cleared", lambda: journal(api, job) is None)
     assert set(audit.created(plane.audit_log, namespace, "commands").values()) == {1}
 
 
 # -- Kubeflow, on the real training operator ---------------------------------------------------
 
-PYTORCH_JOBS = kube.Resource("kubeflow.org/v1", "pytorchjobs")
+PYTORCH_JOBS = apiserver.Resource("kubeflow.org/v1", "pytorchjobs")
 
 
 def pytorch_rules(tmp_path: Path, policy: str) -> Path:
@@ -349,9 +349,9 @@ def pytorch_rules(tmp_path: Path, policy: str) -> Path:
 
 
 def running_pytorch_job(api: Any, namespace: str, name: str) -> dict[str, Any]:
-    replica = {"replicas": 1, "restartPolicy": "Never", "template": kube.on_kwok(
+    replica = {"replicas": 1, "restartPolicy": "Never", "template": apiserver.on_kwok(
         {"spec": {"containers": [{"name": "pytorch", "image": "busybox:1.36"}]}}, outcome="run")}
-    return kube.create(api, PYTORCH_JOBS, {
+    return apiserver.create(api, PYTORCH_JOBS, {
         "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {"runPolicy": {"cleanPodPolicy": "All"},
@@ -367,14 +367,14 @@ def test_fail_job_through_the_training_operator(control_plane: Any, api: Any, na
     path = PYTORCH_JOBS.path(namespace, "train")
     with controllers.running(control_plane, plan, namespace, tmp_path):
         running_pytorch_job(api, namespace, "train")
-        kube.wait_for_pods(api, namespace, "training.kubeflow.org/job-name=train", 2)
-        failed = kube.wait_for_condition(api, path, "Failed", 60)
+        apiserver.wait_for_pods(api, namespace, "training.kubeflow.org/job-name=train", 2)
+        failed = apiserver.wait_for_condition(api, path, "Failed", 60)
         assert failed["reason"] == "TooLong"
-        kube.wait_for("the operator to clean the pods up", lambda: not kube.list_pods(
+        apiserver.wait_for("the operator to clean the pods up", lambda: not apiserver.list_pods(
             api, namespace, "training.kubeflow.org/job-name=train"), 60)
         done = controllers.wait_for_verdict(api, path, "Failed")
         assert controllers.verdict(done)["reason"] == "TooLong"
-        assert kube.condition(kube.get(api, path), "Failed")["reason"] == "TooLong"
+        assert apiserver.condition(apiserver.get(api, path), "Failed")["reason"] == "TooLong"
 
 
 @pytest.mark.usefixtures("training_operator")
@@ -388,13 +388,13 @@ def test_restart_job_through_the_training_operator(control_plane: Any, api: Any,
     selector = "training.kubeflow.org/job-name=train"
     with controllers.running(control_plane, plan, namespace, tmp_path):
         running_pytorch_job(api, namespace, "train")
-        first = {p["metadata"]["uid"] for p in kube.wait_for_pods(api, namespace, selector, 2)}
-        kube.wait_for("two new pods", lambda: len(
-            {p["metadata"]["uid"] for p in kube.list_pods(api, namespace, selector)} - first) == 2, 90)
-        kube.wait_for("the journal cleared", lambda: controllers.annotation(
-            kube.get(api, path), "jobrules.dev/intents") is None, 30)
+        first = {p["metadata"]["uid"] for p in apiserver.wait_for_pods(api, namespace, selector, 2)}
+        apiserver.wait_for("two new pods", lambda: len(
+            {p["metadata"]["uid"] for p in apiserver.list_pods(api, namespace, selector)} - first) == 2, 90)
+        apiserver.wait_for("the journal cleared", lambda: controllers.annotation(
+            apiserver.get(api, path), "jobrules.dev/intents") is None, 30)
         time.sleep(6)   # past the second run's 3 s: the budget is spent, nothing more happens
-        assert not kube.get(api, path)["spec"]["runPolicy"].get("suspend")
+        assert not apiserver.get(api, path)["spec"]["runPolicy"].get("suspend")
     suspends = [p["spec"]["runPolicy"]["suspend"] for p in audit.patches(
         plane.audit_log, namespace, "pytorchjobs", "train")
         if "suspend" in ((p.get("spec") or {}).get("runPolicy") or {})]

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import controllers
-import kube
+from support import controllers
+from support import apiserver
 import pytest
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("controller_manager")]
@@ -19,25 +19,25 @@ FAIL_ON_137 = [{"action": "FailJob", "onExitCodes": {"operator": "In", "values":
 def test_our_verdict_agrees_with_the_job_controller(control_plane: Any, api: Any, namespace: str,
                                                     tmp_path: Path) -> None:
     plan = controllers.compile_plan(controllers.REPO / "rules", tmp_path / "plan.json")
-    path = kube.JOBS.path(namespace, "train")
+    path = apiserver.JOBS.path(namespace, "train")
     with controllers.running(control_plane, plan, namespace, tmp_path) as controller:
-        job = kube.create(api, kube.JOBS, kube.job_manifest(namespace, "train",
+        job = apiserver.create(api, apiserver.JOBS, apiserver.job_manifest(namespace, "train",
                                                             pod_failure_rules=FAIL_ON_137))
-        [pod] = kube.job_pods(api, job)
-        pod = kube.report_running(api, pod)
+        [pod] = apiserver.job_pods(api, job)
+        pod = apiserver.report_running(api, pod)
         controllers.wait_for_verdict(api, path, "Running")
-        kube.report_oom_killed(api, pod)
-        failed = kube.wait_for_condition(api, path, "Failed")
+        apiserver.report_oom_killed(api, pod)
+        failed = apiserver.wait_for_condition(api, path, "Failed")
         done = controllers.wait_for_verdict(api, path, "Failed")
         verdict = controllers.verdict(done)
         assert (failed["reason"], verdict["reason"]) == ("PodFailurePolicy", "PodFailurePolicy")
-        assert verdict["message"] in (failed["message"], kube.condition(done, "FailureTarget")["message"])
-        ours = kube.wait_for("our condition", lambda: (
-            c if (c := kube.condition(kube.get(api, path), "JobRulesVerdict")) and c["status"] == "True"
+        assert verdict["message"] in (failed["message"], apiserver.condition(done, "FailureTarget")["message"])
+        ours = apiserver.wait_for("our condition", lambda: (
+            c if (c := apiserver.condition(apiserver.get(api, path), "JobRulesVerdict")) and c["status"] == "True"
             else None))
         assert ours["reason"] == "PodFailurePolicy"
         # the Job controller's conditions survive beside ours
-        final = kube.get(api, path)
+        final = apiserver.get(api, path)
         assert {c["type"] for c in final["status"]["conditions"]} >= {
             "FailureTarget", "Failed", "JobRulesVerdict"}
         # At most two writes per verdict transition (the annotations, then the condition), one

@@ -12,33 +12,33 @@ import time
 from pathlib import Path
 from typing import Any
 
-import controllers
-import kube
+from support import controllers
+from support import apiserver
 import pytest
 from devkit import cluster
 from runtime.controller.kube import Conflict
 
 pytestmark = pytest.mark.integration
 
-VOLCANO = kube.Resource("batch.volcano.sh/v1alpha1", "jobs")
+VOLCANO = apiserver.Resource("batch.volcano.sh/v1alpha1", "jobs")
 RULES = controllers.REPO / "rules"
 
 
 def vcjob(api: Any, namespace: str, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """A Volcano Job of one master pod (created here, as Volcano would)."""
-    job = kube.create(api, VOLCANO, {
+    job = apiserver.create(api, VOLCANO, {
         "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {"minAvailable": 1, "tasks": [{"name": "master", "replicas": 1, "template": {
             "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}}}]}})
-    pod = kube.create(api, kube.PODS, kube.pod_manifest(
+    pod = apiserver.create(api, apiserver.PODS, apiserver.pod_manifest(
         namespace, f"{name}-master-0", owner=job,
         labels={"volcano.sh/job-name": name, "volcano.sh/task-spec": "master"}))
     return job, pod
 
 
 def phase_of(api: Any, namespace: str, name: str) -> str | None:
-    return controllers.verdict(kube.get(api, VOLCANO.path(namespace, name))).get("phase")
+    return controllers.verdict(apiserver.get(api, VOLCANO.path(namespace, name))).get("phase")
 
 
 def verdict_events(api: Any, namespace: str, name: str, reason: str) -> list[dict[str, Any]]:
@@ -52,7 +52,7 @@ def plan(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _all(api: Any, namespace: str, names: list[str], phase: str, timeout: float = 60) -> None:
-    kube.wait_for(f"{len(names)} jobs {phase}", lambda: all(
+    apiserver.wait_for(f"{len(names)} jobs {phase}", lambda: all(
         phase_of(api, namespace, n) == phase for n in names), timeout)
 
 
@@ -62,10 +62,10 @@ def test_kill_9_mid_run_loses_no_verdict_and_repeats_no_event(control_plane: Any
     made = [vcjob(api, namespace, f"j{i}") for i in range(8)]
     names = [job["metadata"]["name"] for job, _ in made]
     with controllers.running(control_plane, plan, namespace, tmp_path, name="first") as first:
-        pods = [kube.report_running(api, pod) for _, pod in made]
+        pods = [apiserver.report_running(api, pod) for _, pod in made]
         _all(api, namespace, names, "Running")
         for pod in pods:   # a burst of failures, and the controller killed in the middle of it
-            kube.report_oom_killed(api, pod)
+            apiserver.report_oom_killed(api, pod)
         first.kill(signal.SIGKILL)
     with controllers.running(control_plane, plan, namespace, tmp_path, name="second") as second:
         _all(api, namespace, names, "Failed")
@@ -84,7 +84,7 @@ def test_an_api_server_restart_and_an_expired_watch(control_plane: Any, api: Any
         pytest.skip("restarting the API server needs a control plane this session started")
     made = [vcjob(api, namespace, f"w{i}") for i in range(4)]
     with controllers.running(control_plane, plan, namespace, tmp_path) as controller:
-        pods = [kube.report_running(api, pod) for _, pod in made]
+        pods = [apiserver.report_running(api, pod) for _, pod in made]
         _all(api, namespace, [j["metadata"]["name"] for j, _ in made], "Running")
         # Stopped while things change (a pod fails, another is deleted), while etcd compacts the
         # versions the controller last saw away (the dev kit's API server compacts every 10 s),
@@ -92,20 +92,20 @@ def test_an_api_server_restart_and_an_expired_watch(control_plane: Any, api: Any
         # versions that are gone (410), and must relist.
         controller.kill(signal.SIGSTOP)
         try:
-            kube.report_oom_killed(api, pods[0])
-            kube.delete(api, kube.PODS.path(namespace, pods[1]["metadata"]["name"]))
+            apiserver.report_oom_killed(api, pods[0])
+            apiserver.delete(api, apiserver.PODS.path(namespace, pods[1]["metadata"]["name"]))
             time.sleep(25)
             cluster.restart(control_plane.plane, "kube-apiserver")
-            kube.report_oom_killed(api, pods[2])
+            apiserver.report_oom_killed(api, pods[2])
         finally:
             controller.kill(signal.SIGCONT)
         for name in ("w0", "w2"):
-            kube.wait_for(f"{name} Failed", lambda n=name: phase_of(api, namespace, n) == "Failed", 90)
+            apiserver.wait_for(f"{name} Failed", lambda n=name: phase_of(api, namespace, n) == "Failed", 90)
         assert phase_of(api, namespace, "w3") == "Running"
-        kube.wait_for("a relist", lambda: controller.metric("jobrules_controller_relists_total") > 0, 90)
+        apiserver.wait_for("a relist", lambda: controller.metric("jobrules_controller_relists_total") > 0, 90)
         assert len(verdict_events(api, namespace, "w0", "PodFailed")) == 1
-        kube.report_oom_killed(api, pods[3])   # and it goes on working
-        kube.wait_for("w3 Failed", lambda: phase_of(api, namespace, "w3") == "Failed", 60)
+        apiserver.report_oom_killed(api, pods[3])   # and it goes on working
+        apiserver.wait_for("w3 Failed", lambda: phase_of(api, namespace, "w3") == "Failed", 60)
 
 
 WIDGET_CRD = {
@@ -125,21 +125,21 @@ job widget: example.com/v1 Widget {
     running   otherwise
 }
 """
-WIDGETS = kube.Resource("example.com/v1", "widgets")
+WIDGETS = apiserver.Resource("example.com/v1", "widgets")
 
 
 def _install_widgets(api: Any) -> None:
     with contextlib.suppress(Conflict):   # installed by an earlier test
-        kube.create(api, kube.Resource("apiextensions.k8s.io/v1", "customresourcedefinitions"),
+        apiserver.create(api, apiserver.Resource("apiextensions.k8s.io/v1", "customresourcedefinitions"),
                     WIDGET_CRD)
-    kube.wait_for_crd(api, "widgets.example.com")
+    apiserver.wait_for_crd(api, "widgets.example.com")
 
 
 def test_a_kind_added_to_the_plan_is_watched_without_a_restart(control_plane: Any, api: Any,
                                                                namespace: str, tmp_path: Path) -> None:
     _install_widgets(api)
     plan = controllers.compile_plan(RULES, tmp_path / "plan.json")
-    kube.create(api, WIDGETS, {"apiVersion": "example.com/v1", "kind": "Widget",
+    apiserver.create(api, WIDGETS, {"apiVersion": "example.com/v1", "kind": "Widget",
                                "metadata": {"name": "w", "namespace": namespace}})
     with controllers.running(control_plane, plan, namespace, tmp_path) as controller:
         assert "widget" not in controller.get("/readyz")[1]
@@ -154,7 +154,7 @@ def test_a_kind_added_to_the_plan_is_watched_without_a_restart(control_plane: An
         api.merge_patch(WIDGETS.path(namespace, "w", "status"), {"status": {"broken": True}})
         assert controllers.verdict(controllers.wait_for_verdict(api, path, "Failed"))["reason"] == "Broken"
         controllers.compile_plan(RULES, plan)   # and taken away again: its watch stops
-        kube.wait_for("the widget watch to stop",
+        apiserver.wait_for("the widget watch to stop",
                       lambda: "widget" not in controller.get("/readyz")[1], 30)
 
 
@@ -171,16 +171,16 @@ def test_a_kind_whose_crd_is_missing_waits_for_it_and_holds_nobody_up(control_pl
         crd = {**WIDGET_CRD, "metadata": {"name": "gadgets.example.org"},
                "spec": {**WIDGET_CRD["spec"], "group": "example.org",
                         "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"}}}
-        kube.create(api, kube.Resource("apiextensions.k8s.io/v1", "customresourcedefinitions"), crd)
+        apiserver.create(api, apiserver.Resource("apiextensions.k8s.io/v1", "customresourcedefinitions"), crd)
         try:
-            kube.wait_for_crd(api, "gadgets.example.org")
-            gadgets = kube.Resource("example.org/v1", "gadgets")
-            kube.create(api, gadgets, {"apiVersion": "example.org/v1", "kind": "Gadget",
+            apiserver.wait_for_crd(api, "gadgets.example.org")
+            gadgets = apiserver.Resource("example.org/v1", "gadgets")
+            apiserver.create(api, gadgets, {"apiVersion": "example.org/v1", "kind": "Gadget",
                                        "metadata": {"name": "g", "namespace": namespace}})
             controllers.wait_for_verdict(api, gadgets.path(namespace, "g"), "Running", timeout=90)
             assert controller.metric("jobrules_controller_resource_served", kind="gadget") == 1
         finally:
-            kube.delete(api, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets.example.org")
+            apiserver.delete(api, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets.example.org")
 
 
 def test_two_replicas_elect_one_leader_and_the_other_takes_over(control_plane: Any, api: Any,
@@ -192,16 +192,16 @@ def test_two_replicas_elect_one_leader_and_the_other_takes_over(control_plane: A
     job, pod = vcjob(api, namespace, "led")
     with controllers.running(control_plane, plan, namespace, tmp_path, name="a", **election) as a, \
             controllers.running(control_plane, plan, namespace, tmp_path, name="b", **election) as b:
-        kube.wait_for("a leader", lambda: a.metric("jobrules_controller_leader")
+        apiserver.wait_for("a leader", lambda: a.metric("jobrules_controller_leader")
                       + b.metric("jobrules_controller_leader") == 1, 30)
         leader, standby = (a, b) if a.metric("jobrules_controller_leader") == 1 else (b, a)
-        pod = kube.report_running(api, pod)
+        pod = apiserver.report_running(api, pod)
         controllers.wait_for_verdict(api, VOLCANO.path(namespace, "led"), "Running")
         leader.kill(signal.SIGKILL)
-        kube.report_oom_killed(api, pod)
+        apiserver.report_oom_killed(api, pod)
         controllers.wait_for_verdict(api, VOLCANO.path(namespace, "led"), "Failed", timeout=60)
         assert standby.metric("jobrules_controller_leader") == 1
-        lease = kube.get(api, f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/jobrules-controller")
+        lease = apiserver.get(api, f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/jobrules-controller")
         assert lease["spec"]["holderIdentity"] == ("b" if standby is b else "a")
 
 
@@ -215,26 +215,26 @@ def test_the_seed_story(control_plane: Any, api: Any, namespace: str, plan: Path
     status = VOLCANO.path(namespace, "train", "status")
     with controllers.running(control_plane, plan, namespace, tmp_path):
         api.merge_patch(status, {"status": {"state": {"phase": "Running"}}})
-        pod = kube.report_running(api, pod)
+        pod = apiserver.report_running(api, pod)
         controllers.wait_for_verdict(api, path, "Running")
-        kube.report_oom_killed(api, pod)
+        apiserver.report_oom_killed(api, pod)
 
         def reads_failed() -> dict[str, Any] | None:
-            state = (kube.get(api, path).get("status") or {}).get("state") or {}
+            state = (apiserver.get(api, path).get("status") or {}).get("state") or {}
             return state if state.get("phase") == "Failed" else None
 
-        state = kube.wait_for("status.state.phase Failed", reads_failed)
+        state = apiserver.wait_for("status.state.phase Failed", reads_failed)
         assert state["reason"] == "PodFailed"
         for words in ("task master", "pod train-master-0", "container main", "OOMKilled", "137"):
             assert words in state["message"], state["message"]
-        first = controllers.verdict(kube.get(api, path))
+        first = controllers.verdict(apiserver.get(api, path))
         # Volcano's own answer once the pod is gone: the wrong `Completed` of the seed issue.
-        kube.delete(api, kube.PODS.path(namespace, "train-master-0"))
-        kube.wait_for("the pod gone", lambda: not kube.exists(api, kube.PODS.path(namespace, "train-master-0")))
+        apiserver.delete(api, apiserver.PODS.path(namespace, "train-master-0"))
+        apiserver.wait_for("the pod gone", lambda: not apiserver.exists(api, apiserver.PODS.path(namespace, "train-master-0")))
         api.merge_patch(status, {"status": {"state": {"phase": "Completed", "reason": "",
                                                       "message": ""}}})
-        again = kube.wait_for("Failed written over Completed", reads_failed)
+        again = apiserver.wait_for("Failed written over Completed", reads_failed)
         assert (again["reason"], again["message"]) == (state["reason"], state["message"])
-        last = controllers.verdict(kube.get(api, path))
+        last = controllers.verdict(apiserver.get(api, path))
         assert (last["phase"], last["reason"], last["message"]) == \
             ("Failed", first["reason"], first["message"])

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import controllers
-import kube
+from support import controllers
+from support import apiserver
 import pytest
 
 pytestmark = pytest.mark.integration
@@ -25,10 +25,10 @@ NOW = "2024-05-01T12:00:00Z"
 
 def cond(type_: str, status: str, reason: str, message: str) -> Obj:
     return {"type": type_, "status": status, "reason": reason, "message": message,
-            "lastTransitionTime": kube._now(), "lastUpdateTime": kube._now()}
+            "lastTransitionTime": apiserver._now(), "lastUpdateTime": apiserver._now()}
 
 
-def set_status(api: Any, resource: kube.Resource, job: Obj, status: Obj, subresource: bool = True) -> None:
+def set_status(api: Any, resource: apiserver.Resource, job: Obj, status: Obj, subresource: bool = True) -> None:
     meta = job["metadata"]
     api.merge_patch(resource.path(meta["namespace"], meta["name"], "status" if subresource else None),
                     {"status": status})
@@ -36,13 +36,13 @@ def set_status(api: Any, resource: kube.Resource, job: Obj, status: Obj, subreso
 
 def pod_of(job: Obj, name: str, labels: dict[str, str], containers: tuple[str, ...] = ("main",)) -> Obj:
     meta = job["metadata"]
-    return kube.pod_manifest(meta["namespace"], name, owner=job, labels=labels, containers=containers)
+    return apiserver.pod_manifest(meta["namespace"], name, owner=job, labels=labels, containers=containers)
 
 
 @dataclasses.dataclass(frozen=True)
 class Scenario:
     kind: str                                   # the shipped kind's name
-    resource: kube.Resource
+    resource: apiserver.Resource
     manifest: Callable[[str], Obj]              # namespace -> job
     pods: Callable[[Obj], list[Obj]]            # the job -> its pods (none: the operator makes them)
     running: Callable[[Any, Obj, list[Obj]], None]
@@ -56,13 +56,13 @@ class Scenario:
 
 def _pods_running(api: Any, job: Obj, pods: list[Obj]) -> None:
     for p in pods:
-        kube.report_running(api, kube.get(api, kube.PODS.path(p["metadata"]["namespace"], p["metadata"]["name"])))
+        apiserver.report_running(api, apiserver.get(api, apiserver.PODS.path(p["metadata"]["namespace"], p["metadata"]["name"])))
 
 
 def _first_pod_fails(code: int, reason: str = "Error") -> Callable[[Any, Obj, list[Obj]], None]:
     def fail(api: Any, job: Obj, pods: list[Obj]) -> None:
         p = pods[0]
-        kube.report_failed(api, kube.get(api, kube.PODS.path(p["metadata"]["namespace"], p["metadata"]["name"])),
+        apiserver.report_failed(api, apiserver.get(api, apiserver.PODS.path(p["metadata"]["namespace"], p["metadata"]["name"])),
                            exit_code=code, reason=reason)
     return fail
 
@@ -74,7 +74,7 @@ def _then(*steps: Callable[[Any, Obj, list[Obj]], None]) -> Callable[[Any, Obj, 
     return run
 
 
-def _operator(resource: kube.Resource, status: Callable[[Obj], Obj], subresource: bool = True
+def _operator(resource: apiserver.Resource, status: Callable[[Obj], Obj], subresource: bool = True
               ) -> Callable[[Any, Obj, list[Obj]], None]:
     def write(api: Any, job: Obj, pods: list[Obj]) -> None:
         set_status(api, resource, job, status(job), subresource)
@@ -83,13 +83,13 @@ def _operator(resource: kube.Resource, status: Callable[[Obj], Obj], subresource
 
 # -- the kinds ----------------------------------------------------------------------------------
 
-VOLCANO = kube.Resource("batch.volcano.sh/v1alpha1", "jobs")
-TFJOBS = kube.Resource("kubeflow.org/v1", "tfjobs")
-PYTORCHJOBS = kube.Resource("kubeflow.org/v1", "pytorchjobs")
-MPIJOBS = kube.Resource("kubeflow.org/v1", "mpijobs")
-JOBSETS = kube.Resource("jobset.x-k8s.io/v1alpha2", "jobsets")
-WORKFLOWS = kube.Resource("argoproj.io/v1alpha1", "workflows")
-PIPELINERUNS = kube.Resource("tekton.dev/v1", "pipelineruns")
+VOLCANO = apiserver.Resource("batch.volcano.sh/v1alpha1", "jobs")
+TFJOBS = apiserver.Resource("kubeflow.org/v1", "tfjobs")
+PYTORCHJOBS = apiserver.Resource("kubeflow.org/v1", "pytorchjobs")
+MPIJOBS = apiserver.Resource("kubeflow.org/v1", "mpijobs")
+JOBSETS = apiserver.Resource("jobset.x-k8s.io/v1alpha2", "jobsets")
+WORKFLOWS = apiserver.Resource("argoproj.io/v1alpha1", "workflows")
+PIPELINERUNS = apiserver.Resource("tekton.dev/v1", "pipelineruns")
 
 TEMPLATE = {"spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}}
 
@@ -97,7 +97,7 @@ TEMPLATE = {"spec": {"restartPolicy": "Never", "containers": [{"name": "main", "
 def _kubeflow(kind: str, replicas: str, container: str, master: str) -> Callable[[str], Obj]:
     def manifest(ns: str) -> Obj:
         # Its pod runs on KWOK until the test makes it fail (_master_fails).
-        template = kube.on_kwok({"spec": {"containers": [{"name": container, "image": "busybox"}]}},
+        template = apiserver.on_kwok({"spec": {"containers": [{"name": container, "image": "busybox"}]}},
                                 outcome="run")
         return {"apiVersion": "kubeflow.org/v1", "kind": kind,
                 "metadata": {"name": "train", "namespace": ns},
@@ -107,7 +107,7 @@ def _kubeflow(kind: str, replicas: str, container: str, master: str) -> Callable
 
 
 def _masters(api: Any, job: Obj, master: str) -> list[Obj]:
-    return kube.list_pods(api, job["metadata"]["namespace"],
+    return apiserver.list_pods(api, job["metadata"]["namespace"],
                           f"training.kubeflow.org/job-name={job['metadata']['name']},"
                           f"training.kubeflow.org/replica-type={master.lower()}")
 
@@ -116,7 +116,7 @@ def _master_runs(master: str) -> Callable[[Any, Obj, list[Obj]], None]:
     def run(api: Any, job: Obj, pods: list[Obj]) -> None:
         # The operator, the scheduler and KWOK each react in turn: on a loaded 2-core machine
         # this took over 30 s once.
-        kube.wait_for(f"the operator's {master} pod to run", lambda: any(
+        apiserver.wait_for(f"the operator's {master} pod to run", lambda: any(
             p["status"].get("phase") == "Running" for p in _masters(api, job, master)), timeout=90)
     return run
 
@@ -124,12 +124,12 @@ def _master_runs(master: str) -> Callable[[Any, Obj, list[Obj]], None]:
 def _master_fails(master: str) -> Callable[[Any, Obj, list[Obj]], None]:
     def fail(api: Any, job: Obj, pods: list[Obj]) -> None:
         [pod] = _masters(api, job, master)
-        kube.change_outcome(api, pod, outcome="exit-code", exit_code=1, after="0s")
+        apiserver.change_outcome(api, pod, outcome="exit-code", exit_code=1, after="0s")
     return fail
 
 
 def _kubeflow_scenario(name: str, kind: str, replicas: str, container: str, master: str,
-                       resource: kube.Resource, reason: str | None = None) -> Scenario:
+                       resource: apiserver.Resource, reason: str | None = None) -> Scenario:
     return Scenario(
         name, resource, _kubeflow(kind, replicas, container, master), lambda job: [],
         _master_runs(master), _master_fails(master), reason or f"{kind}Failed",
@@ -143,19 +143,19 @@ def _volcano_status(job: Obj) -> None:
 
 
 def _job_pod_runs(api: Any, job: Obj, pods: list[Obj]) -> None:
-    [pod] = kube.job_pods(api, job)
-    kube.report_running(api, pod)
+    [pod] = apiserver.job_pods(api, job)
+    apiserver.report_running(api, pod)
 
 
 def _job_pod_fails(api: Any, job: Obj, pods: list[Obj]) -> None:
-    [pod] = kube.job_pods(api, job)
-    kube.report_failed(api, kube.get(api, kube.PODS.path(pod["metadata"]["namespace"],
+    [pod] = apiserver.job_pods(api, job)
+    apiserver.report_failed(api, apiserver.get(api, apiserver.PODS.path(pod["metadata"]["namespace"],
                                                           pod["metadata"]["name"])), exit_code=3)
 
 
 SCENARIOS = [
     # The Job controller runs here: it creates the pod and fails the Job itself.
-    Scenario("batchjob", kube.JOBS, lambda ns: kube.job_manifest(ns, "train", backoff_limit=0),
+    Scenario("batchjob", apiserver.JOBS, lambda ns: apiserver.job_manifest(ns, "train", backoff_limit=0),
              lambda job: [], _job_pod_runs, _job_pod_fails, "BackoffLimitExceeded",
              "Job has reached the specified backoff limit"),
     Scenario(
@@ -182,7 +182,7 @@ SCENARIOS = [
                     "metadata": {"name": "train", "namespace": ns},
                     "spec": {"replicatedJobs": [{"name": "workers", "replicas": 1, "template": {
                         "spec": {"template": TEMPLATE}}}]}},
-        lambda job: [kube.pod_manifest(job["metadata"]["namespace"], "train-workers-0-0-x", labels={
+        lambda job: [apiserver.pod_manifest(job["metadata"]["namespace"], "train-workers-0-0-x", labels={
             "jobset.sigs.k8s.io/jobset-name": "train",
             "jobset.sigs.k8s.io/replicatedjob-name": "workers"})],
         _pods_running,
@@ -206,7 +206,7 @@ SCENARIOS = [
         lambda ns: {"apiVersion": "tekton.dev/v1", "kind": "PipelineRun",
                     "metadata": {"name": "build", "namespace": ns},
                     "spec": {"pipelineRef": {"name": "build"}}},
-        lambda job: [kube.pod_manifest(job["metadata"]["namespace"], "build-compile-pod", labels={
+        lambda job: [apiserver.pod_manifest(job["metadata"]["namespace"], "build-compile-pod", labels={
             "tekton.dev/pipelineRun": "build", "tekton.dev/pipelineTask": "compile"},
             containers=("step-compile",))],
         _then(_pods_running, _operator(PIPELINERUNS, lambda job: {"conditions": [
@@ -245,8 +245,8 @@ def verdict_written_back(control_plane: Any, api: Any, namespace: str, plan: Pat
         pytest.skip("kube-controller-manager is missing (KUBEBUILDER_ASSETS has none)")
     if scenario.training_operator and not (control_plane.training_operator and control_plane.nodes):
         pytest.skip("the training operator or the KWOK nodes for its pods are missing")
-    job = kube.create(api, scenario.resource, scenario.manifest(namespace))
-    pods = [kube.create(api, kube.PODS, p) for p in scenario.pods(job)]
+    job = apiserver.create(api, scenario.resource, scenario.manifest(namespace))
+    pods = [apiserver.create(api, apiserver.PODS, p) for p in scenario.pods(job)]
     path = scenario.resource.path(namespace, job["metadata"]["name"])
     with controllers.running(control_plane, plan, namespace, tmp_path, **env) as controller:
         scenario.running(api, job, pods)
@@ -259,16 +259,16 @@ def verdict_written_back(control_plane: Any, api: Any, namespace: str, plan: Pat
         assert scenario.message in verdict["message"]
         assert "rules/" in verdict["rule"] and verdict["rule"].count(":") == 2
         if scenario.condition is not None:   # written after the annotations: wait for it
-            written = kube.wait_for(f"condition {scenario.condition}", lambda: (
-                c if (c := kube.condition(kube.get(api, path), scenario.condition or ""))
+            written = apiserver.wait_for(f"condition {scenario.condition}", lambda: (
+                c if (c := apiserver.condition(apiserver.get(api, path), scenario.condition or ""))
                 and c["status"] == "True" else None))
             assert (written["status"], written["reason"]) == ("True", scenario.reason)
             assert scenario.message in written["message"]
         else:
-            assert kube.condition(failed, "JobRulesVerdict") is None
+            assert apiserver.condition(failed, "JobRulesVerdict") is None
         if scenario.check_status is not None:
-            kube.wait_for("the status fields", lambda: _holds(scenario.check_status, kube.get(api, path)))
-        reasons = kube.wait_for("the verdict Event", lambda: [
+            apiserver.wait_for("the status fields", lambda: _holds(scenario.check_status, apiserver.get(api, path)))
+        reasons = apiserver.wait_for("the verdict Event", lambda: [
             e for e in controllers.events_of(api, namespace, job["metadata"]["name"])
             if e["action"] == "Verdict" and e["reason"] == scenario.reason])
         assert reasons[0]["type"] == "Warning" and scenario.message in reasons[0]["note"]

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import kube
+from support import apiserver
 import pytest
 from conftest import Session
 from kubernetes import client as k8s
@@ -48,13 +48,13 @@ def client(api: Client, calls: Calls) -> Iterator[Client]:
         yield made
 
 
-def config_map(namespace: str, name: str, **labels: str) -> kube.Obj:
+def config_map(namespace: str, name: str, **labels: str) -> apiserver.Obj:
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": name, "namespace": namespace, "labels": labels},
             "data": {"a": "1"}}
 
 
-def volcano_job(namespace: str, name: str) -> kube.Obj:
+def volcano_job(namespace: str, name: str) -> apiserver.Obj:
     return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
             "metadata": {"name": name, "namespace": namespace},
             "spec": {"minAvailable": 1, "schedulerName": "volcano", "tasks": [{
@@ -89,7 +89,7 @@ def test_config_map_crud(client: Client, namespace: str, calls: Calls) -> None:
 
 def test_volcano_job_crud_and_its_status_subresource(client: Client, namespace: str,
                                                       calls: Calls) -> None:
-    jobs = kube.VOLCANO_JOBS
+    jobs = apiserver.VOLCANO_JOBS
     path = jobs.path(namespace, "train")
     created = client.create(jobs.path(namespace), volcano_job(namespace, "train"))
     assert created["spec"]["tasks"][0]["name"] == "worker"
@@ -121,7 +121,7 @@ def test_creating_an_existing_object_is_a_conflict(client: Client, namespace: st
 
 
 @pytest.mark.parametrize("resource, manifest", [
-    (CONFIG_MAPS, config_map), (kube.VOLCANO_JOBS, volcano_job),
+    (CONFIG_MAPS, config_map), (apiserver.VOLCANO_JOBS, volcano_job),
 ], ids=["configmap", "volcano-job"])
 def test_a_merge_patch_guarded_by_a_stale_resource_version_conflicts(
         client: Client, namespace: str, resource: Resource, manifest: Any) -> None:
@@ -164,7 +164,7 @@ def test_invalid_objects_are_422_with_their_causes(client: Client, namespace: st
     job = volcano_job(namespace, "typed")
     job["spec"]["minAvailable"] = "one"
     with pytest.raises(Invalid) as bad_type:
-        client.create(kube.VOLCANO_JOBS.path(namespace), job)
+        client.create(apiserver.VOLCANO_JOBS.path(namespace), job)
     assert bad_type.value.status == 422
     assert "spec.minAvailable" in [c["field"] for c in bad_type.value.body["details"]["causes"]]
     client.create(CONFIG_MAPS.path(namespace), config_map(namespace, "tested"))

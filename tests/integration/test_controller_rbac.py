@@ -22,8 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import controllers
-import kube
+from support import controllers
+from support import apiserver
 import pytest
 import yaml
 from test_controller_actions import COMMANDS, EVICTIONS, VOLCANO, gone, journal, volcano_job, worker
@@ -37,11 +37,11 @@ from runtime import plan as planlib
 pytestmark = pytest.mark.integration
 
 RBAC = "rbac.authorization.k8s.io/v1"
-RESOURCES = {"ServiceAccount": kube.SERVICE_ACCOUNTS, "ClusterRole": kube.Resource(RBAC, "clusterroles"),
-             "ClusterRoleBinding": kube.Resource(RBAC, "clusterrolebindings"),
-             "Role": kube.Resource(RBAC, "roles"), "RoleBinding": kube.Resource(RBAC, "rolebindings"),
-             "Secret": kube.Resource("v1", "secrets"),
-             "MutatingWebhookConfiguration": kube.MUTATING_WEBHOOKS}
+RESOURCES = {"ServiceAccount": apiserver.SERVICE_ACCOUNTS, "ClusterRole": apiserver.Resource(RBAC, "clusterroles"),
+             "ClusterRoleBinding": apiserver.Resource(RBAC, "clusterrolebindings"),
+             "Role": apiserver.Resource(RBAC, "roles"), "RoleBinding": apiserver.Resource(RBAC, "rolebindings"),
+             "Secret": apiserver.Resource("v1", "secrets"),
+             "MutatingWebhookConfiguration": apiserver.MUTATING_WEBHOOKS}
 CLUSTER_WIDE = ("ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration")
 
 
@@ -100,9 +100,9 @@ def install(control_plane: Any, api: Any, namespace: str, plan: Path, workdir: P
                 rule["resourceNames"] = [unique]
         for hook in obj.get("webhooks") or []:   # called for this test's namespace only
             hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
-        objects.append(kube.create(api, RESOURCES[obj["kind"]], obj))
+        objects.append(apiserver.create(api, RESOURCES[obj["kind"]], obj))
     account = f"system:serviceaccount:{namespace}:{manifests.CONTROLLER}"
-    token = api.create(kube.SERVICE_ACCOUNTS.path(namespace, manifests.CONTROLLER) + "/token", {
+    token = api.create(apiserver.SERVICE_ACCOUNTS.path(namespace, manifests.CONTROLLER) + "/token", {
         "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
         "spec": {"expirationSeconds": 3600}})["status"]["token"]
     admin = controllers.kubeconfig(control_plane)
@@ -128,7 +128,7 @@ def cleanup(api: Any) -> Iterator[list[Identity]]:
     for identity in made:
         for obj in identity.objects:
             if obj["kind"] in CLUSTER_WIDE:
-                kube.delete(api, RESOURCES[obj["kind"]].path(name=obj["metadata"]["name"]))
+                apiserver.delete(api, RESOURCES[obj["kind"]].path(name=obj["metadata"]["name"]))
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +149,7 @@ def test_the_shipped_rules_verdicts_with_the_derived_role(
     cleanup.append(identity)
     verdict_written_back(control_plane, api, namespace, shipped_plan, tmp_path, scenario,
                          **identity.env())
-    lease = kube.get(api, f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/"
+    lease = apiserver.get(api, f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/"
                           f"{manifests.CONTROLLER}")
     assert lease["spec"]["acquireTime"]   # it led: created the Lease, then released it
 
@@ -198,9 +198,9 @@ def test_restart_pod_deletes_the_pod_with_the_derived_role(
     pod = worker(api, job, 0)
     with controllers.running(control_plane, plan, namespace, tmp_path, **identity.env()) as controller:
         controllers.wait_for_verdict(api, VOLCANO.path(namespace, "train"), "Running")
-        kube.report_evicted(api, pod)
-        kube.wait_for("the pod deleted", lambda: gone(api, pod))
-        kube.wait_for("the journal cleared", lambda: journal(api, job) is None)
+        apiserver.report_evicted(api, pod)
+        apiserver.wait_for("the pod deleted", lambda: gone(api, pod))
+        apiserver.wait_for("the journal cleared", lambda: journal(api, job) is None)
         assert controller.metric("jobrules_controller_api_requests_total", code="403") == 0, \
             controller.logs()
 
@@ -216,10 +216,10 @@ def test_restart_job_creates_a_volcano_command_with_the_derived_role(
     pod = worker(api, job, 0)
     with controllers.running(control_plane, plan, namespace, tmp_path, **identity.env()) as controller:
         controllers.wait_for_verdict(api, VOLCANO.path(namespace, "train"), "Running")
-        kube.report_evicted(api, pod)
-        [command] = kube.wait_for("the Command", lambda: kube.get(api, COMMANDS.path(namespace))["items"])
+        apiserver.report_evicted(api, pod)
+        [command] = apiserver.wait_for("the Command", lambda: apiserver.get(api, COMMANDS.path(namespace))["items"])
         assert command["action"] == "RestartJob" and command["target"]["name"] == "train"
-        kube.wait_for("the journal cleared", lambda: journal(api, job) is None)
+        apiserver.wait_for("the journal cleared", lambda: journal(api, job) is None)
         assert controller.metric("jobrules_controller_api_requests_total", code="403") == 0, \
             controller.logs()
 
@@ -308,25 +308,25 @@ def test_self_managed_certificates_with_the_derived_role(
     assert identity.can("patch", f"{resource}/{configuration}")
     assert not identity.can("patch", f"{resource}/another") and not identity.can("list", resource)
 
-    secret_path = kube.Resource("v1", "secrets").path(namespace, manifests.TLS_SECRET)
-    configuration_path = kube.MUTATING_WEBHOOKS.path(name=configuration)
+    secret_path = apiserver.Resource("v1", "secrets").path(namespace, manifests.TLS_SECRET)
+    configuration_path = apiserver.MUTATING_WEBHOOKS.path(name=configuration)
     names = registration.dns_names(registration.Service(namespace, manifests.WEBHOOK))
 
     def serving() -> certificates.Serving | None:
-        data = kube.get(api, secret_path).get("data") or {}
+        data = apiserver.get(api, secret_path).get("data") or {}
         return certificates.Serving.of({k: base64.b64decode(v) for k, v in data.items()})
 
     def bundles() -> list[bytes]:
-        hooks = kube.get(api, configuration_path)["webhooks"]
+        hooks = apiserver.get(api, configuration_path)["webhooks"]
         return [base64.b64decode(h["clientConfig"].get("caBundle") or "") for h in hooks]
 
     env = identity.env(JOBRULES_WEBHOOK_SECRET=f"{namespace}/{manifests.TLS_SECRET}",
                        JOBRULES_WEBHOOK_SERVICE=f"{namespace}/{manifests.WEBHOOK}",
                        JOBRULES_WEBHOOK_CONFIGURATION=configuration)
     with controllers.running(control_plane, plan, namespace, tmp_path, **env) as controller:
-        first = kube.wait_for("the certificate issued", serving)
+        first = apiserver.wait_for("the certificate issued", serving)
         assert certificates.problem(first, names, certificates.issued_at(first)) is None
-        kube.wait_for("every webhook trusting it", lambda: bundles() and all(
+        apiserver.wait_for("every webhook trusting it", lambda: bundles() and all(
             b == first.ca for b in bundles()))
         handshake(bundles()[0], first.cert, first.key, names[1], tmp_path)
         # A certificate for other names (or one about to expire) is replaced; the caBundle
@@ -336,10 +336,10 @@ def test_self_managed_certificates_with_the_derived_role(
             k: base64.b64encode(v).decode() for k, v in wrong.data().items()}})
     # The leader looks again within the hour; a new leader looks at once.
     with controllers.running(control_plane, plan, namespace, tmp_path, name="again", **env) as controller:
-        second = kube.wait_for("a new certificate", lambda: (
+        second = apiserver.wait_for("a new certificate", lambda: (
             s if (s := serving()) is not None and s.cert not in (wrong.cert, first.cert) else None))
         assert certificates.problem(second, names, certificates.issued_at(second)) is None
-        kube.wait_for("the new CA first, the previous kept", lambda: all(
+        apiserver.wait_for("the new CA first, the previous kept", lambda: all(
             b.startswith(second.ca) and len(b) > len(second.ca) for b in bundles()))
         handshake(bundles()[0], second.cert, second.key, names[1], tmp_path)
         assert controller.metric("jobrules_controller_api_requests_total", code="403") == 0, \

@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import controllers
+from support import controllers
 import jsonpatch
-import kube
+from support import apiserver
 import pytest
 from test_controller_rbac import Identity, cleanup, install   # noqa: F401 (cleanup: a fixture)
 from test_webhook_gunicorn import MUTATE, Served, admission_review, job_pod, metric, serve, write_plan
@@ -165,15 +165,15 @@ def test_the_controller_runs_from_the_image_as_its_service_account(
         def ready() -> bool:
             assert process.poll() is None, f"the controller exited:\n{running.logs()}"
             return running.get("/readyz")[0] == 200
-        kube.wait_for("the controller from the image to be ready", ready, timeout=90)
+        apiserver.wait_for("the controller from the image to be ready", ready, timeout=90)
         status = Path(f"/proc/{process.pid}/status").read_text()   # each of unshare, sh, chroot execs the next
         assert "\nUid:\t65532\t65532\t65532\t65532\n" in status
-        job = kube.create(api, kube.VOLCANO_JOBS, {
+        job = apiserver.create(api, apiserver.VOLCANO_JOBS, {
             "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
             "metadata": {"name": "train", "namespace": namespace},
             "spec": {"minAvailable": 1, "tasks": [{"name": "worker", "replicas": 1, "template": {
                 "spec": {"containers": [{"name": "main", "image": "busybox"}]}}}]}})
-        controllers.wait_for_verdict(api, kube.VOLCANO_JOBS.path(namespace, job["metadata"]["name"]),
+        controllers.wait_for_verdict(api, apiserver.VOLCANO_JOBS.path(namespace, job["metadata"]["name"]),
                                      "Pending")
         print(f"\n{build}: controller resident {_rss_mib(process.pid):.0f} MiB")
         process.send_signal(signal.SIGTERM)

@@ -4,7 +4,7 @@ no status written by a test."""
 
 from __future__ import annotations
 
-import kube
+from support import apiserver
 import pytest
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("controller_manager", "kwok_nodes")]
@@ -15,66 +15,66 @@ IGNORE_DISRUPTION = [{"action": "Ignore",
 
 
 def kwok_job(namespace: str, name: str, *, restart_policy: str = "Never", backoff_limit: int = 3,
-             pod_failure_rules: list[kube.Obj] | None = None, **stages: object) -> kube.Obj:
-    """kube.job_manifest's Job, its pod template run on KWOK as ``stages`` say."""
-    job = kube.job_manifest(namespace, name, backoff_limit=backoff_limit,
+             pod_failure_rules: list[apiserver.Obj] | None = None, **stages: object) -> apiserver.Obj:
+    """apiserver.job_manifest's Job, its pod template run on KWOK as ``stages`` say."""
+    job = apiserver.job_manifest(namespace, name, backoff_limit=backoff_limit,
                             pod_failure_rules=pod_failure_rules)
-    job["spec"]["template"] = kube.on_kwok(job["spec"]["template"], **stages)
+    job["spec"]["template"] = apiserver.on_kwok(job["spec"]["template"], **stages)
     job["spec"]["template"]["spec"]["restartPolicy"] = restart_policy
     return job
 
 
 def test_a_job_runs_on_a_kwok_node_and_completes(api, namespace, kwok_nodes):
-    job = kube.create(api, kube.JOBS, kwok_job(namespace, "once", after="500ms"))
+    job = apiserver.create(api, apiserver.JOBS, kwok_job(namespace, "once", after="500ms"))
 
-    complete = kube.wait_for_condition(api, kube.JOBS.path(namespace, "once"), "Complete")
+    complete = apiserver.wait_for_condition(api, apiserver.JOBS.path(namespace, "once"), "Complete")
 
     assert complete["reason"] == "CompletionsReached"
-    stored = kube.get(api, kube.JOBS.path(namespace, "once"))
+    stored = apiserver.get(api, apiserver.JOBS.path(namespace, "once"))
     assert stored["status"]["succeeded"] == 1
-    [pod] = kube.job_pods(api, job)
+    [pod] = apiserver.job_pods(api, job)
     assert pod["spec"]["nodeName"] in kwok_nodes
     assert pod["status"]["phase"] == "Succeeded"
 
 
 def test_an_oom_killed_pod_fails_the_job_through_its_pod_failure_policy(api, namespace):
-    kube.create(api, kube.JOBS, kwok_job(namespace, "train", pod_failure_rules=FAIL_ON_137,
+    apiserver.create(api, apiserver.JOBS, kwok_job(namespace, "train", pod_failure_rules=FAIL_ON_137,
                                          outcome="oom-killed", after="500ms"))
 
-    failed = kube.wait_for_condition(api, kube.JOBS.path(namespace, "train"), "Failed")
+    failed = apiserver.wait_for_condition(api, apiserver.JOBS.path(namespace, "train"), "Failed")
 
     assert failed["reason"] == "PodFailurePolicy"
     assert "exit code 137" in failed["message"]
-    assert kube.get(api, kube.JOBS.path(namespace, "train"))["status"]["failed"] == 1
+    assert apiserver.get(api, apiserver.JOBS.path(namespace, "train"))["status"]["failed"] == 1
 
 
 def test_a_crash_looping_pod_uses_up_the_backoff_limit_by_its_restarts(api, namespace):
-    kube.create(api, kube.JOBS, kwok_job(namespace, "loop", restart_policy="OnFailure",
+    apiserver.create(api, apiserver.JOBS, kwok_job(namespace, "loop", restart_policy="OnFailure",
                                          backoff_limit=2, outcome="exit-code", exit_code=2,
                                          after="300ms"))
 
-    failed = kube.wait_for_condition(api, kube.JOBS.path(namespace, "loop"), "Failed")
+    failed = apiserver.wait_for_condition(api, apiserver.JOBS.path(namespace, "loop"), "Failed")
 
     assert failed["reason"] == "BackoffLimitExceeded"
 
 
 def test_an_evicted_pod_ignored_by_policy_is_replaced_and_not_counted(api, namespace):
-    job = kube.create(api, kube.JOBS, kwok_job(namespace, "evictable",
+    job = apiserver.create(api, apiserver.JOBS, kwok_job(namespace, "evictable",
                                                pod_failure_rules=IGNORE_DISRUPTION,
                                                outcome="evicted", after="500ms"))
 
-    pods = kube.job_pods(api, job, count=2)
+    pods = apiserver.job_pods(api, job, count=2)
 
     evicted = [p for p in pods if p["status"].get("reason") == "Evicted"]
     assert evicted, "the first pod was not evicted"
-    assert kube.condition(evicted[0], "DisruptionTarget")["reason"] == "TerminationByKubelet"
-    assert kube.get(api, kube.JOBS.path(namespace, "evictable"))["status"].get("failed", 0) == 0
+    assert apiserver.condition(evicted[0], "DisruptionTarget")["reason"] == "TerminationByKubelet"
+    assert apiserver.get(api, apiserver.JOBS.path(namespace, "evictable"))["status"].get("failed", 0) == 0
 
 
 def test_a_failing_init_container_fails_the_job(api, namespace):
-    kube.create(api, kube.JOBS, kwok_job(namespace, "init", backoff_limit=0,
+    apiserver.create(api, apiserver.JOBS, kwok_job(namespace, "init", backoff_limit=0,
                                          outcome="init-failed", exit_code=2, after="300ms"))
 
-    failed = kube.wait_for_condition(api, kube.JOBS.path(namespace, "init"), "Failed")
+    failed = apiserver.wait_for_condition(api, apiserver.JOBS.path(namespace, "init"), "Failed")
 
     assert failed["reason"] == "BackoffLimitExceeded"

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import kube
+from support import apiserver
 import pytest
 
 from devkit import cluster
@@ -19,27 +19,27 @@ QUICK = "300ms"
 
 
 def wait_for_pod(api, namespace: str, name: str, what: str,
-                 check: Callable[[kube.Obj], bool], timeout: float = 30.0) -> kube.Obj:
-    path = kube.PODS.path(namespace, name)
-    return kube.wait_for(f"pod {name} {what}",
-                         lambda: pod if check(pod := kube.get(api, path)) else None, timeout)
+                 check: Callable[[apiserver.Obj], bool], timeout: float = 30.0) -> apiserver.Obj:
+    path = apiserver.PODS.path(namespace, name)
+    return apiserver.wait_for(f"pod {name} {what}",
+                         lambda: pod if check(pod := apiserver.get(api, path)) else None, timeout)
 
 
-def statuses(pod: kube.Obj, key: str = "containerStatuses") -> dict[str, kube.Obj]:
+def statuses(pod: apiserver.Obj, key: str = "containerStatuses") -> dict[str, apiserver.Obj]:
     return {c["name"]: c for c in pod["status"].get(key) or []}
 
 
-def ended(status: kube.Obj) -> tuple[int, str]:
+def ended(status: apiserver.Obj) -> tuple[int, str]:
     terminated = status["state"]["terminated"]
     return terminated["exitCode"], terminated["reason"]
 
 
 def run_pod(api, namespace: str, name: str, *, restart_policy: str = "Never",
-            **stages: object) -> kube.Obj:
+            **stages: object) -> apiserver.Obj:
     """A pod with init container ``setup`` and containers ``main`` and ``other``, on KWOK."""
-    pod = kube.pod_manifest(namespace, name, containers=("main", "other"),
+    pod = apiserver.pod_manifest(namespace, name, containers=("main", "other"),
                             init_containers=("setup",), restart_policy=restart_policy)
-    return kube.create(api, kube.PODS, kube.on_kwok(pod, **stages))
+    return apiserver.create(api, apiserver.PODS, apiserver.on_kwok(pod, **stages))
 
 
 @dataclass(frozen=True)
@@ -82,8 +82,8 @@ def test_a_pod_ends_as_its_outcome_says(api, namespace, kwok_nodes, case: Ending
     assert ended(statuses(pod, "initContainerStatuses")["setup"]) == (0, "Completed")
     assert pod["status"].get("reason") == case.reason
     for type_, reason in case.conditions.items():
-        assert kube.condition(pod, type_)["reason"] == reason
-    assert kube.condition(pod, "PodScheduled")["status"] == "True"
+        assert apiserver.condition(pod, type_)["reason"] == reason
+    assert apiserver.condition(pod, "PodScheduled")["status"] == "True"
     assert pod["status"]["podIP"].startswith("127.244.")
 
 
@@ -92,12 +92,12 @@ def test_a_running_pod_runs_until_its_time_is_up(api, namespace):
     running = wait_for_pod(api, namespace, "p", "to run",
                            lambda p: p["status"].get("phase") == "Running")
 
-    assert kube.condition(running, "Ready")["status"] == "True"
+    assert apiserver.condition(running, "Ready")["status"] == "True"
     assert all(s["ready"] and "running" in s["state"] for s in statuses(running).values())
     assert ended(statuses(running, "initContainerStatuses")["setup"]) == (0, "Completed")
     done = wait_for_pod(api, namespace, "p", "to succeed",
                         lambda p: p["status"].get("phase") == "Succeeded")
-    assert kube.condition(done, "Ready")["reason"] == "PodCompleted"
+    assert apiserver.condition(done, "Ready")["reason"] == "PodCompleted"
 
 
 @pytest.mark.parametrize("stages, restart_policy", [({"outcome": "run"}, "Never"),
@@ -106,14 +106,14 @@ def test_a_pod_that_never_ends(api, namespace, stages, restart_policy):
     run_pod(api, namespace, "p", restart_policy=restart_policy, after=QUICK, **stages)
     wait_for_pod(api, namespace, "p", "to run", lambda p: p["status"].get("phase") == "Running")
     time.sleep(1.5)
-    assert kube.get(api, kube.PODS.path(namespace, "p"))["status"]["phase"] == "Running"
+    assert apiserver.get(api, apiserver.PODS.path(namespace, "p"))["status"]["phase"] == "Running"
 
 
 def test_a_running_pod_ends_as_its_outcome_is_changed(api, namespace):
     running = run_pod(api, namespace, "p", outcome="run")
     wait_for_pod(api, namespace, "p", "to run", lambda p: p["status"].get("phase") == "Running")
 
-    kube.change_outcome(api, running, outcome="exit-code", exit_code=4, after="0s")
+    apiserver.change_outcome(api, running, outcome="exit-code", exit_code=4, after="0s")
 
     pod = wait_for_pod(api, namespace, "p", "to fail",
                        lambda p: p["status"].get("phase") == "Failed")
@@ -132,7 +132,7 @@ def test_a_failing_container_under_on_failure_crash_loops(api, namespace):
     assert main["lastState"]["terminated"]["exitCode"] == 137
     assert main["lastState"]["terminated"]["reason"] == "OOMKilled"
     assert "running" in other["state"] and other["restartCount"] == 0
-    assert kube.condition(pod, "Ready")["status"] == "False"
+    assert apiserver.condition(pod, "Ready")["status"] == "False"
 
 
 def test_a_failing_init_container_fails_a_pod_that_never_restarts(api, namespace):
@@ -144,7 +144,7 @@ def test_a_failing_init_container_fails_a_pod_that_never_restarts(api, namespace
     assert ended(statuses(pod, "initContainerStatuses")["setup"]) == (2, "Error")
     assert all(s["state"]["waiting"]["reason"] == "PodInitializing"
                for s in statuses(pod).values())
-    assert kube.condition(pod, "Initialized")["status"] == "False"
+    assert apiserver.condition(pod, "Initialized")["status"] == "False"
 
 
 def test_a_failing_init_container_crash_loops_in_a_pod_that_restarts(api, namespace):
@@ -160,9 +160,9 @@ def test_a_failing_init_container_crash_loops_in_a_pod_that_restarts(api, namesp
 
 
 def test_a_native_sidecar_runs_with_the_pod_and_stops_with_it(api, namespace):
-    pod = kube.pod_manifest(namespace, "p", init_containers=("setup", "proxy"))
+    pod = apiserver.pod_manifest(namespace, "p", init_containers=("setup", "proxy"))
     pod["spec"]["initContainers"][1]["restartPolicy"] = "Always"
-    kube.create(api, kube.PODS, kube.on_kwok(pod, after="1s"))
+    apiserver.create(api, apiserver.PODS, apiserver.on_kwok(pod, after="1s"))
 
     running = wait_for_pod(api, namespace, "p", "to run",
                            lambda p: p["status"].get("phase") == "Running")
@@ -174,35 +174,35 @@ def test_a_native_sidecar_runs_with_the_pod_and_stops_with_it(api, namespace):
 
 
 def test_a_deleted_pod_is_stopped_then_removed_once_its_finalizers_are_gone(api, namespace):
-    pod = kube.pod_manifest(namespace, "p")
+    pod = apiserver.pod_manifest(namespace, "p")
     pod["metadata"]["finalizers"] = ["jobrules.dev/test-hold"]
-    kube.create(api, kube.PODS, kube.on_kwok(pod, outcome="run"))
+    apiserver.create(api, apiserver.PODS, apiserver.on_kwok(pod, outcome="run"))
     wait_for_pod(api, namespace, "p", "to run", lambda p: p["status"].get("phase") == "Running")
 
-    kube.delete(api, kube.PODS.path(namespace, "p"))
+    apiserver.delete(api, apiserver.PODS.path(namespace, "p"))
 
     stopped = wait_for_pod(api, namespace, "p", "to be stopped",
                            lambda p: p["status"].get("phase") == "Failed")
     assert ended(statuses(stopped)["main"]) == (137, "Error")
-    api.merge_patch(kube.PODS.path(namespace, "p"), {"metadata": {"finalizers": None}})
-    kube.wait_for("KWOK to remove the pod",
-                  lambda: not kube.exists(api, kube.PODS.path(namespace, "p")))
+    api.merge_patch(apiserver.PODS.path(namespace, "p"), {"metadata": {"finalizers": None}})
+    apiserver.wait_for("KWOK to remove the pod",
+                  lambda: not apiserver.exists(api, apiserver.PODS.path(namespace, "p")))
 
 
 def test_a_pod_that_does_not_tolerate_the_nodes_stays_unscheduled(api, namespace):
-    kube.create(api, kube.PODS, kube.pod_manifest(namespace, "p"))
+    apiserver.create(api, apiserver.PODS, apiserver.pod_manifest(namespace, "p"))
 
     pod = wait_for_pod(api, namespace, "p", "to be found unschedulable",
-                       lambda p: kube.condition(p, "PodScheduled") is not None)
+                       lambda p: apiserver.condition(p, "PodScheduled") is not None)
 
-    assert kube.condition(pod, "PodScheduled")["reason"] == "Unschedulable"
+    assert apiserver.condition(pod, "PodScheduled")["reason"] == "Unschedulable"
     assert "nodeName" not in pod["spec"]
     assert pod["status"]["phase"] == "Pending"
 
 
 def test_the_nodes_are_ready_and_schedulable(api, kwok_nodes):
     for name in kwok_nodes:
-        node = kube.get(api, kube.NODES.path(name=name))
-        assert kube.condition(node, "Ready")["status"] == "True"
+        node = apiserver.get(api, apiserver.NODES.path(name=name))
+        assert apiserver.condition(node, "Ready")["status"] == "True"
         assert node["spec"]["taints"] == [cluster.KWOK_TAINT]
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import kube
+from support import apiserver
 import pytest
 import yaml
 from kubernetes.client import ApiClient
@@ -162,7 +162,7 @@ def test_the_output_installs_and_equals_its_kustomization(
     for deployment in (o for o in stream if o["kind"] == "Deployment"):
         template = deployment["spec"]["template"]
         name = deployment["metadata"]["name"]
-        pod = kube.create(api, kube.PODS, {
+        pod = apiserver.create(api, apiserver.PODS, {
             "apiVersion": "v1", "kind": "Pod", "spec": template["spec"],
             "metadata": {"name": f"{name}-probe", "namespace": namespace, **template["metadata"]},
         }, dryRun="All")
@@ -193,12 +193,12 @@ def test_the_rendered_configuration_has_the_api_server_call_the_webhook(
         del hook["clientConfig"]["service"]
         # Other tests share the control plane: only this test's namespace.
         hook["namespaceSelector"]["matchLabels"] = {"kubernetes.io/metadata.name": namespace}
-        kube.create(api, kube.MUTATING_WEBHOOKS, configuration)
+        apiserver.create(api, apiserver.MUTATING_WEBHOOKS, configuration)
         try:
             wait_until_called(api, namespace)
-            job = kube.create(api, kube.JOBS, kube.job_manifest(namespace, "train"))
-            [pod] = kube.job_pods(api, job)
+            job = apiserver.create(api, apiserver.JOBS, apiserver.job_manifest(namespace, "train"))
+            [pod] = apiserver.job_pods(api, job)
         finally:
-            kube.delete(api, kube.MUTATING_WEBHOOKS.path(name=configuration["metadata"]["name"]))
+            apiserver.delete(api, apiserver.MUTATING_WEBHOOKS.path(name=configuration["metadata"]["name"]))
     assert pod["metadata"]["annotations"]["example.com/traced"] == "yes"
     assert pod["metadata"]["ownerReferences"][0]["kind"] == "Job"

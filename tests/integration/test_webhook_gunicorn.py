@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import kube
+from support import apiserver
 import pytest
 
 from devkit import cluster
@@ -124,7 +124,7 @@ def serve(plan: Path, workdir: Path, *, workers: int = 2, command: Sequence[str]
                 return served.call("GET", "/readyz")[0] == 200 and bool(served.metrics())
             except OSError:
                 return False
-        kube.wait_for("the webhook to be ready", ready, timeout=30)
+        apiserver.wait_for("the webhook to be ready", ready, timeout=30)
         yield served
     finally:
         if process.poll() is None:
@@ -285,8 +285,8 @@ def test_a_dead_worker_is_replaced_and_forgotten(webhook: Served) -> None:
     gauge = webhook.workdir / "metrics" / f"gauge_livemax_{victim}.db"
     assert gauge.exists()
     os.kill(victim, signal.SIGKILL)
-    kube.wait_for("a replacement worker", lambda: len(worker_pids(webhook) - {victim}) == 2)
-    kube.wait_for("the dead worker's gauges to go", lambda: not gauge.exists())
+    apiserver.wait_for("a replacement worker", lambda: len(worker_pids(webhook) - {victim}) == 2)
+    apiserver.wait_for("the dead worker's gauges to go", lambda: not gauge.exists())
     assert webhook.call("GET", "/readyz")[0] == 200
 
 
@@ -299,7 +299,7 @@ def test_the_plan_is_reloaded_in_every_worker(webhook: Served) -> None:
 
     assert allowed() is True
     write_plan(webhook.workdir / "plan.json", "Fail")
-    kube.wait_for("the fail-closed plan in use", lambda: all(not allowed() for _ in range(10)))
+    apiserver.wait_for("the fail-closed plan in use", lambda: all(not allowed() for _ in range(10)))
 
 
 def test_a_new_certificate_is_served_to_new_connections(tmp_path: Path) -> None:
@@ -314,7 +314,7 @@ def certificate_is_reloaded(webhook: Served) -> None:
     kept.request("GET", "/healthz")
     assert kept.getresponse().read() == b"ok\n"
     webhook.issue()
-    kube.wait_for("the new certificate", lambda: peer_certificate(webhook) != before, timeout=10)
+    apiserver.wait_for("the new certificate", lambda: peer_certificate(webhook) != before, timeout=10)
     kept.request("GET", "/healthz")   # connections made before keep their session
     assert kept.getresponse().read() == b"ok\n"
     kept.close()

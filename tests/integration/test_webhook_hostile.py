@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import kube
+from support import apiserver
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -112,7 +112,7 @@ def test_a_flood_past_the_cap_never_evicts_a_connection_that_has_spoken(tmp_path
                JOBRULES_MAX_SILENT="100") as served:
         with hostile.Hostile(served.port, "header", 20, served.ca.cert_pem, drip=0.5) as slow:
             with hostile.Hostile(served.port, "silent", 1000, served.ca.cert_pem) as flood:
-                kube.wait_for("the flood to evict itself", lambda: flood.closed_by_server >= 800,
+                apiserver.wait_for("the flood to evict itself", lambda: flood.closed_by_server >= 800,
                               timeout=10)
                 assert served.call("GET", "/healthz") == (200, b"ok\n")
             assert slow.closed_by_server == 0
@@ -123,7 +123,7 @@ def test_a_flood_past_the_cap_never_evicts_a_connection_that_has_spoken(tmp_path
 def test_silent_connections_wait_no_longer_than_an_idle_one(tmp_path: Path) -> None:
     with serve(write_plan(tmp_path / "plan.json"), tmp_path, JOBRULES_KEEPALIVE="1") as served:
         with hostile.Hostile(served.port, "silent", 50, served.ca.cert_pem) as flood:
-            kube.wait_for("the silent connections closed", lambda: flood.closed_by_server >= 50,
+            apiserver.wait_for("the silent connections closed", lambda: flood.closed_by_server >= 50,
                           timeout=5)
         assert dropped(served, "read-timeout") >= 50
         assert dropped(served, "evicted") == 0
@@ -222,7 +222,7 @@ def test_a_killed_worker_costs_only_its_requests_in_flight(tmp_path: Path) -> No
         load = Load(served)
         with ThreadPoolExecutor(load.clients) as pool:
             runs = [pool.submit(load.run, n) for n in range(load.clients)]
-            kube.wait_for("every client connected", lambda: len(load.ports) == load.clients)
+            apiserver.wait_for("every client connected", lambda: len(load.ports) == load.clients)
             for policy in ("Fail", "Ignore", "Fail"):
                 write_plan(tmp_path / "plan.json", policy)
                 time.sleep(0.5)
@@ -230,7 +230,7 @@ def test_a_killed_worker_costs_only_its_requests_in_flight(tmp_path: Path) -> No
             victim = min(worker_pids(served))
             held = server_ports_of(victim) & set(load.ports.values())
             os.kill(victim, signal.SIGKILL)
-            kube.wait_for("answers after the kill", lambda: load.answers > before + 200)
+            apiserver.wait_for("answers after the kill", lambda: load.answers > before + 200)
             load.stop.set()
             for run in runs:
                 run.result()
@@ -247,8 +247,7 @@ def test_a_killed_worker_costs_only_its_requests_in_flight(tmp_path: Path) -> No
 # Fuzzed reviews from many clients at once, over TLS
 
 # The unit fuzz's strategies and its answer check, reused as they are.
-sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "runtime"))
-import test_webhook_fuzz as fuzz  # noqa: E402
+from tests.unit.runtime.webhook import test_webhook_fuzz as fuzz  # noqa: E402
 
 BODIES = (st.binary(max_size=512) | fuzz.json_values.map(lambda v: json.dumps(v).encode())
           | fuzz.truncated_reviews() | fuzz.mutated_reviews() | fuzz.random_pod_reviews())

@@ -341,3 +341,15 @@ def test_the_product_needs_no_control_plane_code() -> None:
               if r.lower().startswith("cryptography")]
     assert crypto and all("extra ==" in r for r in crypto), crypto   # never a plain requirement
     assert any('extra == "certs"' in r for r in crypto), crypto
+
+
+def test_unit_tests_need_no_control_plane_launcher() -> None:
+    """The unit tests read the CRDs through devkit.crds, never the launcher (devkit.cluster),
+    and no helper of the integration tests is named like a module of the product."""
+    unit = sorted((ROOT / "tests" / "unit").rglob("*.py"))
+    bad = {str(p.relative_to(ROOT)) for p in unit if "devkit.cluster" in _imports(p)}
+    assert not bad
+    product = {p.stem for p in [*RULEC, *RUNTIME]}
+    support = {p.stem for p in (ROOT / "tests" / "integration").rglob("*.py")
+               if not p.name.startswith(("test_", "conftest"))}
+    assert not support & product, support & product

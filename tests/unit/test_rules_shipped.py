@@ -10,10 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from devkit import cluster
+from devkit import crds
 
 REPO = Path(__file__).resolve().parents[2]
-CRDS = [str(p) for p in cluster.crd_files()]
+CRDS = [str(p) for p in crds.files()]
 GOLDEN = REPO / "tests" / "golden" / "plans" / "rules.json"
 
 

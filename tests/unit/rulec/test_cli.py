@@ -304,9 +304,9 @@ def test_a_fifo_in_a_folder_is_skipped(capsys, tmp_path: Path) -> None:
 
 
 def test_crd_files_do_not_swallow_the_rules_paths(capsys, files, tmp_path: Path) -> None:
-    from devkit import cluster
+    from devkit import crds
 
-    crd = str(next(p for p in cluster.crd_files() if "volcano" in p.name))
+    crd = str(next(p for p in crds.files() if "volcano" in p.name))
     folder = files["good"].parent
     for argv in (["check", "--crd", crd, str(files["bad"])],
                  ["check", "--crd", crd, crd, str(folder)],

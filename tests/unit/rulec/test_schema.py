@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from devkit import cluster
+from devkit import crds
 from rulec import schema
 
-CRDS = cluster.crds_dir()
+CRDS = crds.folder()
 VCJOB = ("batch.volcano.sh/v1alpha1", "Job")
 TFJOB = ("kubeflow.org/v1", "TFJob")
 WORKFLOW = ("argoproj.io/v1alpha1", "Workflow")

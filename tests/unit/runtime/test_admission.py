@@ -14,7 +14,7 @@ import pytest
 from runtime import admission, mutator
 from runtime import plan as planlib
 
-from reviews import PLAN, PLAN_CLOSED, RULES, owner, plan_data, pod, request, review
+from tests.unit.runtime.reviews import PLAN, PLAN_CLOSED, RULES, owner, plan_data, pod, request, review
 
 
 def decide(req: dict[str, Any], plan: admission.Injector = PLAN) -> admission.Decision:

@@ -14,7 +14,7 @@ import yaml
 from rulec.commands import webhook_config
 from runtime import plan as planlib
 from runtime import registration
-from reviews import kind, plan_data
+from tests.unit.runtime.reviews import kind, plan_data
 
 CA = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 

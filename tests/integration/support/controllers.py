@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import kube
+from support import apiserver
 from devkit import cluster
 from rulec import api as rulec_api
 from rulec import emit
@@ -97,12 +97,12 @@ def job_failed_by_exit_three(api: Any, namespace: str) -> tuple[dict[str, Any], 
     """A batch Job "train" whose pod runs, then exits 3: with rules that `fail job` on it (and
     the Job controller running), the Job's Failed condition, which must carry reason ExitThree.
     Returns the pod and the condition."""
-    job = kube.create(api, kube.JOBS, kube.job_manifest(namespace, "train", backoff_limit=6))
-    [pod] = kube.job_pods(api, job)
-    kube.report_running(api, pod)
-    kube.report_failed(api, kube.get(api, kube.PODS.path(namespace, pod["metadata"]["name"])),
+    job = apiserver.create(api, apiserver.JOBS, apiserver.job_manifest(namespace, "train", backoff_limit=6))
+    [pod] = apiserver.job_pods(api, job)
+    apiserver.report_running(api, pod)
+    apiserver.report_failed(api, apiserver.get(api, apiserver.PODS.path(namespace, pod["metadata"]["name"])),
                        exit_code=3)
-    failed = kube.wait_for_condition(api, kube.JOBS.path(namespace, "train"), "Failed")
+    failed = apiserver.wait_for_condition(api, apiserver.JOBS.path(namespace, "train"), "Failed")
     assert failed["reason"] == "ExitThree", failed
     return pod, failed
 
@@ -131,7 +131,7 @@ def running(session: Any, plan: Path, namespace: str, workdir: Path, *, name: st
             def ready() -> bool:
                 assert process.poll() is None, f"the controller exited:\n{handle.logs()}"
                 return handle.get("/readyz")[0] == 200
-            kube.wait_for("the controller to be ready", ready, timeout=60)
+            apiserver.wait_for("the controller to be ready", ready, timeout=60)
         yield handle
     finally:
         if process.poll() is None:
@@ -156,16 +156,16 @@ def verdict(obj: dict[str, Any]) -> dict[str, Any]:
 def wait_for_verdict(api: Any, path: str, phase: str, timeout: float = 30.0) -> dict[str, Any]:
     """Wait until the object's verdict annotation has `phase`; the object."""
     def check() -> dict[str, Any] | None:
-        obj = kube.get(api, path)
+        obj = apiserver.get(api, path)
         return obj if verdict(obj).get("phase") == phase else None
     try:
-        return kube.wait_for(f"verdict {phase} on {path}", check, timeout)
+        return apiserver.wait_for(f"verdict {phase} on {path}", check, timeout)
     except AssertionError:
-        raise AssertionError(f"no verdict {phase} on {path}: it has {verdict(kube.get(api, path))}")
+        raise AssertionError(f"no verdict {phase} on {path}: it has {verdict(apiserver.get(api, path))}")
 
 
 def events_of(api: Any, namespace: str, name: str) -> list[dict[str, Any]]:
-    found = kube.get(api, f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")
+    found = apiserver.get(api, f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")
     return [e for e in found["items"] if (e.get("regarding") or {}).get("name") == name
             and e.get("reportingController") == "jobrules.dev/controller"]
 

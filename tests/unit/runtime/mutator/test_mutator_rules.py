@@ -18,7 +18,7 @@ import pytest
 from rulec import api
 from runtime import mutator, plan
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 
 INJECTIONS = """\
 inject "katib-metrics" into pods of tfjob, pytorchjob

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import gunicorn.config
 
-CONF = Path(__file__).resolve().parents[3] / "runtime" / "webhook" / "gunicorn_conf.py"
+CONF = Path(__file__).resolve().parents[4] / "runtime" / "webhook" / "gunicorn_conf.py"
 
 
 def public_names() -> set[str]:

@@ -15,7 +15,7 @@ from prometheus_client import REGISTRY
 from runtime import plan as planlib
 from runtime.webhook import app as webhook
 from runtime.webhook.settings import Settings
-from reviews import owner, plan_data, pod, request, review
+from tests.unit.runtime.reviews import owner, plan_data, pod, request, review
 
 MUTATE = "/mutate-pods"
 

@@ -11,9 +11,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import kube
+from support import apiserver
 import pytest
-from annotating_webhook import ANNOTATION
+from support.annotating_webhook import ANNOTATION
 from test_webhook_gunicorn import Served, metric, serve, write_plan
 
 from runtime import mutator, registration
@@ -36,13 +36,13 @@ def register(api: Client, namespace: str) -> Iterator[Register]:
         # Other tests share the control plane: add our namespace to the selector we render.
         selector = config["webhooks"][0]["namespaceSelector"]
         selector["matchLabels"] = {"kubernetes.io/metadata.name": namespace}
-        kube.create(api, kube.MUTATING_WEBHOOKS, config)
+        apiserver.create(api, apiserver.MUTATING_WEBHOOKS, config)
         names.append(config["metadata"]["name"])
         return names[-1]
 
     yield register_
     for name in names:
-        kube.delete(api, kube.MUTATING_WEBHOOKS.path(name=name))
+        apiserver.delete(api, apiserver.MUTATING_WEBHOOKS.path(name=name))
 
 
 @pytest.fixture
@@ -63,13 +63,13 @@ WRAPPED = owner("batch.volcano.sh/v1alpha1", "Job")
 
 def wait_until_called(api: Client, namespace: str) -> None:
     """The API server picks up configurations asynchronously: probe with dry-run creations."""
-    probe = kube.pod_manifest(namespace, "probe", owner=JOB)
+    probe = apiserver.pod_manifest(namespace, "probe", owner=JOB)
 
     def injected() -> bool:
-        created = kube.create(api, kube.PODS, probe, dryRun="All")
+        created = apiserver.create(api, apiserver.PODS, probe, dryRun="All")
         return mutator.RECORD_ANNOTATION in created["metadata"].get("annotations", {})
 
-    kube.wait_for("the API server to call the jobrules webhook", injected)
+    apiserver.wait_for("the API server to call the jobrules webhook", injected)
 
 
 def requests(served: Served, result: str) -> float:
@@ -84,8 +84,8 @@ def test_job_pod_is_stored_with_the_native_sidecar(api: Client, namespace: str, 
                                                    webhook: Served, register: Register) -> None:
     register(webhook, webhook.workdir / "plan.json")
     wait_until_called(api, namespace)
-    job = kube.create(api, kube.JOBS, kube.job_manifest(namespace, "train"))
-    [pod] = kube.job_pods(api, job)
+    job = apiserver.create(api, apiserver.JOBS, apiserver.job_manifest(namespace, "train"))
+    [pod] = apiserver.job_pods(api, job)
 
     setup, agent = pod["spec"]["initContainers"]
     assert setup["name"] == "setup"
@@ -105,12 +105,12 @@ def test_argo_pod_gets_completion_wiring_on_main_only(api: Client, namespace: st
                                                       webhook: Served, register: Register) -> None:
     register(webhook, webhook.workdir / "plan.json")
     wait_until_called(api, namespace)
-    workflow = kube.create(api, kube.WORKFLOWS, {
+    workflow = apiserver.create(api, apiserver.WORKFLOWS, {
         "apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
         "metadata": {"name": "wf", "namespace": namespace},
         "spec": {"entrypoint": "main", "templates": [{"name": "main", "container": {"image": "busybox"}}]},
     })
-    pod = kube.create(api, kube.PODS, kube.pod_manifest(namespace, "wf-main-1", containers=["wait", "main"],
+    pod = apiserver.create(api, apiserver.PODS, apiserver.pod_manifest(namespace, "wf-main-1", containers=["wait", "main"],
                                                         owner=workflow))
     wait, main = pod["spec"]["containers"]
     assert "env" not in wait
@@ -127,11 +127,11 @@ def test_pods_of_undeclared_kinds_are_not_even_sent(api: Client, namespace: str,
     for name, owned_by, labels in (("lonely", None, {}), ("replica", owner("apps/v1", "ReplicaSet"), {}),
                                    ("cron", owner("batch/v1", "CronJob"), {}),
                                    ("skipped", JOB, {registration.SKIP_LABEL: ""})):
-        pod = kube.create(api, kube.PODS, kube.pod_manifest(namespace, name, owner=owned_by,
+        pod = apiserver.create(api, apiserver.PODS, apiserver.pod_manifest(namespace, name, owner=owned_by,
                                                             labels=labels))
         assert mutator.RECORD_ANNOTATION not in pod["metadata"].get("annotations", {})
     assert calls_to(webhook) == calls
-    kube.create(api, kube.PODS, kube.pod_manifest(namespace, "owned", owner=JOB))
+    apiserver.create(api, apiserver.PODS, apiserver.pod_manifest(namespace, "owned", owner=JOB))
     assert requests(webhook, "patched") == patched + 1
 
 
@@ -142,7 +142,7 @@ def test_a_pod_costs_one_call(api: Client, namespace: str, webhook: Served,
     register(webhook, webhook.workdir / "plan.json")
     wait_until_called(api, namespace)
     calls = calls_to(webhook)
-    pod = kube.create(api, kube.PODS, kube.pod_manifest(namespace, "once", owner=JOB))
+    pod = apiserver.create(api, apiserver.PODS, apiserver.pod_manifest(namespace, "once", owner=JOB))
     assert calls_to(webhook) == calls + 1
     [token] = [v["name"] for v in pod["spec"]["volumes"] if v["name"].startswith("kube-api-access-")]
     for container in pod["spec"]["initContainers"] + pod["spec"]["containers"]:
@@ -156,12 +156,12 @@ def test_reinvocation_leaves_our_injection_as_it_was(api: Client, namespace: str
     stored pod is the once-injected one plus the other webhook's annotation."""
     register(webhook, webhook.workdir / "plan.json", name="a-jobrules")
     wait_until_called(api, namespace)
-    once = kube.create(api, kube.PODS, kube.pod_manifest(namespace, "once", owner=JOB))
+    once = apiserver.create(api, apiserver.PODS, apiserver.pod_manifest(namespace, "once", owner=JOB))
     other = tmp_path / "other"
     other.mkdir()
-    with kube.gunicorn_tls("annotating_webhook:app", chdir=Path(__file__).parent,
+    with apiserver.gunicorn_tls("annotating_webhook:app", chdir=Path(__file__).parent / "support",
                            workdir=other) as (base, ca):
-        config = kube.create(api, kube.MUTATING_WEBHOOKS, {
+        config = apiserver.create(api, apiserver.MUTATING_WEBHOOKS, {
             "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
             "metadata": {"name": f"b-annotate-{namespace}"},
             "webhooks": [{
@@ -174,13 +174,13 @@ def test_reinvocation_leaves_our_injection_as_it_was(api: Client, namespace: str
             }],
         })
         try:
-            probe = kube.pod_manifest(namespace, "probe", owner=JOB)
-            kube.wait_for("the second webhook", lambda: ANNOTATION in kube.create(
-                api, kube.PODS, probe, dryRun="All")["metadata"].get("annotations", {}))
+            probe = apiserver.pod_manifest(namespace, "probe", owner=JOB)
+            apiserver.wait_for("the second webhook", lambda: ANNOTATION in apiserver.create(
+                api, apiserver.PODS, probe, dryRun="All")["metadata"].get("annotations", {}))
             patched, unchanged = requests(webhook, "patched"), requests(webhook, "unchanged")
-            twice = kube.create(api, kube.PODS, kube.pod_manifest(namespace, "twice", owner=JOB))
+            twice = apiserver.create(api, apiserver.PODS, apiserver.pod_manifest(namespace, "twice", owner=JOB))
         finally:
-            kube.delete(api, kube.MUTATING_WEBHOOKS.path(name=config["metadata"]["name"]))
+            apiserver.delete(api, apiserver.MUTATING_WEBHOOKS.path(name=config["metadata"]["name"]))
 
     assert requests(webhook, "patched") == patched + 1      # first call: the injection
     assert requests(webhook, "unchanged") == unchanged + 1  # called again: nothing more to do
@@ -197,7 +197,7 @@ def same_but_token_volume(spec: dict[str, Any]) -> str:
 
 def _create_refused(api: Client, pod: dict[str, Any]) -> ApiError:
     with pytest.raises(ApiError) as refused:
-        kube.create(api, kube.PODS, pod)
+        apiserver.create(api, apiserver.PODS, pod)
     return refused.value
 
 
@@ -207,7 +207,7 @@ def test_a_failing_rule_with_fail_closed_denies_with_its_location(api: Client, n
     with serve(plan, tmp_path) as served:
         register(served, plan)
         wait_until_called(api, namespace)
-        refused = _create_refused(api, kube.pod_manifest(namespace, "wrapped", owner=WRAPPED))
+        refused = _create_refused(api, apiserver.pod_manifest(namespace, "wrapped", owner=WRAPPED))
     assert refused.status == 500
     message = refused.message
     assert 'admission webhook "pods.jobrules.dev" denied the request' in message
@@ -218,7 +218,7 @@ def test_a_failing_rule_with_fail_open_admits_unpatched(api: Client, namespace: 
                                                         register: Register) -> None:
     register(webhook, webhook.workdir / "plan.json")
     wait_until_called(api, namespace)
-    pod = kube.create(api, kube.PODS, kube.pod_manifest(namespace, "wrapped", owner=WRAPPED))
+    pod = apiserver.create(api, apiserver.PODS, apiserver.pod_manifest(namespace, "wrapped", owner=WRAPPED))
     assert "command" not in pod["spec"]["containers"][0]
     assert mutator.RECORD_ANNOTATION not in pod["metadata"].get("annotations", {})
     assert requests(webhook, "failed-open") == 1
@@ -232,7 +232,7 @@ def test_a_dead_webhook(api: Client, namespace: str, tmp_path: Path, register: R
     with serve(plan, tmp_path) as served:
         register(served, plan)
         wait_until_called(api, namespace)
-    pod = kube.pod_manifest(namespace, "orphan", owner=JOB)
+    pod = apiserver.pod_manifest(namespace, "orphan", owner=JOB)
     if policy == "Fail":
         refused = _create_refused(api, pod)
         message = refused.message
@@ -240,7 +240,7 @@ def test_a_dead_webhook(api: Client, namespace: str, tmp_path: Path, register: R
         assert 'failed calling webhook "pods.jobrules.dev"' in message
         assert "connection refused" in message
     else:
-        created = kube.create(api, kube.PODS, pod)
+        created = apiserver.create(api, apiserver.PODS, pod)
         assert mutator.RECORD_ANNOTATION not in created["metadata"].get("annotations", {})
-    kube.create(api, kube.PODS, kube.pod_manifest(namespace, "not-ours"))   # never affected
+    apiserver.create(api, apiserver.PODS, apiserver.pod_manifest(namespace, "not-ours"))   # never affected
 

@@ -17,7 +17,7 @@ from runtime import admission, mutator
 from runtime import plan as planlib
 from runtime.webhook import app as webhook
 from runtime.webhook.settings import Settings
-from reviews import PLAN, owner, plan_data, pod, request, review
+from tests.unit.runtime.reviews import PLAN, owner, plan_data, pod, request, review
 
 MUTATE = "/mutate-pods"
 FUZZ = settings(max_examples=300, deadline=None,

@@ -6,14 +6,14 @@ from __future__ import annotations
 import base64
 from pathlib import Path
 
-import kube
+from support import apiserver
 import pytest
-from annotating_webhook import ANNOTATION
+from support.annotating_webhook import ANNOTATION
 
 pytestmark = pytest.mark.integration
 
 
-def webhook_configuration(name: str, namespace: str, url: str, ca_pem: bytes) -> kube.Obj:
+def webhook_configuration(name: str, namespace: str, url: str, ca_pem: bytes) -> apiserver.Obj:
     """Send pod creations in ``namespace`` (only) to ``url``."""
     return {
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
@@ -31,20 +31,20 @@ def webhook_configuration(name: str, namespace: str, url: str, ca_pem: bytes) ->
 
 
 def test_job_pod_is_patched_by_the_webhook(api, namespace, controller_manager, tmp_path):
-    app_dir = Path(__file__).parent
-    with kube.gunicorn_tls("annotating_webhook:app", chdir=app_dir, workdir=tmp_path) as (base, ca):
-        config = kube.create(api, kube.MUTATING_WEBHOOKS,
+    app_dir = Path(__file__).parent / "support"
+    with apiserver.gunicorn_tls("annotating_webhook:app", chdir=app_dir, workdir=tmp_path) as (base, ca):
+        config = apiserver.create(api, apiserver.MUTATING_WEBHOOKS,
                              webhook_configuration(namespace, namespace, f"{base}/mutate", ca))
         try:
             # The API server loads webhook configurations asynchronously: probe with dry runs.
-            probe = kube.pod_manifest(namespace, "probe")
-            kube.wait_for("the API server to call the webhook", lambda: ANNOTATION in (
-                kube.create(api, kube.PODS, probe, dryRun="All")["metadata"].get("annotations", {})))
+            probe = apiserver.pod_manifest(namespace, "probe")
+            apiserver.wait_for("the API server to call the webhook", lambda: ANNOTATION in (
+                apiserver.create(api, apiserver.PODS, probe, dryRun="All")["metadata"].get("annotations", {})))
 
-            job = kube.create(api, kube.JOBS, kube.job_manifest(namespace, "patched"))
-            [pod] = kube.job_pods(api, job)
+            job = apiserver.create(api, apiserver.JOBS, apiserver.job_manifest(namespace, "patched"))
+            [pod] = apiserver.job_pods(api, job)
         finally:
-            kube.delete(api, kube.MUTATING_WEBHOOKS.path(name=config["metadata"]["name"]))
+            apiserver.delete(api, apiserver.MUTATING_WEBHOOKS.path(name=config["metadata"]["name"]))
 
     created_by = pod["metadata"]["annotations"][ANNOTATION]
     assert created_by == "system:serviceaccount:kube-system:job-controller"
