@@ -25,7 +25,7 @@ from support import apiserver
 import pytest
 import yaml
 from kubernetes.client import ApiClient
-from test_webhook_cluster import wait_until_called
+from test_webhook_served_to_the_cluster import wait_until_called
 from test_webhook_gunicorn import serve
 
 from devkit import cluster
