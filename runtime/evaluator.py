@@ -89,8 +89,9 @@ def evaluate(source: plan.Plan | plan.Kind, job: Mapping[str, Any],
     pending, fired = occurrences.pending_timers(inputs, ledger.records)
     ledger.fired |= fired
     found = changed + pending + occurrences.of_tasks(inputs, ledger.snapshot)
-    # 2. The delayed actions: cancelled, due or still waiting.
+    # 2. The delayed actions: cancelled, due or still waiting; the fallbacks of actions given up.
     decisions.run_delayed(inputs, ledger)
+    decisions.run_released(inputs, ledger)
     # 3. Each occurrence to the policies; once the verdict is final, reported only.
     for occ in found:
         policies.offer(inputs, ledger, occ, allow=ledger.final is None)
@@ -113,8 +114,9 @@ def evaluate(source: plan.Plan | plan.Kind, job: Mapping[str, Any],
     fired_ever = ledger.fired | {t for t in inputs.stored.fired
                                  if t.startswith("jobRunningLongerThan>")}
     new_state = state.State(
-        verdict=effective.phase, final=ledger.final, pods=ledger.records,
-        tasks=occurrences.announced(ledger.snapshot), budgets=ledger.budgets,
+        verdict=effective.phase, final=ledger.final,
+        pods=occurrences.remembered(inputs, ledger.records),
+        tasks=occurrences.announced_remembered(inputs, ledger.snapshot), budgets=ledger.budgets,
         fired=frozenset(fired_ever), delayed=tuple(ledger.delayed), restarting=ledger.restarting,
         failed_tasks=ledger.failed_tasks)
     return Evaluation(effective, tuple(ledger.events), tuple(ledger.actions), new_state,
@@ -134,7 +136,8 @@ _FREE = state.PodRecord(None, "P")
 def _start(kind: plan.Kind, job: Mapping[str, Any], pod_objects: Iterable[Mapping[str, Any]],
            stored: state.State, now: datetime, explain: bool) -> tuple[Inputs, Ledger]:
     """The inputs, read once (pod facts, the `final until` value), and the ledger opened with
-    what still holds of the stored state."""
+    what still holds of the stored state (less what actions given up held)."""
+    stored = decisions.let_go(kind, stored)
     problems: list[str] = []
 
     def error(expr: plan.Expr, err: Exception) -> None:

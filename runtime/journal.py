@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Union
 
-from runtime import actions, functions, intents, objects, plan, vocabulary
+from runtime import actions, functions, intents, objects, plan, pods, state, vocabulary
 
 MAX_ATTEMPTS = 5              # tries of a step the API server refuses for good
 PERMANENT = frozenset({401, 403, 422})   # refused for good: retrying the same will not help
@@ -106,6 +106,7 @@ class Progress:
     carried: bool = False                        # one of them carried the journal
     asked: Send | None = None                    # the request whose answer is due
     wait: float | None = None
+    released: tuple[state.Released, ...] = ()    # actions given up, for the stored state
 
     @property
     def open(self) -> tuple[intents.Intent, ...]:
@@ -145,7 +146,8 @@ def advance(run: Pass, progress: Progress, job: Mapping[str, Any],
             if _open(p.ahead) != _open(p.written):
                 send = _journal(run, p, job, clear=True)
                 return replace(p, asked=send), send, tuple(reports)
-            return p, Stop(wait=p.wait, open=len(_open(p.ahead))), tuple(reports)
+            wait = _sooner(p.wait, 0.0) if p.released else p.wait   # the fallback's turn
+            return p, Stop(wait=wait, open=len(_open(p.ahead))), tuple(reports)
         p = _look(run, p, job, reports)
 
 
@@ -157,8 +159,7 @@ def _look(run: Pass, p: Progress, job: Mapping[str, Any], reports: list[Report])
                             status_subresource=run.status_subresource)
     steps = _steps(run.kind, intent)
     if nxt.failed is not None:
-        reports.append(Dropped(intent, nxt.failed))
-        return _next(p, None)
+        return _next(_drop(p, intent, nxt.failed, reports), None)
     if nxt.wait is not None:
         return _next(replace(p, wait=_sooner(p.wait, nxt.wait)), intent)
     if intent.step >= steps:                 # a recorded action, or nothing left to do
@@ -190,8 +191,8 @@ def _answered(p: Progress, answer: Answer,
         intent = replace(p.current, attempts=p.current.attempts + 1)
         if intent.attempts < MAX_ATTEMPTS:
             return _next(replace(p, wait=_sooner(p.wait, PERMANENT_RETRY)), intent), None
-        reports.append(Dropped(intent, answer.detail or f"refused ({answer.status})"))
-        return _next(p, None), None
+        why = answer.detail or f"refused ({answer.status})"
+        return _next(_drop(p, intent, why, reports), None), None
     return p, Stop(retry=True)               # 409, 5xx, no answer: the journal says where to resume
 
 
@@ -200,19 +201,33 @@ def _request(run: Pass, p: Progress, request: actions.Request, job: Mapping[str,
         return Send(request.method, request.path, request.body, done_on=request.done_on)
     body = request.body
     if request.path == run.job_path:         # the job itself: the cursor goes with it
-        body = objects.merged(body, _journal_body(p))
+        body = objects.merged(body, _journal_body(p, job))
     return Send(request.method, request.path, body, objects.resource_version(job),
                 request.done_on)
 
 
 def _journal(run: Pass, p: Progress, job: Mapping[str, Any], clear: bool = False) -> Send:
-    return Send("PATCH", run.job_path, _journal_body(p), objects.resource_version(job),
+    return Send("PATCH", run.job_path, _journal_body(p, job), objects.resource_version(job),
                 part="journal", clear=clear)
 
 
-def _journal_body(p: Progress) -> dict[str, Any]:
-    return {"metadata": {"annotations": {
-        vocabulary.INTENTS_ANNOTATION: intents.encode(_open(p.ahead))}}}
+def _journal_body(p: Progress, job: Mapping[str, Any]) -> dict[str, Any]:
+    """The journal as it will be; with actions given up, the stored state that lets go of them
+    (in the same guarded patch: the drop and the release are one write)."""
+    annotations: dict[str, Any] = {vocabulary.INTENTS_ANNOTATION: intents.encode(_open(p.ahead))}
+    if p.released:
+        annotations[vocabulary.STATE_ANNOTATION] = state.with_released(
+            objects.annotation(job, vocabulary.STATE_ANNOTATION), p.released)
+    return {"metadata": {"annotations": annotations}}
+
+
+def _drop(p: Progress, intent: intents.Intent, why: str, reports: list[Report]) -> Progress:
+    """Give an action up: said, and what it held let go of at the next evaluation."""
+    reports.append(Dropped(intent, why))
+    released = state.Released(intent.policy, intent.action, intent.task, intent.pod,
+                              pods.digest(intent.uid) if intent.uid else None,
+                              tuple(sorted({pods.digest(uid) for _, uid in intent.targets})), why)
+    return replace(p, released=(*p.released, released))
 
 
 def _stepped(p: Progress, written: tuple[intents.Intent | None, ...]) -> Progress:

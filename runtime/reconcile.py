@@ -11,7 +11,7 @@ what did not happen.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Iterable, Mapping
 
@@ -68,17 +68,22 @@ def reconcile(kind: plan.Kind, job: Mapping[str, Any], candidates: Iterable[Mapp
     that no longer belong to the job (relabelled) are kept too: not deleted, so not an event."""
     stored_text = objects.annotation(job, state.ANNOTATION)
     decoded = state.decode(stored_text)
+    journal_read = intents.decode(objects.annotation(job, intents.ANNOTATION))
+    stored = decoded.state
+    if journal_read.error is not None:   # its actions are lost: let go of all they held
+        stored = replace(stored, released=(*stored.released,
+                                           state.Released(None, why=journal_read.error)))
     listed = list(candidates)
     pods = evaluator.pods_of(kind, job, listed, now)
     if live:
         members = {id(p) for p in pods}
         pods = [*pods, *(p for p in listed if id(p) not in members
                          and pods_lib.digest(objects.uid(p) or "") in decoded.state.pods)]
-    evaluation = evaluator.evaluate(kind, job, pods, decoded.state, now)
+    evaluation = evaluator.evaluate(kind, job, pods, stored, now)
     verdict = evaluation.verdict
     annotation = (writeback.verdict_annotation(verdict, job, now)
                   if kind.status.annotations else None)
-    open_ = intents.decode(objects.annotation(job, intents.ANNOTATION)).intents
+    open_ = journal_read.intents
     known = {i.id for i in open_}
     new = tuple(i for i in decide(kind, job, list(pods), stored_text, evaluation, now)
                 if i.id not in known)
@@ -87,7 +92,7 @@ def reconcile(kind: plan.Kind, job: Mapping[str, Any], candidates: Iterable[Mapp
         commit=writeback.commit(job, evaluation.state, annotation, intents.encode(journal)),
         status=writeback.status_patch(kind, job, verdict, now),
         events=tuple(writeback.events(kind, job, stored_text, evaluation, decoded.state.verdict,
-                                      decoded.error)),
+                                      decoded.error, journal_read.error)),
         requeue_at=evaluation.wake_at,
         evaluation=evaluation,
         previous_phase=decoded.state.verdict,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Mapping
 
@@ -95,6 +95,22 @@ class Delayed:
 
 
 @dataclass(frozen=True, slots=True)
+class Released:
+    """An action the controller gave up on (refused for good, or its `await` past its time):
+    the next evaluation lets go of what it held (its pods are no longer ours, a restart or a
+    terminal verdict it made is over) and runs the policy's fallback. `policy` None: every
+    action at once (a journal that could not be read)."""
+
+    policy: str | None
+    action: str = ""
+    task: str | None = None
+    pod: str | None = None
+    digest: str | None = None
+    targets: tuple[str, ...] = ()   # digests of the pods it could stop
+    why: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class State:
     verdict: str | None = None
     final: Final | None = None
@@ -105,6 +121,7 @@ class State:
     delayed: tuple[Delayed, ...] = ()
     restarting: Restarting | None = None
     failed_tasks: frozenset[str] = frozenset()  # tasks `fail task` failed
+    released: tuple[Released, ...] = ()  # actions given up, to let go of at the next evaluation
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +168,19 @@ def to_json(state: State) -> dict[str, Any]:
         out["fired"] = sorted(state.fired)
     if state.delayed:
         out["delayed"] = [_delayed_json(d) for d in state.delayed]
+    if state.released:
+        out["released"] = [_released_json(r) for r in state.released]
+    return out
+
+
+def _released_json(r: Released) -> dict[str, Any]:
+    out: dict[str, Any] = {"policy": r.policy}
+    for key, value in (("action", r.action), ("task", r.task),
+                       ("pod", r.pod), ("uid", r.digest), ("why", r.why)):
+        if value:
+            out[key] = value
+    if r.targets:
+        out["targets"] = " ".join(r.targets)
     return out
 
 
@@ -184,7 +214,7 @@ def from_json(data: Any) -> State:
     if obj.get("v") != VERSION:
         raise StateError(f"version {obj.get('v')!r} is not {VERSION}")
     unknown = set(obj) - {"v", "verdict", "final", "pods", "tasks", "budgets", "fired", "delayed",
-                          "restarting", "failedTasks"}
+                          "restarting", "failedTasks", "released"}
     if unknown:
         raise StateError(f"unknown keys {sorted(unknown)}")
     pods: dict[str, PodRecord] = {}
@@ -227,7 +257,30 @@ def from_json(data: Any) -> State:
         restarting=restarting,
         failed_tasks=frozenset(shape.string(v, "failedTasks")
                                for v in shape.array(obj.get("failedTasks", []), "failedTasks")),
+        released=tuple(_released(r) for r in shape.array(obj.get("released", []), "released")),
     )
+
+
+def _released(value: Any) -> Released:
+    r = shape.obj(value, "released")
+    targets = shape.string(r.get("targets", ""), "released.targets").split()
+    if not all(_DIGEST.fullmatch(t) for t in targets):
+        raise StateError(f"released.targets: malformed pod digests {targets!r}")
+    return Released(shape.opt_string(r.get("policy"), "released.policy"),
+                    shape.string(r.get("action", ""), "released.action"),
+                    shape.opt_string(r.get("task"), "released.task"),
+                    shape.opt_string(r.get("pod"), "released.pod"),
+                    shape.opt_string(r.get("uid"), "released.uid"), tuple(targets),
+                    shape.string(r.get("why", ""), "released.why"))
+
+
+def with_released(text: str | None, released: tuple[Released, ...]) -> str:
+    """The stored state `text` with actions given up added (the journal machine writes it with
+    the journal that drops them, in one guarded patch)."""
+    current = decode(text).state
+    known = set(current.released)
+    return encode(replace(current, released=current.released
+                          + tuple(r for r in released if r not in known)))
 
 
 def _delayed(value: Any) -> Delayed:

@@ -150,7 +150,7 @@ def status_patch(kind: plan.Kind, job: Mapping[str, Any], verdict: evaluator.Ver
 
 def events(kind: plan.Kind, job: Mapping[str, Any], stored: str | None,
            evaluation: evaluator.Evaluation, previous_phase: str | None,
-           decode_error: str | None) -> list[EventSpec]:
+           decode_error: str | None, journal_error: str | None = None) -> list[EventSpec]:
     """Events for this evaluation: a verdict change, problems with expressions or the stored
     state. Named from the job, the state read and what happened: a replay of the same
     evaluation (after a crash before its commit) names the same Events."""
@@ -175,6 +175,10 @@ def events(kind: plan.Kind, job: Mapping[str, Any], stored: str | None,
     if decode_error is not None:
         out.append(EventSpec(_event_name(meta, seed, "state", decode_error), "Warning",
                              "StateIgnored", "Evaluate", objects.bounded(decode_error, EVENT_NOTE_MAX)))
+    if journal_error is not None:
+        note = f"{journal_error}: what its actions held is let go of"
+        out.append(EventSpec(_event_name(meta, seed, "journal", journal_error), "Warning",
+                             "JournalIgnored", "Act", objects.bounded(note, EVENT_NOTE_MAX)))
     return out
 
 

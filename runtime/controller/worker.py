@@ -183,7 +183,8 @@ class Worker:
                 job = self._send(kind, job, todo)
                 answer, error = journal.Answer(200), None
             except kube.ApiError as err:
-                answer, error = journal.Answer(err.status, str(err)), err
+                said = f"{err.status} {err.reason}: {err.message}"
+                answer, error = journal.Answer(err.status, said), err
             except kube.TransportError as err:
                 answer, error = journal.Answer(0, str(err)), err
             if todo.part == "journal":

@@ -56,8 +56,10 @@ def take(inputs: Inputs, ledger: Ledger, policy: plan.Policy, name: str, occ: Oc
 
 def fire(inputs: Inputs, ledger: Ledger, policy: plan.Policy, name: str, action: plan.Action,
          variables: dict[str, Any], target: Target, due: datetime | None,
-         spent: tuple[plan.Action, BudgetUse] | None) -> None:
-    """Run an action now, spending its budget or falling back when the budget is gone."""
+         spent: tuple[plan.Action, BudgetUse] | None,
+         given_up: tuple[str, str] | None = None) -> None:
+    """Run an action now, spending its budget or falling back when the budget is gone.
+    `given_up`: the action it falls back from could not be done (which, and why)."""
     use = None
     if action.budget is not None:
         granted, use = budgets.draw(inputs, ledger, action.budget, target)
@@ -83,6 +85,10 @@ def fire(inputs: Inputs, ledger: Ledger, policy: plan.Policy, name: str, action:
             f"{_happened(name, target)}: {describe.action(spent_action.action)} budget "
             f"{spent_use.used}/{spent_use.max} spent ({policy.span})")
         use = use or spent_use
+    if given_up is not None:
+        dropped, why = given_up
+        message = message or (f"{_happened(name, target)}: {describe.action(dropped)} given up "
+                              f"({why}): {describe.action(action.action)} ({policy.span})")
     status = "counted" if action.action == "count" else "run"
     ledger.actions.append(Action(action.action, status, policy.id, name, str(policy.span),
                                  reason, message, target, due, use))
@@ -164,6 +170,49 @@ def run_delayed(inputs: Inputs, ledger: Ledger) -> None:
                      **d.variables}
         fire(inputs, ledger, policy, d.event, policy.action, variables,
              inputs.target(d.task, current, d.digest, d.pod), d.due, None)
+
+
+def let_go(kind: plan.Kind, stored: state.State) -> state.State:
+    """The stored state without what the actions given up held: their pods are no longer ours
+    (their later events are seen again), a restart or a terminal verdict they made is over."""
+    if not stored.released:
+        return stored
+    rules = {p.id: str(p.span) for p in kind.policies}
+    every = any(r.policy is None for r in stored.released)
+    gone = {d for r in stored.released for d in r.targets}
+    held = {rules.get(r.policy or "") for r in stored.released}
+    pods_ = {d: replace(r, ours=False) if r.ours and (every or d in gone) else r
+             for d, r in stored.pods.items()}
+    restarting = stored.restarting
+    if restarting is not None and (every or restarting.rule in held):
+        restarting = None
+    final = stored.final
+    if final is not None and final.by == "policy" and final.rule in held:
+        final = None
+    return replace(stored, pods=pods_, restarting=restarting, final=final)
+
+
+def run_released(inputs: Inputs, ledger: Ledger) -> None:
+    """The fallback of each action given up (`restart pod max 3 then fail job`: a restart that
+    cannot be done fails the job), as if its budget were spent."""
+    by_id = {p.id: p for p in inputs.kind.policies}
+    for r in inputs.stored.released:
+        policy = by_id.get(r.policy or "")
+        if policy is None:
+            continue   # every action at once, or the rules changed: nothing to fall back on
+        action: plan.Action | None = policy.action
+        while action is not None and action.action != r.action:
+            action = action.fallback
+        fallback = action.fallback if action is not None else None
+        target = Target(inputs.job_vars["job"] or "", inputs.job_vars["namespace"], r.task,
+                        r.pod, r.digest)
+        if fallback is None or ledger.final is not None:
+            continue
+        current = next((p for p in inputs.pods if p.digest == r.digest), None)
+        w = conditions.Witness(((current, None),) if current is not None else ())
+        variables = {**inputs.variables(w, event=policy.event), "task": r.task, "pod": r.pod}
+        fire(inputs, ledger, policy, policy.event, fallback, variables, target, None, None,
+             given_up=(r.action, r.why))
 
 
 def _current(inputs: Inputs, d: state.Delayed) -> pods.Pod | None:

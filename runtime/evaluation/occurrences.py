@@ -9,6 +9,8 @@ current one means "already handled".
 
 from __future__ import annotations
 
+import functools
+import itertools
 from dataclasses import dataclass
 
 from runtime import conditions, pods, state, vocabulary
@@ -48,15 +50,70 @@ def of_pods(inputs: Inputs) -> tuple[list[Occurrence], dict[str, state.PodRecord
         records[p.digest] = record
         if record.ours:
             continue  # we asked for this pod to go: what happens to it is our doing
-        names, disrupted = changes(old, record, p)
+        heard = inputs.heard(p.task)
+        names, disrupted = changes(old, record)
+        names = tuple(n for n in names if n in heard)
         if names:
             out.append(Occurrence(names, p, p.digest, p.task, disrupted=disrupted))
     out.sort(key=lambda occ: pods.change_key(occ.pod))  # type: ignore[arg-type]  # all have pods
     for digest, old in sorted(stored.pods.items()):
-        if digest in seen or old.finished or old.deleting or old.ours:
+        if digest in seen or not _gone_matters(old):
             continue
-        out.append(Occurrence(("podDeleted", "podEvicted"), None, digest, old.task))
+        names = tuple(n for n in ("podDeleted", "podEvicted") if n in inputs.heard(old.task))
+        if names:
+            out.append(Occurrence(names, None, digest, old.task))
     return out, records
+
+
+def remembered(inputs: Inputs, records: dict[str, state.PodRecord]) -> dict[str, state.PodRecord]:
+    """What the stored state keeps of the pods: a pod's record moves on only when keeping the
+    old one could change a later decision (an event a policy takes, a disruption, a pod of
+    ours, a pod whose going would be an event), so a pod transition that no rule listens for
+    is no write on the job. A pod not yet worth a record has none."""
+    out = {}
+    for digest, record in records.items():
+        old = inputs.stored.pods.get(digest)
+        if _matters(old, record, inputs.heard(record.task)):
+            out[digest] = record
+        elif old is not None:
+            out[digest] = old
+    return out
+
+
+_FUTURES = tuple(itertools.product("PRSF", (0, 1), (False, True), (False, True)))
+
+
+@functools.lru_cache(maxsize=65536)
+def _matters(old: state.PodRecord | None, new: state.PodRecord, heard: frozenset[str]) -> bool:
+    """Whether remembering `new` rather than `old` can change what any later incarnation of the
+    pod amounts to (the events heard and whether a failure is a disruption), or whether its
+    going is an event: checked over every record the pod can have next."""
+    if new.ours != (old is not None and old.ours):
+        return True   # a pod of ours (or no longer): it raises nothing, counts in no verdict
+    if not heard:
+        return False
+    if old is not None and old.task != new.task:
+        return True
+    if heard & {"podDeleted", "podEvicted"} and _gone_matters(old) != _gone_matters(new):
+        return True
+    base = max(new.restarts, old.restarts if old is not None else 0)
+    for phase, more, evicted, deleting in _FUTURES:
+        future = state.PodRecord(new.task, phase, base + more, evicted, deleting)
+        if _heard(old, future, heard) != _heard(new, future, heard):
+            return True
+    return False
+
+
+def _heard(old: state.PodRecord | None, new: state.PodRecord,
+           heard: frozenset[str]) -> tuple[tuple[str, ...], bool]:
+    names, disrupted = changes(old, new)
+    kept = tuple(n for n in names if n in heard)
+    return kept, disrupted and "podFailed" in kept
+
+
+def _gone_matters(record: state.PodRecord | None) -> bool:
+    """A pod that goes unfinished, not on its way out and not stopped by us: `pod deleted`."""
+    return record is not None and not (record.finished or record.deleting or record.ours)
 
 
 def pending_timers(inputs: Inputs,
@@ -87,8 +144,8 @@ def of_tasks(inputs: Inputs, snapshot: conditions.Snapshot) -> list[Occurrence]:
     """`taskCompleted` / `taskFailed`: a task's state became succeeded / failed."""
     out = []
     for task, now_state in sorted(announced(snapshot).items()):
-        if inputs.stored.tasks.get(task) != now_state:
-            name = "taskCompleted" if now_state == "succeeded" else "taskFailed"
+        name = "taskCompleted" if now_state == "succeeded" else "taskFailed"
+        if inputs.stored.tasks.get(task) != now_state and name in inputs.heard(task):
             members = tuple(p for p in snapshot.scope(task) if p.is_(now_state))
             out.append(Occurrence((name,), None, None, task, candidates=members))
     return out
@@ -124,8 +181,20 @@ def announced(snapshot: conditions.Snapshot) -> dict[str, str]:
     return {t: s for t, s in snapshot.task_states().items() if s in ("succeeded", "failed")}
 
 
-def changes(old: state.PodRecord | None, new: state.PodRecord,
-            p: pods.Pod) -> tuple[tuple[str, ...], bool]:
+def announced_remembered(inputs: Inputs, snapshot: conditions.Snapshot) -> dict[str, str]:
+    """What the stored state keeps of the tasks' ends: only those a policy listens for (an end
+    nobody takes is no write on the job), as announced."""
+    out = dict(inputs.stored.tasks)
+    for task, now_state in announced(snapshot).items():
+        if ("taskCompleted" if now_state == "succeeded" else "taskFailed") in inputs.heard(task):
+            out[task] = now_state
+    return out
+
+
+_PHASE_WORDS = {letter: phase for phase, letter in state.PHASE_LETTERS.items()}
+
+
+def changes(old: state.PodRecord | None, new: state.PodRecord) -> tuple[tuple[str, ...], bool]:
     """The events a pod's change amounts to, most specific first, and whether its failure is a
     disruption (the pod was evicted, or deleted by someone else, before it failed)."""
     if old is not None and old == new:
@@ -140,11 +209,11 @@ def changes(old: state.PodRecord | None, new: state.PodRecord,
         names += ["podDeleted"] if evicted else ["podDeleted", "podEvicted"]
     disrupted = False
     if old is None or old.phase != new.phase:
-        if p.phase == "Failed" and (handled or new.evicted):
+        if new.phase == "F" and (handled or new.evicted):
             names.append("podFailed")  # for `pod failed or evicted` policies only
             disrupted = True
         elif not (handled and new.finished):
-            names.append(PHASE_EVENTS.get(p.phase, "podPending"))
+            names.append(PHASE_EVENTS[_PHASE_WORDS[new.phase]])
     if new.restarts > (old.restarts if old is not None else 0):
         names.append("containerRestarted")
     return tuple(dict.fromkeys(names)), disrupted

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from runtime import evaluator, plan
+from runtime import evaluator, functions, plan, pods, templates
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "plans" / "rules.json"
 NOW = datetime(2025, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
@@ -370,8 +370,9 @@ def test_tekton_steps_decide_not_its_own_containers(shipped: plan.Plan) -> None:
                terminated("sidecar-tekton-log-results", 137, "Error"),
                init=(terminated("prepare", 0, "Completed"), terminated("place-scripts", 0, "Completed")))
     kind = shipped.kind_named("pipelinerun")
-    e = evaluator.evaluate(kind, obj, [step], None, NOW)
-    assert [ev.container for ev in e.events if ev.event == "podFailed"] == ["step-compile"]
+    fact = pods.facts(kind, step, templates.searcher(functions.options(NOW)), pods.counted(kind))
+    deciding = fact.deciding(True)
+    assert deciding is not None and deciding.name == "step-compile"
 
 
 @pytest.mark.parametrize(

@@ -191,7 +191,8 @@ def test_wake_at_is_the_next_time_a_duration_passes() -> None:
 
 
 def test_verdict_and_state_of_a_running_job_are_stable() -> None:
-    k = load_kind(VOLCANO)
+    k = load_kind(VOLCANO, [policy("podPending", action("ignore")),
+                            policy("podRunning", action("ignore"))])
     first = evaluator.evaluate(k, job(), [pod("a"), pod("b", "Pending")], None, NOW)
     again = evaluator.evaluate(k, job(), [pod("a"), pod("b", "Pending")], first.state, NOW)
     assert again.verdict == first.verdict and again.state == first.state

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from runtime import evaluator, pods, state
+from runtime import evaluator, pods, state, vocabulary
 from builders import (
     T0, action, condition, evicted, exit_in, job, load_kind, pod, pods_cond, policy, reason_in,
     running, terminated, verdict, waiting,
@@ -24,9 +24,14 @@ def run(policies: list, objects: list, prior: state.State | None = None, now=NOW
     return evaluator.evaluate(k, job(), objects, prior, now)
 
 
+# A policy that takes every pod and task event and does nothing: a kind remembers only what some
+# policy listens for, so tests of what is detected listen for everything.
+EARS = [policy(e, action("ignore")) for e in sorted(vocabulary.POD_EVENTS | vocabulary.TASK_EVENTS)]
+
+
 def seen(*objects: dict, now=NOW) -> state.State:
-    """The state after a job with these pods was evaluated once (no policies)."""
-    return run([], list(objects), now=now).state
+    """The state after a job with these pods was evaluated once (every event listened for)."""
+    return run(EARS, list(objects), now=now).state
 
 
 def ran(e: evaluator.Evaluation) -> list[tuple[str, str]]:
@@ -71,14 +76,22 @@ DETECTION = [
                          ids=[row[0] for row in DETECTION])
 def test_event_detection(before: list | None, after: list, expected: list[str]) -> None:
     prior = seen(*before) if before is not None else None
-    assert pod_events(run([], after, prior)) == expected
+    assert pod_events(run(EARS, after, prior)) == expected
+
+
+@pytest.mark.parametrize("before, after, expected", [row[1:] for row in DETECTION],
+                         ids=[row[0] for row in DETECTION])
+def test_an_event_no_policy_listens_for_is_none(before: list | None, after: list,
+                                                 expected: list[str]) -> None:
+    prior = seen(*before) if before is not None else None
+    assert pod_events(run([], after, prior)) == []
 
 
 def test_task_events_fire_once_per_transition() -> None:
-    first = run([], [pod("m", "Succeeded", task="master"), pod("w", "Failed", task="worker")])
+    first = run(EARS, [pod("m", "Succeeded", task="master"), pod("w", "Failed", task="worker")])
     assert all_events(first) == ["podSucceeded", "podFailed", "taskCompleted", "taskFailed"]
     assert [e.task for e in first.events if e.event.startswith("task")] == ["master", "worker"]
-    assert all_events(run([], [pod("m", "Succeeded", task="master")], first.state)) == []
+    assert all_events(run(EARS, [pod("m", "Succeeded", task="master")], first.state)) == []
 
 
 def test_verdict_change_fires_with_the_new_phase_once() -> None:
@@ -198,20 +211,18 @@ def test_eviction_is_handled_as_an_eviction_not_a_crash() -> None:
 def test_an_evicted_pod_is_not_a_failure_unless_a_policy_asks_for_both() -> None:
     plain = run([policy("podFailed", action("restartPod"))], [evicted("a")], seen(pod("a")))
     assert plain.actions == ()
-    assert [(ev.event, ev.policy) for ev in plain.events[:2]] == [("podEvicted", None),
-                                                                 ("podFailed", None)]
+    assert [(ev.event, ev.policy) for ev in plain.events[:1]] == [("podFailed", None)]
     e = run([policy("podFailed", action("restartPod")),
              policy("podFailed", action("restartJob"), evicted=True)], [evicted("a")], seen(pod("a")))
     assert ran(e) == [("restartJob", "run")] and e.actions[0].event == "podFailed"
-    assert [(ev.event, ev.policy) for ev in e.events[:2]] == [("podEvicted", e.actions[0].policy),
-                                                             ("podFailed", e.actions[0].policy)]
+    assert [(ev.event, ev.policy) for ev in e.events[:1]] == [("podFailed", e.actions[0].policy)]
 
 
 def test_pod_failed_or_evicted_sees_a_pod_evicted_while_running_when_it_fails() -> None:
     pol = [policy("podFailed", action("count", max=5, then=action("failJob")), evicted=True)]
     preempted = pod("a", conditions=[condition("DisruptionTarget", "PreemptionByScheduler")])
     first = run(pol, [preempted], seen(pod("a")))
-    assert first.actions == () and pod_events(first) == ["podEvicted"]
+    assert first.actions == () and pod_events(first) == []   # nothing listens for an eviction
     then = run(pol, [evicted("a")], first.state)
     assert ran(then) == [("count", "counted")] and pod_events(then) == ["podFailed"]
 
@@ -361,9 +372,9 @@ def test_a_final_verdict_cancels_delayed_actions_and_stops_policies() -> None:
 
 
 def test_state_prunes_pods_that_are_gone() -> None:
-    first = run([], [pod("a", "Succeeded"), pod("b")])
+    first = run(EARS, [pod("a", "Succeeded"), pod("b")])
     assert len(first.state.pods) == 2
-    assert set(run([], [pod("b")], first.state).state.pods) == {pods.digest("uid-b")}
+    assert set(run(EARS, [pod("b")], first.state).state.pods) == {pods.digest("uid-b")}
 
 
 def test_explain_policies() -> None:
@@ -404,14 +415,14 @@ CONSEQUENCES = [
                          ids=[row[0] for row in CONSEQUENCES])
 def test_action_consequences(name: str, phase: str, final: bool, stopped: set[str]) -> None:
     objs = [pod("a", "Failed", task="w"), pod("b", task="w"), pod("c", task="ps")]
-    e = run([policy("podFailed", action(name))], objs, seen(pod("a", task="w"), pod("b", task="w"),
-                                                              pod("c", task="ps")))
+    pol = [policy("podFailed", action(name)), policy("podDeleted", action("ignore"))]
+    e = run(pol, objs, seen(pod("a", task="w"), pod("b", task="w"), pod("c", task="ps")))
     assert (e.verdict.phase, e.verdict.final) == (phase, final)
     ours = {p["metadata"]["name"] for p in objs if e.state.pods[pods.digest(p["metadata"]["uid"])].ours}
     assert ours == stopped
     assert ran(e) == ([] if name == "ignore" else [(name, "run")])
-    assert run([policy("podFailed", action(name))], objs, e.state).verdict == e.verdict  # holds
-    later = run([policy("podFailed", action(name))], [], e.state)
+    assert run(pol, objs, e.state).verdict == e.verdict  # holds
+    later = run(pol, [], e.state)
     deleted = sorted(ev.pod or ev.uid for ev in later.events if ev.event == "podDeleted")
     assert len(deleted) == len({"b", "c"} - stopped)  # only pods nobody asked to stop count as deleted
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from builders import T0, span
+from builders import T0, action, policy, span
 from runtime import evaluator, mutator, plan
 
 TASKS = [
@@ -79,7 +79,8 @@ def _plan(task: dict[str, Any], primary: dict[str, Any]) -> plan.Plan:
                           "filter": primary, "for": None}},
                 {"span": span(3), "phase": "Pending", "when": None, "reason": None,
                  "message": None}],
-            "policies": [], "status": {}}
+            # the event that says which task a pod is: a policy must listen for it
+            "policies": [policy("podPending", action("ignore"))], "status": {}}
     annotate = {"op": "annotate", "span": span(4), "key": "task", "value": ["<", {"var": "task"}, ">"]}
     mark = {"op": "annotate", "span": span(5), "key": "primary", "value": ["yes"]}
     return plan.load({"planVersion": 1, "files": [], "kinds": [kind], "injections": [

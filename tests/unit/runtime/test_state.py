@@ -71,9 +71,11 @@ def test_missing_state_is_empty_without_complaint(text: str | None) -> None:
 
 
 def test_size_of_a_1000_pod_job() -> None:
-    """What the annotation costs for a big job: every pod seen, some restarted, one budget used."""
+    """What the annotation costs for a big job: every pod seen (a policy listens for their
+    going), some restarted, one budget used."""
     kind = load_kind([verdict("Running", pods_cond("any", "running")), verdict("Pending")],
-                     [policy("podFailed", action("restartPod", max=5, per="task"))])
+                     [policy("podFailed", action("restartPod", max=5, per="task")),
+                      policy("podDeleted", action("ignore"))])
     objs = [pod(f"train-worker-{i}", "Running", uid=f"5f0c1d2e-3a4b-4c5d-8e9f-{i:012d}")
             for i in range(1000)]
     for i in range(0, 1000, 10):

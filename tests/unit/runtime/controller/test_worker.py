@@ -160,7 +160,7 @@ def test_a_refused_deletion_is_tried_again_then_given_up_and_said_why() -> None:
         waits.append(w.sync(KEY))
         shell.feed(w, api)
         clock.now += timedelta(seconds=1)
-    assert waits == [1.0, 1.0, 1.0, 1.0, None]
+    assert waits == [1.0, 1.0, 1.0, 1.0, 0.0]   # given up: looked at again at once
     assert api.sent("DELETE") == []
     [(_, failed)] = [(n, e) for n, e in events.sent if e.reason == "ActionFailed"]
     assert "pods is forbidden" in failed.note
@@ -214,3 +214,125 @@ def test_a_pod_missing_from_the_cache_is_looked_for_live() -> None:
     w.sync(KEY)
     assert [r for r in api.log if r.method == "GET" and r.path == "/api/v1/namespaces/ns/pods"]
     assert annotation(api, vocabulary.VERDICT_ANNOTATION)["phase"] == "Running"
+
+
+# -- nothing stuck: an action given up lets go of what it held -----------------------------------
+
+def give_up_the_restart(w: worker.Worker, api: FakeApi, clock: shell.Clock,
+                        why: str = "pods is forbidden") -> None:
+    api.fail("DELETE", r"/pods/p-0$", 403, times=worker.journal.MAX_ATTEMPTS, message=why)
+    for _ in range(worker.journal.MAX_ATTEMPTS):
+        w.sync(KEY)
+        shell.feed(w, api)
+        clock.now += timedelta(seconds=1)
+
+
+def stored_state(api: FakeApi) -> dict[str, Any]:
+    return annotation(api, vocabulary.STATE_ANNOTATION)
+
+
+def test_a_restart_given_up_runs_the_fallback_and_lets_go_of_the_pod() -> None:
+    w, api, _, clock = setup(pod("p-0", "Failed", reason="Evicted"), pod("p-1"))
+    give_up_the_restart(w, api, clock)
+    assert "pods is forbidden" in stored_state(api)["released"][0]["why"]   # with the drop
+    w.sync(KEY)   # the next look: the fallback, `fail job`
+    verdict = annotation(api, vocabulary.VERDICT_ANNOTATION)
+    assert (verdict["phase"], verdict["final"]) == ("Failed", True)
+    assert "restart pod given up (403 Planted: pods is forbidden): fail job" in verdict["message"]
+    conditions = {c["type"]: c for c in api.get(PATH)["status"]["conditions"]}
+    assert conditions["FailureTarget"]["status"] == "True"
+    after = stored_state(api)
+    assert "released" not in after and "restarting" not in after
+    assert not any("x" in code for codes in after.get("pods", {}).values() for code in codes)
+
+
+def test_a_restart_given_up_without_a_fallback_leaves_restarting_and_sees_the_pod_again() -> None:
+    text = RULES.replace("restart pod max 2 then fail job", "restart pod max 2")
+    w, api, _, clock = setup(pod("p-0", "Failed", reason="Evicted"), pod("p-1"), text=text)
+    give_up_the_restart(w, api, clock)
+    w.sync(KEY)
+    assert annotation(api, vocabulary.VERDICT_ANNOTATION)["phase"] == "Running"   # the rules' own
+    assert "restarting" not in stored_state(api)
+    # the RBAC is fixed: the next eviction acts
+    api.add(pod("p-1", "Failed", reason="Evicted"), "pods")
+    shell.feed(w, api)
+    w.sync(KEY)
+    assert [r.path for r in api.sent("DELETE")] == ["/api/v1/namespaces/ns/pods/p-1"]
+
+
+def test_an_await_past_its_time_lets_go_too() -> None:
+    text = RULES.replace("on pod evicted -> restart pod max 2 then fail job",
+                         "on pod evicted -> restart job max 2 then fail job").replace(
+        'fail job -> condition "FailureTarget"',
+        'fail job -> condition "FailureTarget"\n        restart job -> delete pods,\n'
+        '                       await no pod running within 1m')
+    w, api, events, clock = setup(pod("p-0", "Failed", reason="Evicted"), pod("p-1"), text=text)
+    w.sync(KEY)
+    assert len(api.sent("DELETE")) == 2
+    api.add(pod("p-2"), "pods")   # a pod that does not go: the await never holds
+    for _ in range(4):
+        shell.feed(w, api)
+        clock.now += timedelta(seconds=30)
+        w.sync(KEY)
+    shell.feed(w, api)
+    w.sync(KEY)   # the fallback
+    [(_, failed)] = [(n, e) for n, e in events.sent if e.reason == "ActionFailed"]
+    assert "restart job" in failed.note and "waited 60s" in failed.note
+    verdict = annotation(api, vocabulary.VERDICT_ANNOTATION)
+    assert verdict["phase"] == "Failed" and "restart job given up (waited 60s" in verdict["message"]
+
+
+def test_a_journal_that_cannot_be_read_lets_go_of_every_action() -> None:
+    w, api, events, _ = setup(pod("p-0", "Failed", reason="Evicted"), pod("p-1"))
+    w.sync(KEY)
+    held = stored_state(api)
+    assert "restarting" in held   # a restart of ours under way, its pod ours
+    api.merge_patch(PATH, {"metadata": {"annotations": {vocabulary.INTENTS_ANNOTATION: "{not json"}}})
+    shell.feed(w, api)
+    w.sync(KEY)
+    after = stored_state(api)
+    assert "restarting" not in after
+    assert not any("x" in code for codes in after.get("pods", {}).values() for code in codes)
+    assert annotation(api, vocabulary.INTENTS_ANNOTATION) is None
+    assert [e.reason for _, e in events.sent if e.reason == "JournalIgnored"] == ["JournalIgnored"]
+
+
+# -- write only what changed ---------------------------------------------------------------------
+
+def test_pods_starting_write_the_job_only_when_its_verdict_changes() -> None:
+    """The shipped Volcano rules listen for no pod event: two pods seen Pending, then Running,
+    are two writes of the job (its first verdict, then Running), not one per transition."""
+    shipped = corpus_plan()
+    api = FakeApi(status_subresource={"jobs.batch.volcano.sh"})
+    vc_path = "/apis/batch.volcano.sh/v1alpha1/namespaces/ns/jobs/v"
+    api.add({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+             "metadata": {"name": "v", "namespace": "ns", "uid": "uid-v"},
+             "status": {"state": {"phase": "Pending"}}}, "jobs")
+    w, _, clock = shell.make(shipped, api, NOW)
+
+    def member(name: str, phase: str) -> dict[str, Any]:
+        out = pod(name, phase)
+        out["metadata"]["labels"] = {"volcano.sh/job-name": "v", "volcano.sh/task-spec": "worker"}
+        out["metadata"]["ownerReferences"] = [{"apiVersion": "batch.volcano.sh/v1alpha1",
+                                               "kind": "Job", "name": "v", "uid": "uid-v",
+                                               "controller": True}]
+        return out
+    for name, phase in (("w-0", "Pending"), ("w-1", "Pending"), ("w-0", "Running"),
+                        ("w-1", "Running")):
+        api.add(member(name, phase), "pods")
+        shell.feed(w, api)
+        clock.now += timedelta(seconds=5)
+        w.sync(("vcjob", "ns", "v"))
+    writes = [r for r in api.sent("PATCH") if r.path.startswith(vc_path)]
+    assert len(writes) == 2
+    assert annotation_of(api, vc_path, vocabulary.VERDICT_ANNOTATION)["phase"] == "Running"
+
+
+def corpus_plan() -> plan.Plan:
+    from tests.unit.runtime import corpus
+    return corpus.plans()[0].loaded
+
+
+def annotation_of(api: FakeApi, path: str, key: str) -> Any:
+    text = objects.annotation(api.get(path), key)
+    return None if text is None else json.loads(text)
