@@ -25,7 +25,7 @@ from devkit import cluster
 from rulec import api as rulec_api
 from rulec import emit
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def compile_plan(rules: str | Path, out: Path) -> Path:
