@@ -66,6 +66,12 @@ job kind{n}: example{n}.org/v1 Train{n} {{
         message at status.state.message
         no events
     }}
+
+    actions {{
+        fail job      -> record
+        complete job  -> record
+        terminate job -> record
+    }}
 }}
 
 '''

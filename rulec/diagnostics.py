@@ -164,6 +164,19 @@ CODES: tuple[Code, ...] = (
          "Actions). `abort job` has no default: stopping a job's pods so that it can resume needs "
          "the operator's own switch (`set spec.suspend = true`); an action the kind says is "
          "`unsupported` cannot be taken by its policies, first or as a fallback."),
+    Code("R410", "action-only-records", WARNING, "`fail job`, `complete job` or `terminate job` "
+         "that only records the verdict",
+         "A kind without a recipe for these actions in its `actions { ... }` block does them by "
+         "`record`: the verdict is written (the job reads Failed or Succeeded) and nothing else "
+         "happens, so its pods run on and its operator carries on. Say how the kind does it "
+         "(`fail job -> condition \"FailureTarget\"` for batch Jobs, `set spec.suspend = true`, "
+         "a Volcano `Command`), or write `fail job -> record` to say that recording is meant."),
+    Code("R411", "task-failure-preempts-retries", WARNING, "a `task failed` policy that acts "
+         "before a pod policy's retries",
+         "A task fails with its first failed pod, so `on task \"t\" failed` takes that failure "
+         "at once, while a pod policy of the same pods (`on pod failed -> restart pod max 3`) "
+         "is still retrying: the job ends before any retry could help. To act once the retries "
+         "are spent, give the pod policy a fallback (`restart pod max 3 then fail job`)."),
     # ---- R5xx: injection
     Code("R501", "conflicting-injection", ERROR, "two injections write the same field differently",
          "Two injection operations that can apply to the same pod set the same annotation, label, "

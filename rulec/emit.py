@@ -119,7 +119,8 @@ class _Emitter:
         for p in (*k.policies, *self.extensions.get(k.name.value, ())):
             n = counters.get(p.event.name, 0)
             counters[p.event.name] = n + 1
-            policies.append(self.policy(p, p.id.value if p.id else f"{p.event.name}#{n}"))
+            policies.append(self.policy(p, p.id.value if p.id else f"{p.event.name}#{n}",
+                                        audit=k.mode is not None))
         return {
             "name": k.name.value, "span": span(k.span),
             "group": k.group, "version": k.version, "kind": k.kind.value,
@@ -144,6 +145,8 @@ class _Emitter:
             "actions": {r.verb: r.word or {"span": span(r.span),
                                            "steps": [self.step(s) for s in r.steps]}
                         for r in k.recipes},
+            "audit": None if k.mode is None else {"span": span(k.mode.span),
+                                                  "annotationOnly": k.mode.annotation_only},
         }
 
     def step(self, s: nodes.Step) -> Json:
@@ -191,7 +194,8 @@ class _Emitter:
                 "message": {"path": list(s.message.segments)} if s.message else None,
                 "condition": condition, "annotations": s.annotations, "events": s.events}
 
-    def policy(self, p: nodes.Policy, policy_id: str) -> Json:
+    def policy(self, p: nodes.Policy, policy_id: str, *, audit: bool = False) -> Json:
+        """`audit`: the kind's `mode audit` (a policy's own `audit on` counts as well)."""
         e = p.event
         return {
             "id": policy_id, "span": span(p.span), "event": e.name,
@@ -201,6 +205,7 @@ class _Emitter:
             "to": phase_name(e.to.value) if e.to else None,
             "evicted": e.evicted,
             "action": self.action(p.action, policy_id),
+            "audit": audit or p.audit is not None,
         }
 
     def action(self, a: nodes.Action, key: str) -> Json:

@@ -242,7 +242,7 @@ class _Lowering:
                          "`tekton.dev/v1, v1beta1`"))
         seen: dict[str, Span] = {}
         plural = task_label = task_expr = primary_pods = primary_containers = status = None
-        final = prefix = None
+        final = prefix = mode = None
         owned = False
         labels: list[nodes.PodLabel] = []
         verdicts: list[nodes.Verdict] = []
@@ -283,6 +283,9 @@ class _Lowering:
                 if self.once(seen, "final", span, "`final`"):
                     final = nodes.Final(span, self.expr(ch[0]) if ch else None,
                                         kind == "final_never")
+            elif kind == "mode_audit":
+                if self.once(seen, "mode", span, "`mode`"):
+                    mode = nodes.Mode(span, bool(ch))
             elif kind == "status_block":
                 if self.once(seen, "status", span, "`status`"):
                     status = self.status(stmt)
@@ -293,7 +296,7 @@ class _Lowering:
             self.span(tree), self.name(name), nodes.Name(self.span(api), api_version), group,
             version, self.name(kind_name), plural, owned, tuple(labels), task_label, task_expr,
             primary_pods, primary_containers, tuple(verdicts), tuple(policies), status,
-            more, scope, final, prefix, tuple(recipes))
+            more, scope, final, prefix, tuple(recipes), mode)
 
     def recipe(self, tree: Tree, seen: dict[str, Span]) -> nodes.Recipe:
         verb, *body = tree.children
@@ -397,14 +400,17 @@ class _Lowering:
 
     # ------------------------------------------------------------ policies
     def policy(self, tree: Tree) -> nodes.Policy:
-        event, *rest = tree.children
+        audit = None
+        if getattr(tree.children[0], "data", None) == "audit_mark":
+            audit = self.span(tree.children[0])
+        event, *rest = tree.children[1:] if audit is not None else tree.children
         policy_id = None
         if rest and rest[-1].data == "policy_id":
             policy_id = self.text(rest.pop().children[0])
         action = rest.pop()
         filt = self.node(rest[0]) if rest else None
         return nodes.Policy(self.span(tree), self.event(event), filt, self.action(action),
-                            policy_id)
+                            policy_id, audit)
 
     def event(self, tree: Tree) -> nodes.Event:
         span, ch = self.span(tree), tree.children

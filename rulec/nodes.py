@@ -291,6 +291,7 @@ class Policy:
     filter: Node | None
     action: Action
     id: Text | None
+    audit: Span | None = None   # `audit on ...`: decided and recorded, never acted on
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -360,6 +361,14 @@ class Final:
 
 
 @dataclass(frozen=True, slots=True, eq=False)
+class Mode:
+    """`mode audit [annotation only]`: every policy of the kind decides and records, none acts."""
+
+    span: Span
+    annotation_only: bool   # the verdict goes to our annotation only, not the kind's status
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class Kind:
     span: Span
     name: Name
@@ -382,6 +391,7 @@ class Kind:
     final: Final | None = None
     primary_prefix: Text | None = None     # `primary containers prefix "step-"`
     recipes: tuple[Recipe, ...] = ()       # `actions { ... }`
+    mode: Mode | None = None               # `mode audit`
 
     @property
     def has_task(self) -> bool:

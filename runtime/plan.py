@@ -270,6 +270,15 @@ class Policy:
     to: str | None
     action: Action
     evicted: bool = False  # podFailed: evicted (disrupted) pods too (`pod failed or evicted`)
+    audit: bool = False    # decided and recorded (an Event, a metric), never acted on
+
+
+@dataclass(frozen=True, slots=True)
+class Audit:
+    """`mode audit`: the kind's policies decide and record, none acts; with `annotation_only`
+    the verdict is written only as our annotation, not into the kind's own status."""
+
+    annotation_only: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -391,6 +400,7 @@ class Kind:
     primary_prefix: str | None = None  # containers named with it are primary too
     injected: frozenset[str] = frozenset()  # containers the plan's injections add to its pods
     actions: Mapping[str, Recipe] = dataclasses.field(default_factory=dict)  # declared recipes
+    audit: Audit | None = None  # `mode audit`: every policy audits (Policy.audit says so)
 
     def recipe(self, action: str) -> Recipe:
         """How this kind does `action`: its `actions` block, else the default."""
@@ -554,6 +564,30 @@ class Plan:
             if declared.kind == kind and api_version in declared.api_versions():
                 return declared
         return None
+
+
+def audited(source: Plan, selectors: Iterable[str]) -> Plan:
+    """The plan with more policies in audit, as the controller's `JOBRULES_AUDIT` says: `*`
+    (every kind), a kind's name, or `KIND/POLICY-ID`. Returns the plan itself when none is new."""
+    chosen = {s.strip() for s in selectors if s.strip()}
+    if not chosen:
+        return source
+
+    def picked(kind: Kind, policy: Policy) -> bool:
+        return bool({"*", kind.name, f"{kind.name}/{policy.id}"} & chosen)
+
+    kinds = tuple(dataclasses.replace(k, policies=tuple(
+        dataclasses.replace(p, audit=True) if picked(k, p) else p for p in k.policies))
+        for k in source.kinds)
+    return dataclasses.replace(source, kinds=kinds)
+
+
+def unknown_audits(source: Plan, selectors: Iterable[str]) -> list[str]:
+    """The `JOBRULES_AUDIT` entries that name no kind or policy of the plan (a typo would
+    otherwise leave a policy acting that its operator meant to watch)."""
+    known = {"*"} | {k.name for k in source.kinds} | {
+        f"{k.name}/{p.id}" for k in source.kinds for p in k.policies}
+    return sorted({s.strip() for s in selectors if s.strip()} - known)
 
 
 def expressions(node: Any) -> Iterator[Expr]:
@@ -858,6 +892,7 @@ def _kind(value: Any) -> Kind:
                 to=_opt_state(p.get("to"), vocabulary.PHASES, f"{where}.policies.to"),
                 action=_action(p.get("action"), f"{where}.policies.action"),
                 evicted=bool(p.get("evicted", False)),
+                audit=bool(p.get("audit", False)),
             )
             for p in map(lambda x: shape.obj(x, f"{where}.policies"), shape.array(k.get("policies", []), where))
         ),
@@ -881,6 +916,8 @@ def _kind(value: Any) -> Kind:
         actions={_choice(action, vocabulary.EFFECTS, f"{where}.actions"):
                  _recipe(recipe, f"{where}.actions.{action}")
                  for action, recipe in shape.obj(k.get("actions") or {}, f"{where}.actions").items()},
+        audit=None if k.get("audit") is None else Audit(
+            bool(shape.obj(k["audit"], f"{where}.audit").get("annotationOnly", False))),
     )
 
 

@@ -153,12 +153,13 @@ def _kind_needs(plan: planlib.Plan) -> Iterator[tuple[str, str, str, Need]]:
             yield kind.group, kind.plural, verb, watched
         status = kind.status
         where = status.span or kind.span
-        if status.condition is not None:
+        annotation_only = kind.audit is not None and kind.audit.annotation_only
+        if status.condition is not None and not annotation_only:
             yield kind.group, f"{kind.plural}/status", "patch", Need(
                 where, f"{job}: condition {status.condition}")
         fields = [".".join(f.path) for f in (status.phase, status.reason, status.message)
                   if f is not None]
-        if fields:
+        if fields and not annotation_only:
             yield kind.group, f"{kind.plural}/status", "patch", Need(
                 where, f"{job}: status fields {', '.join(fields)}")
         pods = Need(kind.span, f"{job}: its pods watched")
@@ -200,8 +201,11 @@ def _action_needs(kind: planlib.Kind) -> Iterator[tuple[str, str, str, Need]]:
 
 
 def _actions_taken(kind: planlib.Kind) -> Iterator[tuple[planlib.Policy, str]]:
-    """(policy, action) for every action a policy may take: its own, then its fallbacks."""
+    """(policy, action) for every action a policy may take: its own, then its fallbacks. A
+    policy in audit takes none, so a plan in audit is granted no delete, eviction or create."""
     for policy in kind.policies:
+        if policy.audit:
+            continue
         action: planlib.Action | None = policy.action
         while action is not None:
             if action.action in vocabulary.EFFECTS:

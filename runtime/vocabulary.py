@@ -69,8 +69,9 @@ STEPS = ("deletePods", "set", "condition", "create", "await")
 TASK_ACTIONS = frozenset({"restartTask", "failTask"})   # need a task
 BUDGET_SCOPES = ("job", "task", "pod")
 # What an evaluation says to do with an action: run it now, it waits for its delay, it was
-# dropped, its budget is spent (no fallback), or it only counted (a `count` within its budget).
-ACTION_STATUSES = ("run", "scheduled", "cancelled", "spent", "counted")
+# dropped, its budget is spent (no fallback), it only counted (a `count` within its budget), or
+# its policy is in audit (decided and recorded, not taken).
+ACTION_STATUSES = ("run", "scheduled", "cancelled", "spent", "counted", "audited")
 
 # Template placeholders, by where the template stands (docs/language.md, Templates).
 VERDICT_PLACEHOLDERS = (

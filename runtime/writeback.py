@@ -140,7 +140,10 @@ def fields(kind: plan.Kind, job: Mapping[str, Any], verdict: evaluator.Verdict) 
 def status_patch(kind: plan.Kind, job: Mapping[str, Any], verdict: evaluator.Verdict,
                  now: datetime) -> dict | None:
     """The merge patch of the condition and status fields (the shell sends it to /status where
-    the kind has that subresource, with the resourceVersion it holds as a precondition)."""
+    the kind has that subresource, with the resourceVersion it holds as a precondition).
+    None under `mode audit annotation only`: the verdict is then our annotation alone."""
+    if kind.audit is not None and kind.audit.annotation_only:
+        return None
     patch = fields(kind, job, verdict) or {}
     conditions = condition(kind, job, verdict, now)
     if conditions is not None:
@@ -169,6 +172,9 @@ def events(kind: plan.Kind, job: Mapping[str, Any], stored: str | None,
             "Warning" if verdict.phase == "Failed" else "Normal",
             objects.bounded(reason(verdict), EVENT_REASON_MAX), "Verdict",
             objects.bounded(_message(verdict), EVENT_NOTE_MAX)))
+    for a in evaluation.actions:
+        if a.status == "audited":
+            out.append(audit_event(job, seed, a))
     for problem in evaluation.problems[:5]:
         out.append(EventSpec(_event_name(meta, seed, "problem", problem), "Warning",
                              "RuleError", "Evaluate", objects.bounded(problem, EVENT_NOTE_MAX)))
@@ -191,6 +197,23 @@ def action_event(job: Mapping[str, Any], intent: intents.Intent) -> EventSpec:
                               + (f" {intent.pod}" if intent.pod else "")
                               + (f": {intent.message}" if intent.message else "")
                               + f" ({intent.rule})", EVENT_NOTE_MAX), intent.pod)
+
+
+def audit_event(job: Mapping[str, Any], seed: str, action: evaluator.Action) -> EventSpec:
+    """An action a policy in audit would have taken: said, not done. Named from the state read
+    and the decision, so a replay says it once."""
+    what = vocabulary.ACTIONS.get(action.action, action.action)
+    target = action.target.pod or action.target.task
+    note = (f"would {what}" + (f" {target}" if target and action.action.endswith(("Pod", "Task"))
+                               else "")
+            + (f": {action.message}" if action.message else "")
+            + (f" (budget {action.budget.used}/{action.budget.max})" if action.budget else "")
+            + f" ({action.rule}; audit: not done)")
+    return EventSpec(
+        _event_name(objects.meta(job), seed, "audit",
+                    f"{action.policy}\0{action.action}\0{action.target.uid or target or ''}"),
+        "Normal", "Audit", "".join(w.capitalize() for w in what.split()),
+        objects.bounded(note, EVENT_NOTE_MAX), action.target.pod)
 
 
 def action_failed_event(job: Mapping[str, Any], intent: intents.Intent, why: str) -> EventSpec:

@@ -46,6 +46,7 @@ def kind(ctx: Context, k: nodes.Kind) -> None:
     policies.policy_ids(ctx, k)
     policies.recipes(ctx, k)
     policies.shadowing(ctx, k)
+    policies.task_failures(ctx, k)
     for e in ctx.extensions(k):
         for p in e.policies:
             policies.policy(ctx, p, k)

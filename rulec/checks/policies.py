@@ -93,15 +93,26 @@ def action(ctx: Context, a: nodes.Action, e: nodes.Event, k: nodes.Kind) -> None
         action(ctx, a.fallback, e, k)
 
 
+# What a job-wide action only recorded leaves the job reading, while its pods run on.
+_RECORDED = {"failJob": "Failed", "completeJob": "Succeeded", "terminateJob": "Failed"}
+
+
 def supported(ctx: Context, a: nodes.Action, k: nodes.Kind) -> None:
-    """R409: the kind can do the action (its `actions` block, else the default)."""
+    """R409: the kind can do the action (its `actions` block, else the default); R410: a
+    job-wide action done by the default `record` only, which the author did not say."""
     if a.verb not in vocabulary.EFFECTS:
         return
     recipe = next((r for r in k.recipes if r.verb == a.verb), None)
     word = recipe.word if recipe is not None else vocabulary.DEFAULT_RECIPES.get(a.verb)
+    verb = vocabulary.ACTIONS[a.verb]
+    if recipe is None and word == "record" and a.verb in _RECORDED:
+        ctx.report("action-only-records", a.span,
+                   f"`{verb}` on kind `{k.name.value}` only records the verdict: the job reads "
+                   f"{_RECORDED[a.verb]} while its pods run on",
+                   help=f"say how in the kind's `actions {{ ... }}` (e.g. `{verb} -> set "
+                        f"spec.suspend = true`), or `{verb} -> record` if recording is meant")
     if word != "unsupported":
         return
-    verb = vocabulary.ACTIONS[a.verb]
     if recipe is not None:
         ctx.report("action-unsupported", a.span,
                    f"kind `{k.name.value}` cannot `{verb}`: its `actions` say so",
@@ -175,6 +186,29 @@ def shadowing(ctx: Context, k: nodes.Kind) -> None:
                     notes=(Note("this earlier policy catches every "
                                 f"`{vocabulary.EVENTS[later.event.name]}` first", earlier.span),))
                 break
+
+
+def task_failures(ctx: Context, k: nodes.Kind) -> None:
+    """R411: a `task failed` policy that acts on the failure a pod policy is retrying."""
+    policies = (*k.policies, *(p for e in ctx.extensions(k) for p in e.policies))
+    for p in policies:
+        if p.event.name != "taskFailed" or p.action.verb in ("ignore", "count"):
+            continue
+        task = p.event.task.value if p.event.task else None
+        retry = next((q for q in policies if q.event.name == "podFailed"
+                      and q.action.verb in vocabulary.RESTARTS and q.action.max is not None
+                      and (task is None or q.event.task is None or q.event.task.value == task)),
+                     None)
+        if retry is None:
+            continue
+        scope = f'task "{task}"' if task else "a task"
+        ctx.report("task-failure-preempts-retries", p.span,
+                   f"{scope} fails with its first failed pod: this policy takes "
+                   f"`{vocabulary.ACTIONS[p.action.verb]}` before any retry of the pod policy "
+                   "could help",
+                   help=f"to act when the retries are spent, write it as the pod policy's "
+                        f"fallback: `... then {vocabulary.ACTIONS[p.action.verb]}`",
+                   notes=(Note("the pod policy that retries", retry.span),))
 
 
 def _catches_all(earlier: nodes.Policy, later: nodes.Policy) -> bool:

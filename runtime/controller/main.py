@@ -39,7 +39,7 @@ class Controller:
         self.stopping = threading.Event()
         self.leading = threading.Event()
         self._plans = reloading.Reloading(
-            "plan", (settings.plan_path,), lambda: plan.load_file(settings.plan_path),
+            "plan", (settings.plan_path,), self._load_plan,
             settings.reload_interval, self._plan_loaded,
             lambda err, kept: log.error("plan %s not loaded (%s): %s", settings.plan_path,
                                         "keeping the previous one" if kept else "none yet", err))
@@ -122,6 +122,16 @@ class Controller:
         return out
 
     # -- plans -------------------------------------------------------------------------------
+
+    def _load_plan(self) -> plan.Plan:
+        """The plan file, with the policies `JOBRULES_AUDIT` names put in audit. An entry that
+        names nothing in it refuses the plan: the operator meant some policy to only watch."""
+        loaded = plan.load_file(self.settings.plan_path)
+        unknown = plan.unknown_audits(loaded, self.settings.audit)
+        if unknown:
+            raise plan.PlanError(f"JOBRULES_AUDIT names no kind or policy of the plan: "
+                                 f"{', '.join(unknown)}")
+        return plan.audited(loaded, self.settings.audit)
 
     def _plan_loaded(self, previous: plan.Plan | None, new: plan.Plan) -> None:
         if previous is not None:

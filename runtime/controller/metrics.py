@@ -143,7 +143,8 @@ RESOURCE_SERVED = Gauge(
 )
 ACTIONS = Counter(
     "jobrules_controller_actions",
-    "Actions carried out to the end (done) or given up (dropped), by kind and action.",
+    "Actions carried out to the end (done), given up (dropped), or decided by a policy in "
+    "audit and not taken (audited), by kind and action.",
     ["kind", "action", "result"],
 )
 ACTION_WRITES = Counter(

@@ -45,6 +45,8 @@ class ControllerSettings:
     webhook_secret: tuple[str, str] | None = None
     webhook_service: tuple[str, str] | None = None
     webhook_configuration: str = "0-jobrules"
+    # Policies in audit beside those the rules put there: `*`, a kind's name, or KIND/POLICY-ID.
+    audit: tuple[str, ...] = ()
     test_hooks: bool = False             # honour JOBRULES_FAULT (tests only)
     fault: str = ""
 
@@ -95,6 +97,8 @@ class ControllerSettings:
                              ("debug", "info", "warning", "error")),
             webhook_secret=secret, webhook_service=service,
             webhook_configuration=env.get("JOBRULES_WEBHOOK_CONFIGURATION") or d.webhook_configuration,
+            audit=tuple(a.strip() for a in env.get("JOBRULES_AUDIT", "").split(",")
+                        if a.strip()),
             test_hooks=hooks,
             fault=fault,
         )

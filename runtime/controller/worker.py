@@ -246,7 +246,13 @@ class Worker:
         return f"{path}/status" if kind.status_subresource else path
 
     def _committed(self, key: Key, kind: cacheslib.Watched, writes: reconcile.Writes) -> None:
+        """The commit is written: what it decided is now so, and is counted once."""
         received = self._pending.pop(key, None)
+        for a in writes.evaluation.actions:
+            if a.status == "audited":   # decided, recorded, not done: the policy is in audit
+                metrics.ACTIONS.labels(kind.spec.name, a.action, "audited").inc()
+                log.info("%s/%s/%s: would %s%s (%s, %s; audit: not done)", *key, a.action,
+                         f" {a.target.pod}" if a.target.pod else "", a.policy, a.rule)
         if writes.verdict_changed:
             metrics.VERDICTS.labels(kind.spec.name, writes.evaluation.verdict.phase).inc()
             if received is not None:

@@ -30,8 +30,10 @@ def limit(inputs: Inputs, ledger: Ledger, budget: plan.Budget) -> int:
     value = inputs.search(budget.max, inputs.job)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 \
             or value != int(value):
-        ledger.problems.append(f"{budget.max.span}: <<{budget.max.source}>>: {value!r} is not a "
-                               "budget (a whole number, 0 or more); the budget counts as spent")
+        problem = (f"{budget.max.span}: <<{budget.max.source}>>: {value!r} is not a budget (a "
+                   "whole number, 0 or more); the budget counts as spent")
+        if problem not in ledger.problems:   # read again when a delay asks whether any is left
+            ledger.problems.append(problem)
         return 0
     return int(value)
 
@@ -46,6 +48,13 @@ def draw(inputs: Inputs, ledger: Ledger, budget: plan.Budget,
         return False, BudgetUse(k, used, most)
     ledger.budgets[k] = used + 1
     return True, BudgetUse(k, used + 1, most)
+
+
+def spent(inputs: Inputs, ledger: Ledger, budget: plan.Budget | None, target: Target) -> bool:
+    """Whether the budget has no use left (nothing is drawn): a spent budget's action does not
+    wait out its delay, its fallback (or the report that it is spent) comes at once."""
+    return budget is not None and ledger.budgets.get(key(budget, target), 0) >= limit(
+        inputs, ledger, budget)
 
 
 def delay(ledger: Ledger, action: plan.Action, target: Target) -> float:

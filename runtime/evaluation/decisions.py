@@ -26,7 +26,7 @@ FAILURES = ("podFailed", "podEvicted", "podDeleted", "containerRestarted")
 def take(inputs: Inputs, ledger: Ledger, policy: plan.Policy, name: str, occ: Occurrence,
          w: conditions.Witness) -> None:
     """Run or schedule the policy's action for an occurrence."""
-    action = policy.action
+    action = action_of(policy)
     if action.action == "ignore":
         return
     variables = inputs.variables(w, event=name)
@@ -34,7 +34,7 @@ def take(inputs: Inputs, ledger: Ledger, policy: plan.Policy, name: str, occ: Oc
         variables["task"] = occ.task
     pod = w.decide()[0]
     target = inputs.target(occ.task, pod, occ.digest)
-    if action.delay:
+    if action.delay and not budgets.spent(inputs, ledger, action.budget, target):
         if any(d.policy == policy.id and d.digest == occ.digest and d.task == target.task
                for d in ledger.delayed):
             return  # already waiting for this pod
@@ -48,7 +48,7 @@ def take(inputs: Inputs, ledger: Ledger, policy: plan.Policy, name: str, occ: Oc
         message = inputs.text(action.message, variables)
         ledger.actions.append(Action(action.action, "scheduled", policy.id, name, str(policy.span),
                                      reason, message, target, due))
-        if action.action in vocabulary.RESTARTS:
+        if action.action in vocabulary.RESTARTS and not policy.audit:
             _restarting(inputs, ledger, policy, name, action.action, reason, message, target, due)
         return
     fire(inputs, ledger, policy, name, action, variables, target, None, None)
@@ -89,10 +89,27 @@ def fire(inputs: Inputs, ledger: Ledger, policy: plan.Policy, name: str, action:
         dropped, why = given_up
         message = message or (f"{_happened(name, target)}: {describe.action(dropped)} given up "
                               f"({why}): {describe.action(action.action)} ({policy.span})")
+    if policy.audit:   # decided and recorded; nothing done, nothing held
+        ledger.actions.append(Action(action.action, "audited", policy.id, name, str(policy.span),
+                                     reason, message, target, due, use))
+        return
     status = "counted" if action.action == "count" else "run"
     ledger.actions.append(Action(action.action, status, policy.id, name, str(policy.span),
                                  reason, message, target, due, use))
     _consequences(inputs, ledger, action.action, policy, name, reason, message, target)
+
+
+def action_of(policy: plan.Policy) -> plan.Action:
+    """The policy's action; in audit, with budgets of their own (`audit/KEY`), so what an
+    audit counted is not spent when the policy is enforced."""
+    return _audit_budgets(policy.action) if policy.audit else policy.action
+
+
+def _audit_budgets(action: plan.Action) -> plan.Action:
+    budget = action.budget
+    return replace(
+        action, budget=None if budget is None else replace(budget, key=f"audit/{budget.key}"),
+        fallback=None if action.fallback is None else _audit_budgets(action.fallback))
 
 
 def _consequences(inputs: Inputs, ledger: Ledger, action: str, policy: plan.Policy, name: str,
@@ -168,7 +185,7 @@ def run_delayed(inputs: Inputs, ledger: Ledger) -> None:
         w = conditions.Witness(((current, None),) if current is not None else ())
         variables = {**inputs.variables(w, event=d.event), "task": d.task, "pod": d.pod,
                      **d.variables}
-        fire(inputs, ledger, policy, d.event, policy.action, variables,
+        fire(inputs, ledger, policy, d.event, action_of(policy), variables,
              inputs.target(d.task, current, d.digest, d.pod), d.due, None)
 
 

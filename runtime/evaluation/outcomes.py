@@ -53,10 +53,10 @@ class BudgetUse:
 class Action:
     """What to do. Only `status == "run"` is to be executed now; `scheduled` waits for `due`,
     `cancelled` is a scheduled one dropped (its pod recovered or the job ended), `spent` is one
-    whose budget ran out with no fallback."""
+    whose budget ran out with no fallback, `audited` one its policy only records (audit mode)."""
 
     action: str
-    status: str  # run | scheduled | cancelled | spent
+    status: str  # run | counted | scheduled | cancelled | spent | audited
     policy: str
     event: str
     rule: str

@@ -48,6 +48,13 @@ PER_INDEX = """\
                     and not any task running and not any task pending
                reason "FailedIndexes" message "Job has failed indexes"
 """
+ACTIONS = """
+    # The Job controller carries its podFailurePolicy out itself: these rules say what it
+    # decides, and record it.
+    actions {
+        fail job -> record
+    }
+"""
 COUNT = ('count max <<spec.backoffLimit>> budget "backoff" then fail job reason '
          '"BackoffLimitExceeded" message "Job has reached the specified backoff limit"')
 COUNT_PER_INDEX = 'count max <<spec.backoffLimitPerIndex>> per task budget "backoff" then fail task'
@@ -65,7 +72,8 @@ def translate(spec: dict[str, Any]) -> str:
         for term in _terms(rule):
             lines.append(f"    on pod failed or evicted {term} -> {_action(rule, index, count)} "
                          f"as \"rule-{index}{_suffix(rule, term)}\"\n")
-    lines.append(f"    on pod failed or evicted -> {count} as \"default\"\n}}\n")
+    lines.append(f"    on pod failed or evicted -> {count} as \"default\"\n")
+    lines.append(ACTIONS + "}\n")
     return fmt.format_text("".join(lines))
 
 

@@ -214,12 +214,13 @@ def test_expression_position_mapping() -> None:
 # ---------------------------------------------------------------- policies
 
 def test_task_scoped_policy_is_not_shadowed_by_a_job_wide_one() -> None:
-    assert codes(kind("    on pod failed -> fail job\n    on task \"w\" pod failed -> fail job")) == []
+    assert codes(kind("    on pod failed -> fail job\n    on task \"w\" pod failed -> fail job")) == [
+        "R410", "R410"]   # the job's failure only recorded, by each; neither is shadowed
 
 
 def test_same_task_scope_is_shadowed() -> None:
     text = kind("    on task \"w\" pod failed -> fail job\n    on task \"w\" pod failed exit 1 -> ignore")
-    assert codes(text) == ["R401"]
+    assert codes(text) == ["R410", "R401"]
 
 
 @pytest.mark.parametrize("first,second,shadowed", [
@@ -255,7 +256,7 @@ def test_ignore_counts_nothing() -> None:
 
 def test_fallbacks_are_checked_too() -> None:
     assert codes(kind("    on job running longer than 1h -> fail job max 1 then restart pod")) == [
-        "R402", "R405"]
+        "R410", "R402", "R405"]
 
 
 def test_exit_zero_only_warns_on_failures() -> None:
@@ -279,7 +280,7 @@ def test_container_scope_rules() -> None:
 
 def test_task_references_need_a_selector() -> None:
     assert codes("job j: v1 Pod {\n succeeded when task \"m\" succeeded\n"
-                 " on task completed -> complete job\n}") == ["R408", "R408"]
+                 " on task completed -> complete job\n}") == ["R408", "R408", "R410"]
 
 
 # ---------------------------------------------------------------- names and values
@@ -598,3 +599,37 @@ def test_deep_jmespath_is_reported_at_the_expression() -> None:
     assert found(kind("    failed when <<" + "(" * 3000 + "a" + ")" * 3000 + ">>")) == [
         ("R005", 4, 17)]
     assert "R005" not in codes(kind("    failed when <<status" + " | status" * 60 + " == 'x'>>"))
+
+
+# ---------------------------------------------------------------- actions that only record, task failures
+
+RECORD = "\n    actions {\n        fail job -> record\n    }"
+
+
+@pytest.mark.parametrize("body, expected", [
+    ("    on pod failed -> fail job", ["R410"]),
+    ("    on pod failed -> complete job", ["R410"]),
+    ("    on pod failed -> terminate job", ["R410"]),
+    ("    on pod failed -> restart pod max 2 then fail job", ["R410"]),   # a fallback too
+    ("    on pod failed -> fail job" + RECORD, []),                       # said: meant
+    ("    on pod failed -> fail job\n    actions {\n        fail job -> set spec.suspend = true\n"
+     "    }", []),
+    ("    on pod failed -> restart pod max 2", []),                       # not job-wide
+], ids=["fail", "complete", "terminate", "fallback", "record said", "recipe", "restart"])
+def test_a_job_wide_action_that_only_records_is_said(body: str, expected: list[str]) -> None:
+    assert codes(kind(body)) == expected
+
+
+@pytest.mark.parametrize("body, expected", [
+    ('    on pod failed -> restart pod max 3 then fail job\n    on task "w" failed -> fail job',
+     ["R411"]),
+    ('    on task "w" pod failed -> restart task max 3\n    on task failed -> restart job max 1',
+     ["R411"]),
+    ('    on task "v" pod failed -> restart pod max 3\n    on task "w" failed -> fail job', []),
+    ('    on pod failed -> restart pod\n    on task "w" failed -> fail job', ["R402"]),  # no budget
+    ('    on pod failed -> restart pod max 3\n    on task "w" failed -> ignore', []),
+    ('    on pod evicted -> restart pod max 3\n    on task "w" failed -> fail job', []),
+], ids=["job-wide retry", "task retry, any task", "other task", "no budget", "ignore", "evicted"])
+def test_a_task_failure_policy_that_preempts_retries_is_said(body: str,
+                                                            expected: list[str]) -> None:
+    assert [c for c in codes(kind(body + RECORD)) if c != "R410"] == expected

@@ -526,3 +526,65 @@ def test_fail_task_fails_one_task_and_lets_the_others_go_on() -> None:
     e = run(pol, objs, e.state, verdicts=verdicts)
     assert e.state.failed_tasks == {"0", "1"}
     assert (e.verdict.phase, e.verdict.reason) == ("Failed", "MaxFailedIndexesExceeded")
+
+
+def test_a_spent_budget_does_not_wait_out_its_delay() -> None:
+    """The fallback of a budget already spent comes at once: a doubling delay of 80 s before
+    failing the job would only show a restart that will never happen."""
+    act = action("restartPod", max=2, delay=10, then=action("failJob"))
+    act.update(doubling=True)
+    pol = [policy("podFailed", act, id="backoff")]
+    spent = state.State(verdict="Running", budgets={"backoff": 2})
+    e = run(pol, [pod("a", "Failed")], spent)
+    assert ran(e) == [("failJob", "run")] and e.verdict.phase == "Failed"
+    assert e.wake_at is None or e.wake_at > NOW   # nothing scheduled for later
+    # with a use left, the delay is waited out as before
+    e = run(pol, [pod("a", "Failed")], state.State(verdict="Running", budgets={"backoff": 1}))
+    assert ran(e) == [("restartPod", "scheduled")]
+
+
+# -- audit ---------------------------------------------------------------------------------------
+
+def audited(p: dict) -> dict:
+    return dict(p, audit=True)
+
+
+def test_a_policy_in_audit_records_what_it_would_do_and_does_nothing() -> None:
+    pol = [audited(policy("podFailed", action("restartJob", max=2, then=action("failJob")),
+                          id="retry"))]
+    failed = pod("a", "Failed", containers=[terminated("main", 1)])
+    e = run(pol, [failed])
+    assert ran(e) == [("restartJob", "audited")]
+    assert e.actions[0].budget is not None and e.actions[0].budget.key == "audit/retry"
+    # the verdict is the rules' own (a failed pod fails the job): no restart under way
+    assert e.verdict.phase == "Failed" and e.state.restarting is None
+    # nothing spent of the budget the enforced policy will draw on
+    assert e.state.budgets == {"audit/retry": 1}
+
+
+def test_a_policy_in_audit_falls_back_in_audit_too() -> None:
+    pol = [audited(policy("podFailed", action("restartPod", max=1, then=action("failJob")),
+                          id="retry"))]
+    spent = state.State(verdict="Running", budgets={"audit/retry": 1, "retry": 0})
+    e = run(pol, [pod("a", "Failed")], spent)
+    assert ran(e) == [("failJob", "audited")]
+    assert e.state.final is None or e.state.final.by != "policy"   # not the policy's verdict
+
+
+def test_a_delayed_action_in_audit_is_audited_when_due_and_holds_nothing_meanwhile() -> None:
+    pol = [audited(policy("podFailed", action("restartPod", max=3, delay=30), id="later"))]
+    verdicts = [verdict("Restarting", pods_cond("any", "failed")), *RULES]
+    first = run(pol, [pod("a", "Failed")], verdicts=verdicts)
+    assert ran(first) == [("restartPod", "scheduled")]
+    assert first.state.restarting is None and first.verdict.phase == "Restarting"
+    due = run(pol, [pod("a", "Failed")], first.state, now=first.actions[0].due,
+              verdicts=verdicts)
+    assert ran(due) == [("restartPod", "audited")]
+
+
+def test_the_same_policy_enforced_acts() -> None:
+    """The mirror of the audit tests: without `audit` the same history runs the action."""
+    pol = [policy("podFailed", action("restartJob", max=2, then=action("failJob")), id="retry")]
+    e = run(pol, [pod("a", "Failed", containers=[terminated("main", 1)])])
+    assert ran(e) == [("restartJob", "run")] and e.state.budgets == {"retry": 1}
+    assert e.verdict.phase == "Restarting" and e.state.restarting is not None

@@ -115,3 +115,35 @@ def test_namespace_label_tests_stand_at_the_top_level_and() -> None:
 
 def test_the_injected_containers_of_a_kind_come_from_the_injections() -> None:
     assert _plan_with().kinds[0].injected == {"x"}
+
+
+# -- policies put in audit by the controller's JOBRULES_AUDIT ------------------------------------
+
+def _two_kinds():
+    from builders import action, kind, load, policy
+
+    return load(kind(name="a", policies=[policy("podFailed", action("failJob"), id="x"),
+                                         policy("podEvicted", action("failJob"), id="y")]),
+                kind(name="b", api_version="example.dev/v1", job_kind="B",
+                     policies=[policy("podFailed", action("failJob"), id="x")]))
+
+
+@pytest.mark.parametrize("selectors, expected", [
+    ([], {"a/x": False, "a/y": False, "b/x": False}),
+    (["*"], {"a/x": True, "a/y": True, "b/x": True}),
+    (["a"], {"a/x": True, "a/y": True, "b/x": False}),
+    (["a/y", "b/x"], {"a/x": False, "a/y": True, "b/x": True}),
+    ([" a/y ", ""], {"a/x": False, "a/y": True, "b/x": False}),
+])
+def test_audit_selectors_pick_kinds_and_policies(selectors: list[str],
+                                                 expected: dict[str, bool]) -> None:
+    from runtime import plan
+
+    chosen = plan.audited(_two_kinds(), selectors)
+    assert {f"{k.name}/{p.id}": p.audit for k in chosen.kinds for p in k.policies} == expected
+
+
+def test_audit_selectors_that_name_nothing_are_found() -> None:
+    from runtime import plan
+
+    assert plan.unknown_audits(_two_kinds(), ["*", "a", "a/x", "b/y", "c"]) == ["b/y", "c"]

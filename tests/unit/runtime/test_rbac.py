@@ -166,6 +166,12 @@ def test_a_kind_without_policies_or_status_block() -> None:
     # A recipe no policy takes grants nothing.
     ("    actions {\n        restart job -> create bus.volcano.sh/v1alpha1 Command { action: \"RestartJob\", target: job }\n"
      "        fail job -> set status.phase = \"Failed\"\n    }\n", {}),
+    # A policy in audit takes no action: a plan in audit cannot delete, evict or create.
+    ("    audit on pod evicted -> restart pod max 3 then restart job\n", {}),
+    ("    mode audit\n    on pod evicted -> restart pod max 3\n", {}),
+    # ... and in audit with `annotation only`, its status is never written either.
+    ("    mode audit annotation only\n    on pod evicted -> restart pod max 3\n",
+     {"trainers.example.com/status patch": None}),
     # An `unsupported` recipe is an error when taken (R409), so it is never taken.
     ("    actions {\n        abort job -> unsupported\n    }\n", {}),
 ])

@@ -51,3 +51,9 @@ def test_self_managed_certificates_need_the_certs_extra(monkeypatch: pytest.Monk
         ControllerSettings.from_env({**BASE, "JOBRULES_WEBHOOK_SECRET": "infra/tls",
                                      "JOBRULES_WEBHOOK_SERVICE": "infra/svc"})
     assert ControllerSettings.from_env(BASE).webhook_secret is None   # other modes need nothing
+
+
+def test_the_policies_put_in_audit() -> None:
+    env = {"JOBRULES_PLAN": "p.json", "JOBRULES_AUDIT": " trainer/retry, vcjob ,,"}
+    assert ControllerSettings.from_env(env).audit == ("trainer/retry", "vcjob")
+    assert ControllerSettings.from_env({"JOBRULES_PLAN": "p.json"}).audit == ()

@@ -336,3 +336,65 @@ def corpus_plan() -> plan.Plan:
 def annotation_of(api: FakeApi, path: str, key: str) -> Any:
     text = objects.annotation(api.get(path), key)
     return None if text is None else json.loads(text)
+
+
+# -- audit -------------------------------------------------------------------------------------
+
+AUDITED = RULES.replace("    on pod evicted ->", "    audit on pod evicted ->")
+
+
+def audited_count(action: str) -> float:
+    from prometheus_client import REGISTRY
+
+    return REGISTRY.get_sample_value("jobrules_controller_actions_total", {
+        "kind": "trainer", "action": action, "result": "audited"}) or 0.0
+
+
+def changes(api: FakeApi) -> list[tuple[str, str]]:
+    """The requests that change something, by method and path."""
+    return [(r.method, r.path) for r in api.log if r.method not in ("GET", "LIST", "WATCH")]
+
+
+@pytest.mark.parametrize("how", ["rules", "JOBRULES_AUDIT"])
+def test_a_policy_in_audit_says_what_it_would_do_and_does_nothing(how: str) -> None:
+    """`audit on` in the rules, or the enforced policy named by JOBRULES_AUDIT: the verdict is
+    written as always; the action is an Event and a metric, and no pod is touched."""
+    evicted = pod("p-0", "Failed", reason="Evicted")
+    if how == "rules":
+        w, api, events, _ = setup(evicted, pod("p-1"), text=AUDITED)
+    else:
+        api = FakeApi(status_subresource={"trainers.example.dev"})
+        api.add({"apiVersion": "example.dev/v1", "kind": "Trainer",
+                 "metadata": {"name": "t", "namespace": "ns", "uid": "uid-t", "generation": 1}},
+                "trainers")
+        api.add(evicted, "pods")
+        api.add(pod("p-1"), "pods")
+        w, events, _ = shell.make(plan.audited(compiled(), ["trainer/podEvicted#0"]), api, NOW)
+        shell.feed(w, api)
+    before = audited_count("restartPod")
+    w.sync(KEY)
+    assert changes(api) == [("PATCH", PATH), ("PATCH", PATH + "/status")]   # the verdict only
+    assert annotation(api, vocabulary.INTENTS_ANNOTATION) is None
+    assert annotation(api, vocabulary.VERDICT_ANNOTATION)["phase"] == "Running"
+    [(_, event)] = [(n, e) for n, e in events.sent if e.reason == "Audit"]
+    assert event.action == "RestartPod" and "would restart pod p-0" in event.note
+    assert audited_count("restartPod") == before + 1
+    # looked at again: nothing new is decided, said or counted
+    w.sync(KEY)
+    assert len(changes(api)) == 2 and audited_count("restartPod") == before + 1
+
+
+def test_the_same_policy_enforced_deletes_the_pod() -> None:
+    """The mirror of the audit test: it is the audit that keeps the pod, not the set-up."""
+    w, api, _, _ = setup(pod("p-0", "Failed", reason="Evicted"), pod("p-1"))
+    w.sync(KEY)
+    assert ("DELETE", "/api/v1/namespaces/ns/pods/p-0") in changes(api)
+
+
+def test_a_kind_in_audit_annotation_only_writes_its_verdict_only_as_our_annotation() -> None:
+    text = AUDITED.replace("    pods owned", "    mode audit annotation only\n    pods owned")
+    w, api, _, _ = setup(pod("p-0", "Failed", reason="Evicted"), text=text)
+    w.sync(KEY)
+    assert changes(api) == [("PATCH", PATH)]   # no /status: no condition, no status fields
+    assert annotation(api, vocabulary.VERDICT_ANNOTATION) is not None
+    assert "conditions" not in (api.get(PATH).get("status") or {})
