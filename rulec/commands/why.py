@@ -63,7 +63,8 @@ def register(subparsers: Any) -> None:
                      help="the job: the rules' kind name, or the resource as kubectl spells it "
                           "(job/x, jobs.batch/x, jobs.v1.batch/x, vcjob/x, a short name)")
     why.add_argument("-n", "--namespace", metavar="NS",
-                     help="its namespace (default: the kubeconfig context's, else default)")
+                     help="its namespace (default: the kubeconfig context's; in a pod, its "
+                          "service account's; else default)")
     why.add_argument("--rules", nargs="+", required=True, metavar="PATH",
                      help="the controller's rules: .rules files, folders of them, or one "
                           "compiled plan (.json); rule positions are part of the verdict written, "

@@ -191,6 +191,23 @@ def test_a_newer_generation_differs_by_its_observed_generation(tmp_path: Path) -
             for d in report["differences"]} >= {("verdict annotation", "observedGeneration", 1, 2)}
 
 
+def test_a_state_or_journal_that_cannot_be_read_is_a_problem_it_names(tmp_path: Path) -> None:
+    """As the controller reads them: a stored state that is not JSON is the empty state, a
+    journal that cannot be read is let go of; both are said under `problems`."""
+    world = World(pod("t-0"))
+    world.sync()
+    job = world.api.get(PATH)
+    job["metadata"]["annotations"].update({vocabulary.STATE_ANNOTATION: "{",
+                                           vocabulary.INTENTS_ANNOTATION: "[]"})
+    world.api.objects[PATH] = job
+    code, report = world.why_json(tmp=tmp_path)
+    [state_problem, journal_problem] = report["decided"]["problems"]
+    assert state_problem.startswith("stored state is not JSON")
+    assert journal_problem.startswith("intents ")
+    assert code == 1 and report["written"]["state"] is None   # the controller forgot it
+    assert f"  problem: {state_problem}\n" in world.why(tmp=tmp_path)[1]
+
+
 def test_it_sends_only_gets_and_lists(tmp_path: Path) -> None:
     world = World(pod("t-0"), pod("other-0", job="other"))
     world.sync()
