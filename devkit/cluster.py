@@ -306,6 +306,13 @@ class ControlPlane:
         return self.root / "kubeconfig"
 
     @property
+    def audited_kubeconfig(self) -> Path:
+        """A cluster admin's kubeconfig whose every request the audit log records (the user
+        `jobrules:audited`, verb and object, reads included): what a test proves a client
+        only read with."""
+        return self.root / "audited.kubeconfig"
+
+    @property
     def audit_log(self) -> Path:
         """The API server's audit log (JSON lines): pod deletions and evictions with their
         answers, writes to the job kinds and to Volcano Commands with their bodies."""
@@ -448,6 +455,9 @@ def _launch(root: Path, binaries: Binaries, crd_folder: Path | None, detached: b
     _write(pki / "sa.pub", sa_key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
     _write(root / "kubeconfig", _kubeconfig(server, ca.cert_pem, admin_cert, admin_key, "admin"))
+    audited_cert, audited_key = ca.issue(AUDITED, organization="system:masters")
+    _write(root / "audited.kubeconfig",
+           _kubeconfig(server, ca.cert_pem, audited_cert, audited_key, AUDITED))
 
     processes: dict[str, subprocess.Popen[bytes]] = {}
 
@@ -909,13 +919,17 @@ def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
 # Finding and ending processes
 
 
-# Pods' deletions and evictions with the answer (the deleted pod's uid), writes to the kinds the
-# rules describe and to Volcano's Commands with their bodies; nothing else.
+# Every request of the audited user (AUDITED: who sends what, reads too), pods' deletions and
+# evictions with the answer (the deleted pod's uid), writes to the kinds the rules describe and
+# to Volcano's Commands with their bodies; nothing else.
+AUDITED = "jobrules:audited"
 AUDIT_POLICY = """\
 apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
 rules:
+- level: Metadata
+  users: ["%s"]
 - level: RequestResponse
   verbs: [delete, deletecollection]
   resources: [{group: "", resources: [pods]}]
@@ -933,7 +947,7 @@ rules:
   - {group: argoproj.io}
   - {group: tekton.dev}
 - level: None
-"""
+""" % AUDITED
 
 
 def _write_audit_policy(root: Path) -> Path:

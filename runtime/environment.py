@@ -71,3 +71,9 @@ def host_port(env: Mapping[str, str], name: str,
     if not sep or not port.isdigit() or not 0 < int(port) < 65536:
         raise SettingsError(f"{name}: expected host:port or empty, got {raw!r}")
     return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def kubeconfig(env: Mapping[str, str]) -> str | None:
+    """The kubeconfig the controller (and `rulec why`, which reads as it does) talks to the API
+    server with: `JOBRULES_KUBECONFIG`, else `KUBECONFIG`; None means in-cluster."""
+    return env.get("JOBRULES_KUBECONFIG") or env.get("KUBECONFIG") or None

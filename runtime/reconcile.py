@@ -11,6 +11,7 @@ what did not happen.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Iterable, Mapping
@@ -33,6 +34,8 @@ class Writes:
     journal: tuple[intents.Intent, ...] = ()   # the intents open once the commit is written
     new: tuple[intents.Intent, ...] = ()       # those this reconcile decided
     pods: tuple[Mapping[str, Any], ...] = ()   # the job's pods, as the evaluation saw them
+    state_error: str | None = None         # why the stored state was not read (then: empty)
+    journal_error: str | None = None       # why the journal was not read (then: let go of)
 
     @property
     def verdict_changed(self) -> bool:
@@ -59,13 +62,37 @@ class Writes:
         return tuple(out)
 
 
+def left_alone(kind: plan.Kind, job: Mapping[str, Any]) -> str | None:
+    """Why the controller does not reconcile a job it has (None: it does): a job going away,
+    or outside its kind's scope, has no rules."""
+    if objects.deleting(job):
+        return "it is being deleted"
+    if not kind.covers(job):
+        return f"it is outside the scope of kind {kind.name}"
+    return None
+
+
+def sync(kind: plan.Kind, job: Mapping[str, Any], candidates: Iterable[Mapping[str, Any]],
+         now: datetime, live_pods: Callable[[], Iterable[Mapping[str, Any]]], *,
+         explain: bool = False) -> Writes:
+    """The reconcile the controller acts on: over the cache's candidates, and again over
+    `live_pods()` (a live list of the job's namespace) when it decided an action about a pod
+    the cache does not have (`Writes.needs_live_pods`)."""
+    writes = reconcile(kind, job, candidates, now, explain=explain)
+    if writes.needs_live_pods:
+        writes = reconcile(kind, job, live_pods(), now, live=True, explain=explain)
+    return writes
+
+
 def reconcile(kind: plan.Kind, job: Mapping[str, Any], candidates: Iterable[Mapping[str, Any]],
-              now: datetime, *, live: bool = False) -> Writes:
+              now: datetime, *, live: bool = False, explain: bool = False) -> Writes:
     """Evaluate the job with the state stored on it and say what to write back.
 
     `candidates` are the pods that may be the job's (runtime.pods.pods_of decides). With
     `live`, they are a live list of the job's namespace, and the pods the stored state knows
-    that no longer belong to the job (relabelled) are kept too: not deleted, so not an event."""
+    that no longer belong to the job (relabelled) are kept too: not deleted, so not an event.
+    `explain` asks the evaluation why each rule and policy did or did not match
+    (`rulec why`); it changes nothing else."""
     stored_text = objects.annotation(job, state.ANNOTATION)
     decoded = state.decode(stored_text)
     journal_read = intents.decode(objects.annotation(job, intents.ANNOTATION))
@@ -79,7 +106,7 @@ def reconcile(kind: plan.Kind, job: Mapping[str, Any], candidates: Iterable[Mapp
         members = {id(p) for p in pods}
         pods = [*pods, *(p for p in listed if id(p) not in members
                          and pods_lib.digest(objects.uid(p) or "") in decoded.state.pods)]
-    evaluation = evaluator.evaluate(kind, job, pods, stored, now)
+    evaluation = evaluator.evaluate(kind, job, pods, stored, now, explain=explain)
     verdict = evaluation.verdict
     annotation = (writeback.verdict_annotation(verdict, job, now)
                   if kind.status.annotations else None)
@@ -99,6 +126,8 @@ def reconcile(kind: plan.Kind, job: Mapping[str, Any], candidates: Iterable[Mapp
         journal=journal,
         new=new,
         pods=tuple(pods),
+        state_error=decoded.error,
+        journal_error=journal_read.error,
     )
 
 

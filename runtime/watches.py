@@ -42,6 +42,33 @@ def rewatch(old: plan.Kind, new: plan.Kind) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------
+# The caches: what each keeps of an object, what of it matters, how it is indexed
+
+
+def job_store(kind: plan.Kind) -> storelib.Store:
+    """The cache of a kind's jobs: each cut to the kind's projection, its changes judged by
+    `significant`, indexed by `job_indexes`. The controller's caches hold one per kind;
+    `rulec why` reads a job through one too, so it sees the job as the controller does."""
+    tree = projection.of_kind(kind).job
+    return storelib.Store(lambda obj: projection.project(obj, tree), significant(kind),
+                          job_indexes(kind))
+
+
+def pod_store(selector: str, kinds: Iterable[plan.Kind]) -> storelib.Store:
+    """The cache of one pod watch (`selector`, see `pod_selector`) serving `kinds`: each pod cut
+    to the projection they share (`projection.pod_tree`), indexed by `pod_indexes`."""
+    tree = projection.pod_tree(kinds)
+    return storelib.Store(lambda obj: projection.project(obj, tree), without_version,
+                          pod_indexes(selector))
+
+
+def pod_query(selector: str) -> list[tuple[str, str]]:
+    """The query a pod watch lists and watches with: pods that have the selector's label key
+    (all pods for the empty selector)."""
+    return [("labelSelector", selector)] if selector else []
+
+
+# ---------------------------------------------------------------------------------------------
 # Indexes
 
 

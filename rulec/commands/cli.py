@@ -29,6 +29,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
              "evaluate a job and its pods: verdict, events, actions, new state"),
     "mutate": ("rulec.commands.run", "apply the injections to a pod: JSON patch and patched pod"),
     "test": ("rulec.commands.run", "run rule test suites"),
+    "why": ("rulec.commands.why",
+            "explain a live job as the controller sees it, and whether it agrees"),
 }
 
 FORMATS = ("concise", "full", "json", "github", "sarif")

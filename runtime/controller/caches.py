@@ -112,9 +112,7 @@ class Caches:
                     self.kinds[name] = self._kind(declared)
 
     def _kind(self, spec: plan.Kind) -> Watched:
-        tree = projection.of_kind(spec).job
-        jobs = storelib.Store(lambda obj: projection.project(obj, tree), watches.significant(spec),
-                              watches.job_indexes(spec))
+        jobs = watches.job_store(spec)
         resource = kube.Resource(spec.api_version, spec.plural)
         kind = Watched(spec, resource, jobs, [], watches.pod_selector(spec))
 
@@ -132,17 +130,14 @@ class Caches:
         return kind
 
     def _pod_watch(self, selector: str, specs: list[plan.Kind]) -> PodWatch:
-        tree = projection.pod_tree(specs)
-        pods = storelib.Store(lambda obj: projection.project(obj, tree), watches.without_version,
-                              watches.pod_indexes(selector))
-        watch = PodWatch(selector, tree, pods, [])
+        watch = PodWatch(selector, projection.pod_tree(specs), watches.pod_store(selector, specs), [])
 
         def changed(change: storelib.Change) -> None:
             self._pod_changed(watch, change)
         resource = kube.Resource("v1", "pods")
         watch.informers = [self._informer(f"pods{'/' + selector if selector else ''}"
                                           f"{'@' + ns if ns else ''}",
-                                          resource.path(ns or None), pods, changed,
+                                          resource.path(ns or None), watch.store, changed,
                                           selector, ns or None)
                            for ns in self.namespaces or ("",)]
         return watch

@@ -231,6 +231,29 @@ def describe(method: str, path: str, query: Query = ()) -> tuple[str, str]:
 # ---------------------------------------------------------------------------------------------
 # The client
 
+SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def default_namespace(kubeconfig: str | os.PathLike[str] | None, *,
+                      in_cluster: str = SERVICE_ACCOUNT_NAMESPACE) -> str | None:
+    """The namespace a command means when it names none, as kubectl reads it: the current
+    context's of a kubeconfig, else (None) the pod's service account's; None when neither
+    says (a kubeconfig that cannot be read says nothing here: connecting reports it)."""
+    if not kubeconfig:
+        try:
+            with open(in_cluster, encoding="utf-8") as f:
+                return f.read().strip() or None
+        except OSError:
+            return None
+    try:
+        _, current = k8s_config.list_kube_config_contexts(config_file=os.fspath(kubeconfig))
+    except Exception:  # the loader raises whatever it met: files, YAML, keys
+        return None
+    context = current.get("context") if isinstance(current, dict) else None
+    namespace = context.get("namespace") if isinstance(context, dict) else None
+    return namespace if isinstance(namespace, str) and namespace else None
+
+
 
 class Client:
     """Requests to one API server. Thread-safe (urllib3's pool); close it when done.
@@ -276,6 +299,16 @@ class Client:
         except k8s_config.ConfigException as error:
             raise ConfigError(f"no in-cluster configuration: {error}") from error
         return cls(configuration, on_response=on_response, timeout=timeout)
+
+    @classmethod
+    def connect(cls, kubeconfig: str | os.PathLike[str] | None, *,
+                on_response: ResponseHook | None = None,
+                timeout: float = REQUEST_TIMEOUT) -> Client:
+        """From a kubeconfig, else (None) the pod's service account: the controller's settings
+        name one or neither, and `rulec why` reads with the same."""
+        if kubeconfig:
+            return cls.from_kubeconfig(kubeconfig, on_response=on_response, timeout=timeout)
+        return cls.in_cluster(on_response=on_response, timeout=timeout)
 
     @classmethod
     def from_api_client(cls, api: Any, *, on_response: ResponseHook | None = None,

@@ -168,8 +168,7 @@ def main(argv: Iterable[str] | None = None) -> int:
     logging.basicConfig(level=settings.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        client = (kube.Client.from_kubeconfig(settings.kubeconfig, on_response=metrics.count_api_request)
-                  if settings.kubeconfig else kube.Client.in_cluster(on_response=metrics.count_api_request))
+        client = kube.Client.connect(settings.kubeconfig, on_response=metrics.count_api_request)
     except kube.ConfigError as err:
         print(f"jobrules-controller: {err}", file=sys.stderr)
         return 2

@@ -13,7 +13,8 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from runtime.environment import SettingsError, boolean, choice, host_port, integer, seconds
+from runtime.environment import (SettingsError, boolean, choice, host_port, integer, kubeconfig,
+                                 seconds)
 
 __all__ = ["ControllerSettings", "SettingsError"]
 
@@ -79,7 +80,7 @@ class ControllerSettings:
             raise SettingsError("JOBRULES_FAULT: only with JOBRULES_TEST_HOOKS=1 (tests only)")
         return cls(
             plan_path=plan,
-            kubeconfig=env.get("JOBRULES_KUBECONFIG") or env.get("KUBECONFIG") or None,
+            kubeconfig=kubeconfig(env),
             namespaces=namespaces,
             workers=integer(env, "JOBRULES_WORKERS", d.workers, minimum=1),
             resync=seconds(env, "JOBRULES_RESYNC", d.resync),

@@ -134,14 +134,12 @@ class Worker:
         if not (kind.synced and watch.synced):
             raise NotYet()
         job = kind.jobs.get((namespace, name))
-        if job is None or objects.deleting(job) or not kind.spec.covers(job):
+        if job is None or reconcile.left_alone(kind.spec, job) is not None:
             return None   # gone, going, or outside the kind's scope: it has no rules
         now = self.clock()
-        writes = reconcile.reconcile(kind.spec, job, watches.candidates(kind.spec, watch.store, job),
-                                     now)
-        if writes.needs_live_pods:
-            live = self.client.list(kube.Resource("v1", "pods").path(namespace))["items"]
-            writes = reconcile.reconcile(kind.spec, job, live, now, live=True)
+        writes = reconcile.sync(
+            kind.spec, job, watches.candidates(kind.spec, watch.store, job), now,
+            lambda: self.client.list(kube.Resource("v1", "pods").path(namespace))["items"])
         path = kind.resource.path(namespace, name)
         for target, patch in writes.patches(path, self._status_path(kind, path)):
             job = self._patch(kind, target, patch, objects.resource_version(job))

@@ -114,7 +114,8 @@ def test_the_stages_and_the_commands_are_what_they_are_meant_to_be() -> None:
     assert {_module(p) for p in RULEC} - stages == {
         "rulec.__main__", "rulec.commands", "rulec.commands.cli", "rulec.commands.run",
         "rulec.commands.suite", "rulec.commands.inputs", "rulec.commands.junit",
-        "rulec.commands.sarif", "rulec.commands.manifests", "rulec.commands.webhook_config"}
+        "rulec.commands.sarif", "rulec.commands.manifests", "rulec.commands.webhook_config",
+        "rulec.commands.why"}
 
 
 def test_the_checks_import_only_downwards() -> None:
@@ -231,6 +232,36 @@ def test_the_controller_shell_decides_nothing_the_core_does_not_say() -> None:
     assert not {n for n in imported if _under(n, ("runtime.evaluator", "runtime.actions",
                                                     "runtime.evaluation", "runtime.pods"))}
     assert {"runtime.reconcile", "runtime.journal", "runtime.watches"} <= imported
+
+
+def test_rulec_why_reads_as_the_controller_and_decides_nothing_itself() -> None:
+    """`rulec why` reaches the API server only through the controller's transport (kube) and
+    the rest of the runtime only through its pure core: nothing of the controller's process
+    (worker, caches, informers, main), nor the webhook. Projection, pod selection, stored
+    state and the decision it reaches only through the controller's own read path (watches,
+    reconcile), never on its own; and no other part of the compiler talks to a cluster."""
+    why = ROOT / "rulec" / "commands" / "why.py"
+    imported = _imports(why)
+    runtime = {n for n in imported if _under(n, ("runtime",))}
+    pure = {_module(p) for p in PURE}
+    shell = {n for n in runtime if _under(n, SHELLS)}
+    assert shell <= {"runtime.controller", "runtime.controller.kube"}, shell
+    assert {n for n in runtime - shell if n.rsplit(".", 1)[0] not in pure} <= pure, runtime
+    assert {"runtime.reconcile", "runtime.watches"} <= runtime
+    assert not {n for n in runtime if _under(n, (
+        "runtime.projection", "runtime.pods", "runtime.state", "runtime.evaluation",
+        "runtime.writeback", "runtime.store"))}
+    process = tuple(f"runtime.controller.{m}" for m in (
+        "kube", "worker", "caches", "informer", "main", "leader", "events", "serving", "health"))
+    for path in RULEC:
+        if path != why:
+            bad = {n for n in _imports(path) if _under(n, process)}
+            assert not bad, f"{_module(path)} imports {sorted(bad)}"
+
+
+def test_rulec_why_loads_the_kubernetes_client_only_when_it_runs() -> None:
+    assert _loaded_by_importing([ROOT / "rulec" / "commands" / "why.py"],
+                                ("kubernetes", "runtime.controller")) == []
 
 
 def test_no_class_of_the_runtime_is_over_400_lines() -> None:

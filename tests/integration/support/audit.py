@@ -58,3 +58,22 @@ def patches(log: Path, namespace: str, resource: str, name: str) -> list[dict[st
     return [e.get("requestObject") or {} for e in entries(log, namespace)
             if e.get("verb") == "patch" and (e.get("objectRef") or {}).get("resource") == resource
             and (e.get("objectRef") or {}).get("name") == name and 200 <= _code(e) < 300]
+
+
+def requests_of(log: Path, user: str) -> list[dict[str, Any]]:
+    """Every request `user` made (the plane's audited user, devkit.cluster.AUDITED, has every
+    request logged): reads, writes and discovery alike, each with its verb and answer."""
+    out = []
+    for line in log.read_text(errors="replace").splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if (entry.get("user") or {}).get("username") == user:
+            out.append(entry)
+    return out
+
+
+def code(entry: dict[str, Any]) -> int:
+    """The status code the request was answered with."""
+    return _code(entry)

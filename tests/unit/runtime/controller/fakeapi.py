@@ -39,13 +39,16 @@ class Logged:
     path: str
     body: Any
     status: int                  # 0: no answer
+    query: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
 class FakeApi:
-    """Objects by path; `status_subresource` names the resources (`plural.group`) that have one."""
+    """Objects by path; `status_subresource` names the resources (`plural.group`) that have one,
+    `short_names` the short names discovery gives resources."""
 
     status_subresource: set[str] = field(default_factory=set)
+    short_names: dict[str, list[str]] = field(default_factory=dict)   # `plural.group` -> names
     objects: dict[str, dict[str, Any]] = field(default_factory=dict)
     log: list[Logged] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)
@@ -81,23 +84,27 @@ class FakeApi:
 
     # -- the client's methods --------------------------------------------------------------------
 
-    def request(self, method: str, path: str, body: Any = None, **_: Any) -> Any:
+    def request(self, method: str, path: str, body: Any = None, *,
+                query: Iterable[tuple[str, str]] = (), **_: Any) -> Any:
+        """Answered as the API server would; logged with the query sent (which is not
+        applied: a list answers every object under the path)."""
+        asked = tuple(query)
         try:
             answer = self._answer(method, path, copy.deepcopy(body))
         except kube.ApiError as err:
-            self.log.append(Logged(method, path, body, err.status))
+            self.log.append(Logged(method, path, body, err.status, asked))
             raise
         except kube.TransportError:
-            self.log.append(Logged(method, path, body, 0))
+            self.log.append(Logged(method, path, body, 0, asked))
             raise
-        self.log.append(Logged(method, path, body, 200))
+        self.log.append(Logged(method, path, body, 200, asked))
         return copy.deepcopy(answer)
 
     def get(self, path: str, *, query: Iterable[tuple[str, str]] = ()) -> dict[str, Any]:
-        return self.request("GET", path)
+        return self.request("GET", path, query=query)
 
     def list(self, path: str, *, query: Iterable[tuple[str, str]] = (), limit: int = 500) -> dict[str, Any]:
-        return self.request("GET", path)
+        return self.request("GET", path, query=query)
 
     def create(self, path: str, body: dict[str, Any], **_: Any) -> dict[str, Any]:
         return self.request("POST", path, body)
@@ -160,7 +167,11 @@ class FakeApi:
             return None
         group = path.split("/")[2] if path.startswith("/apis/") else ""
         plurals = {_resource(p)[1] for p in self.objects if p.startswith(path + "/")}
-        resources = [{"name": r} for r in sorted(plurals)]
+        resources: list[dict[str, Any]] = [{"name": r} for r in sorted(plurals)]
+        for r in resources:
+            names = self.short_names.get(f"{r['name']}.{group}" if group else r["name"])
+            if names:
+                r["shortNames"] = list(names)
         resources += [{"name": f"{r}/status"} for r in sorted(plurals)
                       if (f"{r}.{group}" if group else r) in self.status_subresource]
         return {"kind": "APIResourceList", "resources": resources}
