@@ -120,7 +120,7 @@ class Decision:
     result: Result
     applied: tuple[str, ...]   # injections that changed the pod
     dry_run: bool              # the API server will not persist: the shell counts no injections
-    failure: Failure | None
+    failures: tuple[Failure, ...] = ()   # fail-open: each injection left out; else the one
 
 
 def prepare(plan: planlib.Plan) -> Injector:
@@ -181,58 +181,75 @@ def answer(injector: Injector, request: Request, namespace_selector: str | None 
     uid = request["uid"]
     dry_run = request.get("dryRun") is True
     if not _is_pod_create(request):
-        return Decision(_review({"uid": uid, "allowed": True}), "skipped", (), dry_run, None)
+        return Decision(_review({"uid": uid, "allowed": True}), "skipped", (), dry_run)
     pod = request["object"]
     namespace = request.get("namespace")
+    fail_open = plan.webhook.failure_policy != "Fail"
     try:
         mutation = mutator.mutate(injector, pod, None,
                                   namespace if isinstance(namespace, str) else None,
-                                  namespace_selector)
+                                  namespace_selector, isolate=fail_open)
     except mutator.MutationError as err:
         return _failed(plan, uid, dry_run, Failure(err.injection, str(err), err, True),
-                       f"injection {err.injection} failed ({err.span})")
+                       short=f"injection {err.injection} failed ({err.span})")
     except Exception as err:  # a bug, or a pod shape nobody planned for: still answer
         return _failed(plan, uid, dry_run,
                        Failure("", f"internal error: {type(err).__name__}: {err}", err, False),
-                       "internal error")
+                       short="internal error")
+    # Fail-open: an injection that failed costs only itself; the others apply.
+    failures = tuple(Failure(err.injection, str(err), err, True) for err in mutation.failed)
     if not mutation.patch:
-        return Decision(_review({"uid": uid, "allowed": True}), "unchanged", (), dry_run, None)
+        if failures:
+            return _failed(plan, uid, dry_run, *failures, short=_left_out(failures))
+        return Decision(_review({"uid": uid, "allowed": True}), "unchanged", (), dry_run)
     try:
         encoded = base64.b64encode(orjson.dumps(mutation.patch)).decode("ascii")
     except Exception as err:  # a value that is not JSON: a bug, never sent
         names = ", ".join(mutation.applied)
         return _failed(plan, uid, dry_run,
                        Failure(names, f"patch of {names} is not JSON: {err}", err, False),
-                       "internal error")
+                       short="internal error")
+    audit = {"injected": ",".join(mutation.applied), "plan": plan.digest[:12]}
+    if failures:
+        audit["error"] = "; ".join(f.message for f in failures)
     response: Response = {
         "uid": uid,
         "allowed": True,
         "patchType": "JSONPatch",
         "patch": encoded,
         "warnings": [_injected(injection.name, injection.span) for injection in plan.injections
-                     if injection.name in mutation.applied],
-        "auditAnnotations": _audit({"injected": ",".join(mutation.applied), "plan": plan.digest[:12]}),
+                     if injection.name in mutation.applied]
+                    + ([_warning(f"{_left_out(failures)}; the others injected")] if failures else []),
+        "auditAnnotations": _audit(audit),
     }
-    return Decision(_review(response), "patched", mutation.applied, dry_run, None)
+    return Decision(_review(response), "patched", mutation.applied, dry_run, failures)
+
+
+def _left_out(failures: tuple[Failure, ...]) -> str:
+    """`injection NAME failed (path:line:col)`, for each."""
+    return ", ".join(f"injection {f.injection} failed" + (
+        f" ({f.exception.span})" if isinstance(f.exception, mutator.MutationError) else "")
+        for f in failures)
 
 
 def encode(review: AdmissionReview) -> bytes:
     return orjson.dumps(review)
 
 
-def _failed(plan: planlib.Plan, uid: str, dry_run: bool, failure: Failure, short: str) -> Decision:
-    message = _bounded(failure.message, MESSAGE_MAX)
+def _failed(plan: planlib.Plan, uid: str, dry_run: bool, *failures: Failure,
+            short: str) -> Decision:
+    message = _bounded("; ".join(f.message for f in failures), MESSAGE_MAX)
     if plan.webhook.failure_policy == "Fail":
         response: Response = {"uid": uid, "allowed": False, "status": {
             "code": 500, "reason": "InternalError", "message": f"{WARNING_PREFIX}{message}"}}
-        return Decision(_review(response), "failed-closed", (), dry_run, failure)
+        return Decision(_review(response), "failed-closed", (), dry_run, failures)
     response = {
         "uid": uid,
         "allowed": True,
         "warnings": [_warning(f"{short}; pod admitted without injection")],
         "auditAnnotations": _audit({"error": message, "plan": plan.digest[:12]}),
     }
-    return Decision(_review(response), "failed-open", (), dry_run, failure)
+    return Decision(_review(response), "failed-open", (), dry_run, failures)
 
 
 def _review(response: Response) -> AdmissionReview:

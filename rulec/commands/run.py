@@ -209,9 +209,11 @@ def eval_text(r: dict[str, Any]) -> str:
 
 def mutate_text(r: dict[str, Any]) -> str:
     """The mutate output for a terminal."""
-    if "error" in r:
+    if "error" in r and not r["patch"]:
         return f"error: {r['error']}\n"
     lines = [f"kind: {r['kind'] or 'none'}", "applied: " + (", ".join(r["applied"]) or "none")]
+    if "error" in r:   # fail-open: the others applied
+        lines.append(f"failed: {r['error']}")
     for op in r["patch"]:
         value = "" if op["op"] == "remove" else " " + json.dumps(op.get("value"), separators=(",", ":"))
         lines.append(f"  {op['op']} {op['path']}{value}")

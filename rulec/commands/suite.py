@@ -279,22 +279,29 @@ def mutate_result(plan: planlib.Plan, pod: dict[str, Any], owner: dict[str, Any]
 
     As the API server does, every webhook entry that serves the namespace (by its labels) is
     called in turn on the pod the previous one patched; without labels, only the entry for
-    every namespace is."""
+    every namespace is. As the webhook does, a plan that fails open leaves a failing injection
+    out and applies the others (`error` then says which failed); one that fails closed is
+    refused whole (no patch)."""
     entries = mutator.serving(plan, dict(namespace_labels)) if namespace_labels is not None else (None,)
     injector = mutator.prepare(plan)
+    fail_open = plan.webhook.failure_policy != "Fail"
     patch: list[dict[str, Any]] = []
     applied: list[str] = []
+    failed: list[mutator.MutationError] = []
     current, kind = pod, None
     try:
         for entry in entries:
-            mutation = mutator.mutate(injector, current, owner, namespace, entry)
+            mutation = mutator.mutate(injector, current, owner, namespace, entry, isolate=fail_open)
             patch += mutation.patch
             applied += mutation.applied
+            failed += mutation.failed
             kind = kind or mutation.kind
             current = patchlib.apply(current, mutation.patch)
     except mutator.MutationError as err:
         return {"error": str(err), "patch": [], "pod": pod, "applied": [], "kind": None}
     out: dict[str, Any] = {"patch": patch, "pod": current, "applied": applied, "kind": kind}
+    if failed:
+        out["error"] = "; ".join(str(err) for err in failed)
     if explain:
         out["explain"] = _explain_mutation(plan, pod, owner, namespace, applied, kind, entries)
     return out

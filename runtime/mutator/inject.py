@@ -24,6 +24,7 @@ class Mutation:
     patch: tuple[dict, ...]  # RFC 6902 ops that apply to the exact pod received
     applied: tuple[str, ...]  # injections that matched and changed something, in plan order
     kind: str | None  # plan kind the pod belongs to (None: no declared owner kind)
+    failed: tuple[MutationError, ...] = ()  # with `isolate`: injections left out, each's failure
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,13 +68,18 @@ def serving(plan: Plan, namespace_labels: dict[str, str]) -> tuple[str | None, .
 
 
 def mutate(injector: Injector, pod: dict, owner: dict | None = None,
-           namespace: str | None = None, namespace_selector: str | None = None) -> Mutation:
+           namespace: str | None = None, namespace_selector: str | None = None, *,
+           isolate: bool = False) -> Mutation:
     """The patch that applies every matching injection of the prepared plan to `pod`.
 
     `owner` is the owner job object when the caller has it (else a stub is built from the owner
     reference); `namespace` is the request's namespace, since pods at CREATE may lack it.
     `namespace_selector` names the webhook entry that called: only the injections with those
     `namespace label` tests apply (None: those without), and the API server has checked them.
+
+    An injection that fails on the pod raises its MutationError; with `isolate` (a fail-open
+    plan) it is left out instead, with whatever it had drafted, and the others apply as if it
+    were not in the plan (`Mutation.failed` says which failed and why).
     """
     if not isinstance(pod, dict):
         return Mutation((), (), None)
@@ -91,15 +97,30 @@ def mutate(injector: Injector, pod: dict, owner: dict | None = None,
         owner = {"apiVersion": ref.get("apiVersion"), "kind": ref.get("kind"),
                  "metadata": {"name": ref.get("name"), "uid": ref.get("uid")}}
     received = Received(pod, meta, kind, owner, namespace, injector.sidecars)
-    matched = [p for p in injector.programs.get((kind.name, namespace_selector), ())
+    programs = injector.programs.get((kind.name, namespace_selector), ())
+    failed: list[MutationError] = []
+    while True:   # each failure leaves one injection out: at most one try per injection
+        try:
+            return _apply(injector, received, programs, kind.name, tuple(failed))
+        except MutationError as err:
+            if not isolate or all(p.injection.name != err.injection for p in programs):
+                raise
+            failed.append(err)
+            programs = tuple(p for p in programs if p.injection.name != err.injection)
+
+
+def _apply(injector: Injector, received: Received, programs: tuple[Program, ...], kind: str,
+           failed: tuple[MutationError, ...]) -> Mutation:
+    """The programs that match the pod, drafted in order on a fresh draft, as one patch."""
+    matched = [p for p in programs
                if p.injection.match is None or _run(p.injection, _matches, p.injection.match, received)]
     if not matched:
-        return Mutation((), (), kind.name)
+        return Mutation((), (), kind, failed)
     draft = Draft(received)
     for prepared in matched:
         _run(prepared.injection, _steps, prepared, draft)
     ops, applied = draft.finish([p.injection for p in matched], injector.plan.digest[:12])
-    return Mutation(tuple(ops), applied, kind.name)
+    return Mutation(tuple(ops), applied, kind, failed)
 
 
 def _run(injection: Injection, work: Any, *args: Any) -> Any:

@@ -115,16 +115,15 @@ def _review(injector: admission.Injector | None, max_body: int,
     except admission.BadReview as err:
         return 400, _error(str(err)), "bad-request"
     decision = admission.answer(injector, request, selector)
-    if decision.failure is not None:
-        failure = decision.failure
+    for failure in decision.failures:
         log.warning("uid %s namespace %s: %s (%s)%s", request["uid"], request.get("namespace"),
                     failure.message, decision.result, " [dry run]" if decision.dry_run else "",
                     exc_info=None if failure.expected else failure.exception)
     if not decision.dry_run:
         for name in decision.applied:
             metrics.injections(name).inc()
-        if decision.failure is not None:
-            metrics.RULE_ERRORS.labels(decision.failure.injection).inc()
+        for failure in decision.failures:
+            metrics.RULE_ERRORS.labels(failure.injection).inc()
     return 200, admission.encode(decision.review), decision.result
 
 

@@ -250,12 +250,12 @@ def _wrapped_pod() -> dict[str, Any]:
 
 
 def _raise(exc: Exception):
-    def mutate(*args: Any) -> mutator.Mutation:
+    def mutate(*args: Any, **options: Any) -> mutator.Mutation:
         raise exc
     return mutate
 
 
-def _not_json(*args: Any) -> mutator.Mutation:
+def _not_json(*args: Any, **options: Any) -> mutator.Mutation:
     return mutator.Mutation(({"op": "add", "path": "/spec/x", "value": {1j}},), ("tracing",),
                             "batchjob")
 
@@ -282,7 +282,7 @@ def test_fail_open_admits_the_pod_unpatched(monkeypatch: pytest.MonkeyPatch, fak
     assert response["allowed"] is True and "patch" not in response and "patchType" not in response
     assert response["warnings"] == [f"jobrules: {warning}; pod admitted without injection"]
     assert response["auditAnnotations"]["error"].startswith(message)
-    assert decision.failure is not None and decision.failure.injection == blamed
+    assert [f.injection for f in decision.failures] == [blamed]
 
 
 @pytest.mark.parametrize("fake, message, warning, blamed", FAILURES)
@@ -299,6 +299,51 @@ def test_fail_closed_denies_with_the_rule_cited(monkeypatch: pytest.MonkeyPatch,
     assert response["status"]["code"] == 500
     assert response["status"]["reason"] == "InternalError"
     assert response["status"]["message"].startswith(f"jobrules: {message}")
+
+
+def _beside_the_wrapper(failure_policy: str) -> admission.Injector:
+    """The wrapper between two injections of its kind; its own annotation comes before the wrap
+    that fails, so a failure that left its draft behind would show it."""
+    from tests.unit.runtime.reviews import span
+
+    data = plan_data(failure_policy)
+    annotate = lambda name, line: {"name": name, "span": span(line), "kinds": ["wrapped"],
+                                   "match": None, "completionContainers": None, "ops": [
+        {"op": "annotate", "span": span(line + 1), "key": f"example.com/{name}", "value": ["on"]}]}
+    wrapper = next(i for i in data["injections"] if i["name"] == "wrapper")
+    wrapper["ops"].insert(0, {"op": "annotate", "span": span(42), "key": "example.com/wrapped",
+                              "value": ["yes"]})
+    data["injections"] = [annotate("metrics", 36), *data["injections"], annotate("logs", 50)]
+    return admission.prepare(planlib.load(data, digest="f" * 64))
+
+
+def test_fail_open_an_injection_that_fails_costs_only_itself() -> None:
+    decision = decide(request(_wrapped_pod()), _beside_the_wrapper("Ignore"))
+    response = decision.review["response"]
+    assert decision.result == "patched" and decision.applied == ("metrics", "logs")
+    annotations = patched(request(_wrapped_pod()), decision)["metadata"]["annotations"]
+    assert annotations["example.com/metrics"] == annotations["example.com/logs"] == "on"
+    assert "example.com/wrapped" not in annotations   # what it drafted before failing goes too
+    assert "wrapper" not in annotations[mutator.RECORD_ANNOTATION]
+    assert response["warnings"][-1] == ("jobrules: injection wrapper failed "
+                                        "(rules/webhook-test.rules:41:5); the others injected")
+    assert "injection wrapper: container 'main' has no command" in response["auditAnnotations"]["error"]
+    assert [f.injection for f in decision.failures] == ["wrapper"]
+
+
+def test_fail_closed_an_injection_that_fails_refuses_the_pod_whole() -> None:
+    decision = decide(request(_wrapped_pod()), _beside_the_wrapper("Fail"))
+    assert decision.result == "failed-closed" and decision.applied == ()
+    assert "injection wrapper" in decision.review["response"]["status"]["message"]
+
+
+def test_the_mutator_leaves_a_failing_injection_out_only_when_asked() -> None:
+    injector = _beside_the_wrapper("Ignore")
+    with pytest.raises(mutator.MutationError, match="injection wrapper"):
+        mutator.mutate(injector, _wrapped_pod(), namespace="ns")
+    mutation = mutator.mutate(injector, _wrapped_pod(), namespace="ns", isolate=True)
+    assert mutation.applied == ("metrics", "logs")
+    assert [err.injection for err in mutation.failed] == ["wrapper"]
 
 
 def test_messages_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -183,8 +183,8 @@ def _outcome(plan: admission.Injector, body: bytes, whole: bool) -> Any:
         decision = admission.answer(plan, admission.decode(body, None if whole else plan))
     except admission.BadReview as err:
         return str(err)
-    failure = decision.failure and (decision.failure.injection, decision.failure.message)
-    return decision.review, decision.result, decision.applied, decision.dry_run, failure
+    failures = [(f.injection, f.message) for f in decision.failures]
+    return decision.review, decision.result, decision.applied, decision.dry_run, failures
 
 
 @FUZZ
