@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from runtime import journal, objects, reconcile, watches, writeback
+from runtime import intents, journal, objects, reconcile, watches, writeback
 from runtime.controller import caches as cacheslib
 from runtime.controller import events, informer, kube, metrics
 from runtime.controller.settings import ControllerSettings
@@ -205,13 +205,14 @@ class Worker:
     def _report(self, kind: cacheslib.Watched, job: dict[str, Any], report: journal.Report) -> None:
         intent = report.intent
         if isinstance(report, journal.Done):
+            log.info("%s: %s done (%s)", _job(kind, job), intent.action, _cause(intent))
             metrics.ACTIONS.labels(kind.spec.name, intent.action, "done").inc()
             if kind.spec.status.events:
                 metrics.ACTION_WRITES.labels(kind.spec.name, "event").inc()
                 self.recorder.emit(job, writeback.action_event(job, intent))
             return
-        log.warning("%s/%s: %s dropped: %s", objects.namespace(job), objects.name(job),
-                    intent.action, report.why)
+        log.warning("%s: %s dropped: %s (%s)", _job(kind, job), intent.action, report.why,
+                    _cause(intent))
         metrics.ACTIONS.labels(kind.spec.name, intent.action, "dropped").inc()
         if kind.spec.status.events:   # `no events`: none at all (and no RBAC for them)
             metrics.ACTION_WRITES.labels(kind.spec.name, "event").inc()
@@ -246,7 +247,17 @@ class Worker:
         return f"{path}/status" if kind.status_subresource else path
 
     def _committed(self, key: Key, kind: cacheslib.Watched, writes: reconcile.Writes) -> None:
+        """The commit is written: what it decided is news, logged once (a replay after a crash
+        may log it again; nothing before the write is logged as done)."""
         received = self._pending.pop(key, None)
+        job = f"{kind.spec.name} {key[1]}/{key[2]}"
+        if writes.verdict_changed:
+            verdict = writes.evaluation.verdict
+            log.info("%s: verdict %s%s (reason %s, rule %s)", job,
+                     f"{writes.previous_phase} -> " if writes.previous_phase else "", verdict.phase,
+                     verdict.reason or "none", verdict.rule or "none")
+        for intent in writes.new:
+            log.info("%s: %s scheduled (%s)", job, intent.action, _cause(intent))
         if writes.verdict_changed:
             metrics.VERDICTS.labels(kind.spec.name, writes.evaluation.verdict.phase).inc()
             if received is not None:
@@ -259,3 +270,14 @@ class Worker:
             logging.shutdown()
             os._exit(137)
 
+
+def _job(kind: cacheslib.Watched, job: Mapping[str, Any]) -> str:
+    """How the log names a job: its kind's name in the rules, then namespace/name."""
+    return f"{kind.spec.name} {objects.namespace(job)}/{objects.name(job)}"
+
+
+def _cause(intent: intents.Intent) -> str:
+    """Why an action is taken, for the log: the policy's reason and rule, and its target."""
+    target = "".join(f", {what} {value}" for what, value in (("task", intent.task),
+                                                               ("pod", intent.pod)) if value)
+    return f"policy {intent.policy}, reason {intent.reason or 'none'}, rule {intent.rule}{target}"
