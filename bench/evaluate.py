@@ -27,7 +27,7 @@ import sys
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import jmespath
 
@@ -397,9 +397,9 @@ def scope_all(hits: list, total: int) -> bool:
 
 
 class NaiveMutator:
-    def __init__(self, plan_json: dict[str, Any], digest: str) -> None:
+    def __init__(self, plan_json: dict[str, Any], digests: Mapping[str, str]) -> None:
         self.plan = plan_json
-        self.digest = digest[:12]
+        self.digests = digests   # the record's `name@digest` of each injection, as the mutator names it
         self.kinds = {(k["apiVersion"], k["kind"]): k for k in plan_json["kinds"]}
 
     def mutate(self, pod: dict[str, Any]) -> list[dict[str, Any]]:
@@ -438,7 +438,7 @@ class NaiveMutator:
                         "volumeMounts": [{"name": m["volume"], "mountPath": m["path"]} for m in op["mounts"]],
                         "restartPolicy": "Always"})
             out["metadata"]["annotations"][mutator.RECORD_ANNOTATION] = json.dumps(
-                recorded + [f"{inj['name']}@{self.digest}"])
+                recorded + [f"{inj['name']}@{self.digests[inj['name']]}"])
         return [{"op": "replace" if key in pod[part] else "add", "path": f"/{part}/{key}", "value": out[part][key]}
                 for part in ("metadata", "spec") for key in out[part] if out[part][key] != pod[part].get(key)]
 
@@ -520,8 +520,8 @@ def main(argv: list[str] | None = None) -> int:
         sorted((a["action"], a["policy"]) for a in base["actions"]), (mine.actions, base["actions"])
 
     pod = tf_pod()
-    naive_mutator = NaiveMutator(plan_json, compiled.digest)
     injector = mutator.prepare(compiled)
+    naive_mutator = NaiveMutator(plan_json, injector.digests)
     mutated = patch.apply(pod, mutator.mutate(injector, pod).patch)
     naive_mutated = patch.apply(pod, naive_mutator.mutate(pod))
     assert mutated["spec"] == naive_mutated["spec"], "the naive mutator disagrees"

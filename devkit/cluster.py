@@ -345,7 +345,7 @@ def _admin_client(server: str, pki: Path) -> kube.Client:
     config.ssl_ca_cert = str(pki / "ca.crt")
     config.cert_file = str(pki / "admin.crt")
     config.key_file = str(pki / "admin.key")
-    return kube.Client(config)
+    return kube.Client(config, name=FIELD_MANAGER)   # not taken for the controller in audit logs
 
 
 _ATTACHED: dict[Path, ControlPlane] = {}

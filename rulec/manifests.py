@@ -1,5 +1,5 @@
 """The Kubernetes objects that run jobrules for a plan (the webhook and the controller), in
-apply order.
+apply order: kustomize's legacy order, the one `kubectl apply -k` applies a folder in.
 
 Pure: a plan, its text and the choices `rulec manifests` takes in; plain object dicts out. The
 webhook makes no API call, so its ServiceAccount has no role and no token; the controller's
@@ -49,6 +49,19 @@ HEALTH_PORT = CONTROLLER_SETTINGS.health[1]  # type: ignore[index]  # on by defa
 CONTROLLER_COMMAND = "/opt/jobrules/bin/jobrules-controller"   # the image's second entry point
 NEEDED_BY = "jobrules.dev/needed-by"   # the ClusterRole's: which rules need each of its rules
 ISSUER_KINDS = ("Issuer", "ClusterIssuer")
+# kustomize's legacy order (sigs.k8s.io/kustomize, `resid.orderFirst`, `orderLast`): kinds listed
+# first come first in this order, listed last come last, the others between; then by API group,
+# version and kind, then namespace and name. `kubectl apply -k` sorts by it (it asks kustomize
+# for `--reorder legacy`, and warns when a kustomization.yaml sets `sortOptions`, whatever their
+# order), so the output is in that order everywhere: the stream, the numbered files and what
+# `-k` applies agree. It applies what others need first (the Namespace, accounts and roles, the
+# ConfigMap and Secret) and the webhook configuration last.
+LEGACY_FIRST = ("Namespace", "ResourceQuota", "StorageClass", "CustomResourceDefinition",
+                "ServiceAccount", "PodSecurityPolicy", "Role", "ClusterRole", "RoleBinding",
+                "ClusterRoleBinding", "ConfigMap", "Secret", "Endpoints", "Service", "LimitRange",
+                "PriorityClass", "PersistentVolume", "PersistentVolumeClaim", "Deployment",
+                "StatefulSet", "CronJob", "PodDisruptionBudget")
+LEGACY_LAST = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\Z")
@@ -112,7 +125,7 @@ def parse_issuer(text: str) -> Issuer:
 
 
 def render(plan: planlib.Plan, plan_text: str, options: Options) -> list[Obj]:
-    """Every object, in the order they are applied."""
+    """Every object, in the order they are applied (`apply_order`)."""
     _check(options)
     ns = options.namespace
     certs = options.certificates
@@ -150,7 +163,18 @@ def render(plan: planlib.Plan, plan_text: str, options: Options) -> list[Obj]:
                             "selector": {"matchLabels": SELECTOR},
                             "endpoints": [{"port": "metrics", "path": "/metrics", "interval": "30s"}]}})
     objects.append(webhook_configuration(plan, options))
-    return objects
+    return sorted(objects, key=apply_order)
+
+
+def apply_order(obj: Obj) -> tuple[int, str, str]:
+    """Where an object goes in kustomize's legacy order (see LEGACY_FIRST)."""
+    kind = obj["kind"]
+    rank = (LEGACY_FIRST.index(kind) - len(LEGACY_FIRST) if kind in LEGACY_FIRST
+            else 1 + LEGACY_LAST.index(kind) if kind in LEGACY_LAST else 0)
+    group, _, version = obj["apiVersion"].rpartition("/")
+    meta = obj["metadata"]
+    return (rank, f"{group or '~G'}_{version or '~V'}_{kind or '~K'}",
+            f"{meta.get('namespace') or '~X'}|{meta.get('name') or '~N'}")
 
 
 def plan_configmap(plan: planlib.Plan, plan_text: str, namespace: str) -> Obj:
@@ -390,9 +414,10 @@ def file_names(objects: list[Obj]) -> list[str]:
 
 
 def kustomization(names: list[str]) -> Obj:
-    """Lists the files in apply order and keeps that order (kustomize sorts by kind otherwise)."""
+    """Lists the files, in apply order. No `sortOptions`: kustomize's default, legacy, order is
+    the files' own (`apply_order`), and `kubectl apply -k` warns about any `sortOptions`."""
     return {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-            "sortOptions": {"order": "fifo"}, "resources": names}
+            "resources": names}
 
 
 def _check(options: Options) -> None:

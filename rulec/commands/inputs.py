@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -27,6 +28,15 @@ from runtime import plan as planlib
 MAX_DEPTH = 100
 _SURROGATE_ESCAPE = re.compile(r"\\(?:u|U0000)[dD][89a-fA-F]")
 _LOOKS_LIKE_JSON = re.compile(r"\s*[{\[]")
+# The file name that means standard input (`kubectl get pods -o json | rulec eval --pods -`),
+# and how messages name it.
+STDIN = "-"
+STDIN_NAME = "<stdin>"
+
+
+def where(path: str | Path) -> str:
+    """How messages name an input: its path, or `<stdin>`."""
+    return STDIN_NAME if str(path) == STDIN else str(path)
 
 
 class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
@@ -152,28 +162,43 @@ def _check_strings(docs: list[Any], where: str) -> None:
 
 
 def read_text(path: str | Path) -> str:
+    """A file's text, UTF-8; `-` is standard input (read to its end)."""
     try:
+        if str(path) == STDIN:
+            if sys.stdin is None:
+                raise api.InputError(f"{STDIN_NAME}: cannot read: there is no standard input")
+            return sys.stdin.buffer.read().decode("utf-8")
         return Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
-        raise api.InputError(f"{path}: not UTF-8 text (byte {err.object[err.start]:#04x} at offset "
-                         f"{err.start})") from None
+        raise api.InputError(f"{where(path)}: not UTF-8 text (byte {err.object[err.start]:#04x} at "
+                             f"offset {err.start})") from None
     except OSError as err:
-        raise api.InputError(f"{path}: cannot read: {err.strerror or err}") from None
+        raise api.InputError(f"{where(path)}: cannot read: {err.strerror or err}") from None
 
 
 def read_object(path: str | Path, what: str = "object") -> dict[str, Any]:
     """One Kubernetes object from a YAML or JSON file (`what`: object, or a pod to mutate)."""
-    docs = parse(read_text(path), str(path))
+    name = where(path)
+    docs = parse(read_text(path), name)
     if len(docs) != 1:
-        raise api.InputError(f"{path}: expected one {what}, found {len(docs)} documents")
+        raise api.InputError(f"{name}: expected one {what}, found {len(docs)} documents")
     if what == "pod":
-        return pod(docs[0], str(path), named=False)
-    return kube_object(docs[0], str(path))
+        return pod(docs[0], name, named=False)
+    return kube_object(docs[0], name)
 
 
 def read_objects(path: str | Path) -> list[dict[str, Any]]:
     """A pod list: a JSON array, a `kind: List`, or multi-document YAML."""
-    return pods(parse(read_text(path), str(path)), str(path))
+    name = where(path)
+    return pods(parse(read_text(path), name), name)
+
+
+def read_pod_files(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
+    """The pods of each file in turn, as one list (`--pods A --pods B`): no two may be one pod,
+    in one file or across them."""
+    given = list(paths)
+    found = [p for path in given for p in read_objects(path)]
+    return unique(found, " + ".join(where(p) for p in given)) if len(given) > 1 else found
 
 
 def kube_object(doc: Any, where: str) -> dict[str, Any]:
@@ -289,10 +314,10 @@ def read_state(path: str) -> Any:
     not JSON (the state decoder then reports it as a problem and starts afresh)."""
     text = read_text(path)
     try:
-        state = _json(text.removeprefix("\ufeff"), path)
+        state = _json(text.removeprefix("\ufeff"), where(path))
     except api.InputError:
         return text
-    _check_depth([state], path)
+    _check_depth([state], where(path))
     return state
 
 

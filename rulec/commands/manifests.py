@@ -26,12 +26,13 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "manifests",
         help="print the Kubernetes objects that deploy the webhook and the controller",
-        description="Print, as multi-document YAML in apply order (or as a folder of files with a "
-                    "kustomization.yaml), the objects that run the jobrules webhook and controller "
-                    "for a plan: Namespace, ServiceAccounts, the controller's ClusterRole derived "
-                    "from the plan and its Role, bindings, plan ConfigMap, certificates, "
-                    "Deployments, Service, PodDisruptionBudgets, NetworkPolicies, ServiceMonitor "
-                    "and, last, the MutatingWebhookConfiguration. See docs/deploy.md.",
+        description="Print, as multi-document YAML in apply order (kustomize's, which `kubectl "
+                    "apply -k` uses; or as a folder of files with a kustomization.yaml), the "
+                    "objects that run the jobrules webhook and controller for a plan: Namespace, "
+                    "ServiceAccounts, the controller's Role and its ClusterRole derived from the "
+                    "plan, bindings, plan ConfigMap, Secret, Service, Deployments, "
+                    "PodDisruptionBudgets, certificates, ServiceMonitor, NetworkPolicies and, "
+                    "last, the MutatingWebhookConfiguration. See docs/deploy.md.",
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--plan", metavar="FILE", help="a compiled plan (rulec compile)")

@@ -29,12 +29,14 @@ def register(subparsers: Any) -> None:
                     "detected against the stored state, the actions policies take, the new state.")
     ev.add_argument("--rules", nargs="+", required=True, metavar="PATH",
                     help=".rules files, folders of them, or one compiled plan (.json)")
-    ev.add_argument("--object", required=True, metavar="FILE", help="the job (YAML or JSON)")
-    ev.add_argument("--pods", metavar="FILE",
-                    help="its pods: a JSON array, a `kind: List`, or multi-document YAML")
+    ev.add_argument("--object", required=True, metavar="FILE",
+                    help="the job (YAML or JSON; - : standard input)")
+    ev.add_argument("--pods", metavar="FILE", action="append",
+                    help="its pods: a JSON array, a `kind: List`, or multi-document YAML "
+                         "(repeatable: the files' pods in order; - : standard input)")
     ev.add_argument("--state", metavar="FILE",
-                    help="stored state (JSON, or an earlier eval output); default: the job's "
-                         "jobrules.dev/state annotation")
+                    help="stored state (JSON, or an earlier eval output; - : standard input); "
+                         "default: the job's jobrules.dev/state annotation")
     ev.add_argument("--now", metavar="TIME", help="evaluation time, RFC 3339 (default: the clock)")
     ev.add_argument("--format", choices=("json", "text"), default="json")
     ev.add_argument("--explain", action="store_true",
@@ -46,8 +48,10 @@ def register(subparsers: Any) -> None:
         description="Apply the rules' injections to a pod as the admission webhook would.")
     mu.add_argument("--rules", nargs="+", required=True, metavar="PATH",
                     help=".rules files, folders of them, or one compiled plan (.json)")
-    mu.add_argument("--pod", required=True, metavar="FILE", help="the pod (YAML or JSON)")
-    mu.add_argument("--owner", metavar="FILE", help="the owner job object, when known")
+    mu.add_argument("--pod", required=True, metavar="FILE",
+                    help="the pod (YAML or JSON; - : standard input)")
+    mu.add_argument("--owner", metavar="FILE",
+                    help="the owner job object, when known (- : standard input)")
     mu.add_argument("--namespace", metavar="NS", help="the request namespace")
     mu.add_argument("--namespace-label", action="append", default=None, metavar="KEY=VALUE",
                     dest="namespace_labels",
@@ -74,10 +78,29 @@ def _guarded(command: Callable[[argparse.Namespace, TextIO], int]) -> Callable[[
     def run(args: argparse.Namespace) -> int:
         try:
             return command(args, sys.stdout)
+        except _Usage as err:
+            print(err, file=sys.stderr)
+            return 2
         except api.InputError as err:
             print(f"rulec {args.command}: {err}", file=sys.stderr)
             return 2
     return run
+
+
+def _one_stdin(args: argparse.Namespace, *options: str) -> None:
+    """Standard input can be read once: at most one of the file options may be `-`."""
+    reading = []
+    for option in options:
+        given = getattr(args, option)
+        reading += [f"--{option}" for value in (given if isinstance(given, list) else [given])
+                    if value == inputs.STDIN]
+    if len(reading) > 1:
+        raise _Usage(f"rulec {args.command}: only one file option may be - (standard input), "
+                     f"not {' and '.join(reading)}")
+
+
+class _Usage(api.InputError):
+    """A usage error found after parsing (exit 2, one line)."""
 
 
 def _now(text: str | None) -> datetime:
@@ -90,12 +113,13 @@ def _now(text: str | None) -> datetime:
 
 
 def _eval(args: argparse.Namespace, out: TextIO) -> int:
+    _one_stdin(args, "object", "pods", "state")
     plan = inputs.load_plan(args.rules)
     job = inputs.read_object(args.object)
-    candidates = inputs.read_objects(args.pods) if args.pods else []
+    candidates = inputs.read_pod_files(args.pods or ())
     prior = inputs.read_state(args.state) if args.state else None
     result = suite.eval_result(plan, job, candidates, prior, _now(args.now), args.explain,
-                               where=args.object)
+                               where=inputs.where(args.object))
     out.write(_json(result) if args.format == "json" else eval_text(result))
     for problem in result.get("problems", []):
         print(f"rulec eval: warning: {problem}", file=sys.stderr)
@@ -103,6 +127,7 @@ def _eval(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _mutate(args: argparse.Namespace, out: TextIO) -> int:
+    _one_stdin(args, "pod", "owner")
     plan = inputs.load_plan(args.rules)
     pod = inputs.read_object(args.pod, "pod")
     owner = inputs.read_object(args.owner) if args.owner else None

@@ -15,7 +15,10 @@ answers are decoded with orjson. What this module adds to the client:
   notices a peer that vanished;
 - watches that raise `Timeout` when no byte arrived for `read_timeout` seconds, so a connection
   dropped without a FIN never hangs a watch;
-- a hook called once per request with (verb, resource, status code or 0, seconds), for metrics.
+- a hook called once per request with (verb, resource, status code or 0, seconds), for metrics;
+- a name: the User-Agent `jobrules-controller/VERSION` and the `fieldManager` of every write, so
+  that the audit log and managedFields say who wrote (the official client would say
+  `OpenAPI-Generator`).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.utils.keepalive import tcp_keepalive_socket_options
 
-from runtime import objects
+from runtime import about, objects
 
 Obj = dict[str, Any]
 Query = Sequence[tuple[str, str]]
@@ -49,6 +52,11 @@ APPLY_PATCH = "application/apply-patch+yaml"
 # Connections the pool keeps: each watch holds one for minutes, the workers share the others.
 POOL_SIZE = 32
 REQUEST_TIMEOUT = 60.0
+# Who the client says it is, unless told otherwise: the User-Agent's product and the
+# fieldManager of every write (the API server would otherwise derive the manager from the
+# User-Agent's product, which the official client fills with its generator's name).
+NAME = "jobrules-controller"
+_WRITES = frozenset({"POST", "PUT", "PATCH"})
 _CHUNK = 1 << 16
 
 
@@ -262,11 +270,12 @@ class Client:
     class methods build one from a kubeconfig, the pod's service account, or the configuration
     of an existing `ApiClient`. `timeout` bounds a whole request (not a watch) unless the call
     gives its own; `on_response(verb, resource, code, seconds)` runs once per request, with
-    code 0 when no answer came.
+    code 0 when no answer came. `name` is the User-Agent's product (`NAME/VERSION`) and the
+    fieldManager of every POST, PUT and PATCH that does not name its own.
     """
 
     def __init__(self, configuration: k8s.Configuration, *, on_response: ResponseHook | None = None,
-                 timeout: float = REQUEST_TIMEOUT) -> None:
+                 timeout: float = REQUEST_TIMEOUT, name: str = NAME) -> None:
         config = copy.copy(configuration)
         config.retries = False
         config.socket_options = tcp_keepalive_socket_options()
@@ -274,31 +283,34 @@ class Client:
         self.configuration = config   # the settings in use: copy them to derive a client
         self.host: str = config.host
         self._api = k8s.ApiClient(config)
+        self.name = name
+        self.user_agent = f"{name}/{about.version()}"
+        self._api.user_agent = self.user_agent   # also what the official election's Lease calls send
         self._on_response = on_response
         self._timeout = timeout
 
     @classmethod
     def from_kubeconfig(cls, path: str | os.PathLike[str], *, context: str | None = None,
                         on_response: ResponseHook | None = None,
-                        timeout: float = REQUEST_TIMEOUT) -> Client:
+                        timeout: float = REQUEST_TIMEOUT, name: str = NAME) -> Client:
         configuration = k8s.Configuration()
         try:
             k8s_config.load_kube_config(config_file=os.fspath(path), context=context,
                                         client_configuration=configuration, persist_config=False)
         except Exception as error:  # the loader raises whatever it met: files, YAML, keys
             raise ConfigError(f"cannot use the kubeconfig {os.fspath(path)}: {error}") from error
-        return cls(configuration, on_response=on_response, timeout=timeout)
+        return cls(configuration, on_response=on_response, timeout=timeout, name=name)
 
     @classmethod
     def in_cluster(cls, *, on_response: ResponseHook | None = None,
-                   timeout: float = REQUEST_TIMEOUT) -> Client:
+                   timeout: float = REQUEST_TIMEOUT, name: str = NAME) -> Client:
         """The pod's service account (its token re-read as the kubelet rotates it)."""
         configuration = k8s.Configuration()
         try:
             k8s_config.load_incluster_config(client_configuration=configuration)
         except k8s_config.ConfigException as error:
             raise ConfigError(f"no in-cluster configuration: {error}") from error
-        return cls(configuration, on_response=on_response, timeout=timeout)
+        return cls(configuration, on_response=on_response, timeout=timeout, name=name)
 
     @classmethod
     def connect(cls, kubeconfig: str | os.PathLike[str] | None, *,
@@ -312,9 +324,9 @@ class Client:
 
     @classmethod
     def from_api_client(cls, api: Any, *, on_response: ResponseHook | None = None,
-                        timeout: float = REQUEST_TIMEOUT) -> Client:
+                        timeout: float = REQUEST_TIMEOUT, name: str = NAME) -> Client:
         """A client with `api`'s server and credentials and this module's pool settings."""
-        return cls(api.configuration, on_response=on_response, timeout=timeout)
+        return cls(api.configuration, on_response=on_response, timeout=timeout, name=name)
 
     @property
     def api(self) -> k8s.ApiClient:
@@ -339,6 +351,8 @@ class Client:
         (by class) for an error status, `TransportError` when no answer came."""
         if content_type == JSON_PATCH and not isinstance(body, list):
             raise TypeError("a JSON patch body is a list of operations")
+        if method.upper() in _WRITES and not any(key == "fieldManager" for key, _ in query):
+            query = [*query, ("fieldManager", self.name)]
         verb, resource = describe(method, path, query)
         began = time.monotonic()
         code = 0
@@ -403,10 +417,12 @@ class Client:
         return cast(Obj, self.request("PATCH", path, [dict(op) for op in operations], query=query,
                                       content_type=JSON_PATCH))
 
-    def apply(self, path: str, body: Obj, *, field_manager: str, force: bool = False,
+    def apply(self, path: str, body: Obj, *, field_manager: str | None = None, force: bool = False,
               query: Query = ()) -> Obj:
-        """Server-side apply of `body` (the whole intent of `field_manager`) at the object path."""
-        query = [*query, ("fieldManager", field_manager)] + ([("force", "true")] if force else [])
+        """Server-side apply of `body` (the whole intent of `field_manager`, the client's name
+        unless given) at the object path."""
+        query = [*query, ("fieldManager", field_manager or self.name)] + (
+            [("force", "true")] if force else [])
         return cast(Obj, self.request("PATCH", path, body, query=query, content_type=APPLY_PATCH))
 
     def delete(self, path: str, *, uid: str | None = None, resource_version: str | None = None,

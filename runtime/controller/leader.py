@@ -4,7 +4,9 @@ One replica reconciles; the others keep their caches warm and take over when the
 Correctness never depends on it (every write is guarded by the resourceVersion read): it only
 saves two replicas doing the same work. Two gaps of the official election are closed here: a
 leader that stops (SIGTERM) releases the Lease, as client-go's `ReleaseOnCancel` does, and a leader
-that loses it exits (its threads cannot be trusted to stop on their own).
+that loses it exits (its threads cannot be trusted to stop on their own). And its log is kept
+quiet: the official election says at INFO every renewal (every `retry_period`, 2 s) and every
+look of a follower, which would bury the verdicts and actions; those are DEBUG here.
 """
 
 from __future__ import annotations
@@ -20,6 +22,30 @@ from kubernetes.leaderelection.resourcelock import leaselock
 from runtime.controller import kube
 
 log = logging.getLogger("jobrules.controller")
+# The official election's logger, and what it says at INFO on every round (every
+# `retry_period`): the leader's renewal ("leader X has successfully acquired lease"), a
+# follower's look at a Lease still held. What is said once (the first acquisition, becoming a
+# follower) and transitions (a new leader seen, failures) keep their level.
+ELECTION_LOG = "leaderelection"
+ROUTINE = ("has successfully acquired lease", "yet to finish lease_duration")
+
+
+class Routine(logging.Filter):
+    """Lowers the official election's routine messages to DEBUG (dropped unless its logger
+    is enabled for DEBUG: a filter runs after the level check of the original call)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.INFO or not any(s in record.getMessage() for s in ROUTINE):
+            return True
+        record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
+def quiet_routine() -> None:
+    """Install `Routine` on the official election's logger, once."""
+    election = logging.getLogger(ELECTION_LOG)
+    if not any(isinstance(f, Routine) for f in election.filters):
+        election.addFilter(Routine())
 
 
 class _Lock(leaselock.LeaseLock):
@@ -40,6 +66,7 @@ class Elector:
         self.namespace, self.name, self.identity = namespace, name, identity
         self.leading = threading.Event()
         self._released = False
+        quiet_routine()
 
         def started() -> None:
             self.leading.set()

@@ -10,18 +10,20 @@ fault is handled.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import random
 import signal
 import sys
+import textwrap
 import threading
 from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 
-from runtime import plan, reloading
+from runtime import about, plan, reloading
 from runtime.controller import events, health, kube, leader, metrics
-from runtime.controller.settings import ControllerSettings, SettingsError
+from runtime.controller.settings import VARIABLES, ControllerSettings, SettingsError
 from runtime.controller.worker import Worker
 
 log = logging.getLogger("jobrules.controller")
@@ -159,7 +161,38 @@ class Controller:
 # Entry point
 
 
+class _Arguments(argparse.ArgumentParser):
+    """An unknown argument is one line (exit 2): the settings are the environment's."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        print(f"{self.prog}: error: {message} (settings are environment variables: see --help)",
+              file=sys.stderr)
+        raise SystemExit(2)
+
+
+def arguments() -> argparse.ArgumentParser:
+    """The command line: nothing but --help and --version; --help lists the settings."""
+    rows = "\n".join(f"  {v.names} ({v.default if v.default == 'required' else 'default: ' + v.default})\n"
+                     + textwrap.fill(v.meaning, 79, initial_indent=" " * 6,
+                                     subsequent_indent=" " * 6) for v in VARIABLES)
+    parser = _Arguments(
+        prog="jobrules-controller", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=textwrap.fill(
+            "The jobrules controller: watches the kinds of a compiled plan and their pods, "
+            "writes each job's verdict and carries out its policies' actions "
+            "(docs/controller.md). `python -m runtime.controller` is the same.", 79),
+        epilog=f"settings, from the environment:\n{rows}\n\n"
+               "A bad value stops the start with a message naming the variable (exit 2).")
+    parser.add_argument("--version", action="version", help="print the version and exit",
+                        version=f"jobrules-controller {about.version()}")
+    return parser
+
+
 def main(argv: Iterable[str] | None = None) -> int:
+    try:
+        arguments().parse_args(list(sys.argv[1:] if argv is None else argv))
+    except SystemExit as done:   # --help, --version (0) or a usage error (2)
+        return done.code if isinstance(done.code, int) else 2
     try:
         settings = ControllerSettings.from_env(os.environ)
     except SettingsError as err:

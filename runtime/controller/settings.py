@@ -16,10 +16,51 @@ from dataclasses import dataclass
 from runtime.environment import (SettingsError, boolean, choice, host_port, integer, kubeconfig,
                                  seconds)
 
-__all__ = ["ControllerSettings", "SettingsError"]
+__all__ = ["VARIABLES", "ControllerSettings", "SettingsError", "Variable"]
 
 _NAME = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _NAMESPACED = re.compile(rf"{_NAME}/{_NAME}\Z")
+
+
+@dataclass(frozen=True, slots=True)
+class Variable:
+    """One row of the settings' table: `jobrules-controller --help` prints them, and
+    docs/controller.md's Settings table names the same variables in the same order (a test
+    holds it), so that the help never lists a setting the process does not read."""
+
+    names: str
+    default: str
+    meaning: str
+
+
+VARIABLES = (
+    Variable("JOBRULES_PLAN", "required", "the compiled plan (rulec compile); re-read when it changes"),
+    Variable("JOBRULES_KUBECONFIG, else KUBECONFIG", "in-cluster", "the API server and credentials"),
+    Variable("JOBRULES_NAMESPACES", "all", "comma-separated namespaces to watch"),
+    Variable("JOBRULES_WORKERS", "4", "reconciles at once"),
+    Variable("JOBRULES_RESYNC", "600", "seconds between re-enqueues of every cached job"),
+    Variable("JOBRULES_RELOAD_INTERVAL", "5", "seconds between looks at the plan file"),
+    Variable("JOBRULES_LEADER_ELECT", "true", "elect one active replica on a Lease"),
+    Variable("JOBRULES_LEASE_NAMESPACE", "POD_NAMESPACE, else default", "where the Lease lives"),
+    Variable("JOBRULES_LEASE_NAME", "jobrules-controller", "its name"),
+    Variable("JOBRULES_LEASE_DURATION, _RENEW_DEADLINE, _RETRY_PERIOD", "15, 10, 2",
+             "seconds; duration > deadline > 1.2 x period"),
+    Variable("JOBRULES_IDENTITY", "POD_NAME, else host_pid",
+             "this replica's name in the Lease and in Events"),
+    Variable("JOBRULES_HEALTH_BIND", "0.0.0.0:8080", "/healthz, /readyz, /metrics; empty: none"),
+    Variable("JOBRULES_READ_TIMEOUT", "70", "seconds without a byte after which a watch is reopened"),
+    Variable("JOBRULES_LOG_LEVEL", "info", "debug, info, warning, error"),
+    Variable("JOBRULES_AUDIT", "unset",
+             "policies to run in audit (decide, record, act on nothing): `*`, a kind's name, "
+             "or KIND/POLICY-ID, comma-separated"),
+    Variable("JOBRULES_WEBHOOK_SECRET", "unset",
+             "NAMESPACE/NAME of the webhook's TLS Secret: the leader issues and renews its "
+             "certificate (needs the certs extra)"),
+    Variable("JOBRULES_WEBHOOK_SERVICE", "unset",
+             "NAMESPACE/NAME of the webhook's Service: the names the certificate is for"),
+    Variable("JOBRULES_WEBHOOK_CONFIGURATION", "0-jobrules",
+             "the MutatingWebhookConfiguration whose caBundle the leader keeps"),
+)
 
 
 @dataclass(frozen=True, slots=True)

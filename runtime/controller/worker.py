@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from runtime import journal, objects, reconcile, watches, writeback
+from runtime import intents, journal, objects, reconcile, watches, writeback
 from runtime.controller import caches as cacheslib
 from runtime.controller import events, informer, kube, metrics
 from runtime.controller.settings import ControllerSettings
@@ -203,13 +203,14 @@ class Worker:
     def _report(self, kind: cacheslib.Watched, job: dict[str, Any], report: journal.Report) -> None:
         intent = report.intent
         if isinstance(report, journal.Done):
+            log.info("%s: %s done (%s)", _job(kind, job), intent.action, _cause(intent))
             metrics.ACTIONS.labels(kind.spec.name, intent.action, "done").inc()
             if kind.spec.status.events:
                 metrics.ACTION_WRITES.labels(kind.spec.name, "event").inc()
                 self.recorder.emit(job, writeback.action_event(job, intent))
             return
-        log.warning("%s/%s: %s dropped: %s", objects.namespace(job), objects.name(job),
-                    intent.action, report.why)
+        log.warning("%s: %s dropped: %s (%s)", _job(kind, job), intent.action, report.why,
+                    _cause(intent))
         metrics.ACTIONS.labels(kind.spec.name, intent.action, "dropped").inc()
         if kind.spec.status.events:   # `no events`: none at all (and no RBAC for them)
             metrics.ACTION_WRITES.labels(kind.spec.name, "event").inc()
@@ -244,12 +245,21 @@ class Worker:
         return f"{path}/status" if kind.status_subresource else path
 
     def _committed(self, key: Key, kind: cacheslib.Watched, writes: reconcile.Writes) -> None:
-        """The commit is written: what it decided is now so, and is counted once."""
+        """The commit is written: what it decided is news, logged once (a replay after a crash
+        may log it again; nothing before the write is logged as done)."""
         received = self._pending.pop(key, None)
+        job = f"{kind.spec.name} {key[1]}/{key[2]}"
+        if writes.verdict_changed:
+            verdict = writes.evaluation.verdict
+            log.info("%s: verdict %s%s (reason %s, rule %s)", job,
+                     f"{writes.previous_phase} -> " if writes.previous_phase else "", verdict.phase,
+                     verdict.reason or "none", verdict.rule or "none")
+        for intent in writes.new:
+            log.info("%s: %s scheduled (%s)", job, intent.action, _cause(intent))
         for a in writes.evaluation.actions:
             if a.status == "audited":   # decided, recorded, not done: the policy is in audit
                 metrics.ACTIONS.labels(kind.spec.name, a.action, "audited").inc()
-                log.info("%s/%s/%s: would %s%s (%s, %s; audit: not done)", *key, a.action,
+                log.info("%s: would %s%s (policy %s, rule %s; audit: not done)", job, a.action,
                          f" {a.target.pod}" if a.target.pod else "", a.policy, a.rule)
         if writes.verdict_changed:
             metrics.VERDICTS.labels(kind.spec.name, writes.evaluation.verdict.phase).inc()
@@ -263,3 +273,14 @@ class Worker:
             logging.shutdown()
             os._exit(137)
 
+
+def _job(kind: cacheslib.Watched, job: Mapping[str, Any]) -> str:
+    """How the log names a job: its kind's name in the rules, then namespace/name."""
+    return f"{kind.spec.name} {objects.namespace(job)}/{objects.name(job)}"
+
+
+def _cause(intent: intents.Intent) -> str:
+    """Why an action is taken, for the log: the policy's reason and rule, and its target."""
+    target = "".join(f", {what} {value}" for what, value in (("task", intent.task),
+                                                               ("pod", intent.pod)) if value)
+    return f"policy {intent.policy}, reason {intent.reason or 'none'}, rule {intent.rule}{target}"

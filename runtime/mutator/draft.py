@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -121,8 +122,10 @@ class Draft:
 
     # -- emitting -------------------------------------------------------------------------------
 
-    def finish(self, matched: list[Injection], digest: str) -> tuple[list[dict], tuple[str, ...]]:
-        """The patch ops, and the injections that contributed one, in plan order."""
+    def finish(self, matched: list[Injection],
+               digests: Mapping[str, str]) -> tuple[list[dict], tuple[str, ...]]:
+        """The patch ops, and the injections that contributed one, in plan order; each new
+        one recorded as `name@digest` (its digest from `digests`)."""
         credit = self.credit
         annotations = _changed(self.annotations, self.pod.annotations, credit)
         labels = _changed(self.labels, self.pod.labels, credit)
@@ -133,7 +136,7 @@ class Draft:
                 applied.append(injection.name)
                 if injection.name not in self.recorded:
                     self.require("annotations", injection, injection.span)
-                    entries.append(f"{injection.name}@{digest}")
+                    entries.append(f"{injection.name}@{digests.get(injection.name, '')}")
         if len(entries) > len(self.recorded):
             annotations[RECORD_ANNOTATION] = orjson.dumps(entries).decode()
         ops: list[dict] = []
@@ -266,7 +269,7 @@ def _taken(items: Any, key: str) -> set[Any]:
 
 
 def recorded(annotations: dict) -> dict[str, str]:
-    """Injection name -> record entry ("name@plan-digest") from the record annotation."""
+    """Injection name -> record entry ("name@digest") from the record annotation."""
     raw = annotations.get(RECORD_ANNOTATION)
     if raw is None:
         return {}

@@ -6,8 +6,13 @@ matching ones over a draft of the received pod and emits one patch.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from runtime import pods
 from runtime.mutator.draft import Draft
@@ -39,6 +44,8 @@ class Injector:
     programs: dict[tuple[str, str | None], tuple[Program, ...]]
     sidecars: frozenset[str]  # every sidecar name in the plan: never a target of other ops
     reads_pod: bool  # whether an expression `mutate` may evaluate reads the pod beyond PodView
+    # injection name -> `digest` of it: the record's entry for it is `name@digest`
+    digests: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 def prepare(plan: Plan) -> Injector:
@@ -51,7 +58,41 @@ def prepare(plan: Plan) -> Injector:
                                          if k.name in i.kinds and i.namespace_selector == selector)
                for k in plan.kinds for selector in plan.namespace_selectors()}
     sidecars = frozenset(op.name for i in plan.injections for op in i.ops if isinstance(op, Sidecar))
-    return Injector(plan, kinds, by_kind, sidecars, _reads_pod(plan))
+    return Injector(plan, kinds, by_kind, sidecars, _reads_pod(plan),
+                    {i.name: digest(i) for i in plan.injections})
+
+
+def digest(injection: Injection) -> str:
+    """12 hex digits of what an injection does (its name, kinds, filter, ops and completion
+    containers), not of where it is written: the record names the version of each injection a
+    pod got, which an edit elsewhere in the rules (a comment, another kind, another injection)
+    leaves as it was, where the whole plan's digest would change."""
+    text = orjson.dumps(_canonical(injection), option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(text).hexdigest()[:12]
+
+
+# Fields that say where a thing is written (`span`) or repeat another (`compiled`: `source`
+# compiled), left out of `digest`.
+_POSITIONS = frozenset({"span", "compiled"})
+
+
+def _canonical(value: Any) -> Any:
+    """A plan value as plain JSON data: dataclasses as objects tagged with their type, sets
+    sorted; anything else is refused (a new plan type must be thought about here)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {"": type(value).__name__, **{f.name: _canonical(getattr(value, f.name))
+                                             for f in dataclasses.fields(value)
+                                             if f.name not in _POSITIONS}}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted((_canonical(v) for v in value),
+                      key=lambda v: orjson.dumps(v, option=orjson.OPT_SORT_KEYS))
+    if isinstance(value, Mapping):
+        return {str(k): _canonical(v) for k, v in value.items()}
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    raise TypeError(f"no canonical form for a {type(value).__name__} in an injection")
 
 
 def serving(plan: Plan, namespace_labels: dict[str, str]) -> tuple[str | None, ...]:
@@ -119,7 +160,7 @@ def _apply(injector: Injector, received: Received, programs: tuple[Program, ...]
     draft = Draft(received)
     for prepared in matched:
         _run(prepared.injection, _steps, prepared, draft)
-    ops, applied = draft.finish([p.injection for p in matched], injector.plan.digest[:12])
+    ops, applied = draft.finish([p.injection for p in matched], injector.digests)
     return Mutation(tuple(ops), applied, kind, failed)
 
 

@@ -60,7 +60,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def control_plane(pytestconfig: pytest.Config) -> Iterator[Session]:
     if os.environ.get("JOBRULES_REUSE_CLUSTER") == "1" and os.environ.get("KUBECONFIG"):
-        with Client.from_kubeconfig(os.environ["KUBECONFIG"]) as api:
+        with Client.from_kubeconfig(os.environ["KUBECONFIG"], name="jobrules-tests") as api:
             yield Session.of(api, None)
         return
     # Finding the binaries may mean building them for minutes, or warn of a missing one: show it.

@@ -107,6 +107,11 @@ def test_every_crash_point(control_plane: Any, api: Any, namespace: str, evictio
         apiserver.wait_for("the journal cleared", lambda: journal(api, job) is None)
     assert audit.pod_removals(plane.audit_log, namespace) == {pod["metadata"]["uid"]: 1}
     assert budget(api, job) == 1
+    # The controller names itself: its User-Agent in the audit log, its fieldManager on the job.
+    assert audit.removers(plane.audit_log, namespace) == {"jobrules-controller"}
+    stored = apiserver.get(api, VOLCANO.path(namespace, "train"))
+    managers = {m["manager"] for m in stored["metadata"]["managedFields"]}
+    assert "jobrules-controller" in managers and "OpenAPI-Generator" not in managers
 
 
 def test_a_soak_of_kill_9_through_evictions(control_plane: Any, api: Any, namespace: str,

@@ -157,6 +157,29 @@ def test_delete_preconditions(client: Client, namespace: str, calls: Calls) -> N
     assert [code for _, _, code in calls] == [201, 409, 200, 409, 200, 404]
 
 
+def test_every_write_the_controller_sends_names_it(client: Client, namespace: str) -> None:
+    """The fieldManager the client adds (`jobrules-controller`) is accepted on each kind of
+    write the controller sends (create, merge patch, an eviction, an Event) and is the
+    manager the API server records, beside the User-Agent's."""
+    pods = Resource("v1", "pods")
+    created = client.create(pods.path(namespace), apiserver.pod_manifest(namespace, "evicted"))
+    path = pods.path(namespace, "evicted")
+    patched = client.merge_patch(path, {"metadata": {"annotations": {"a": "1"}}},
+                                 resource_version=created["metadata"]["resourceVersion"])
+    assert {m["manager"] for m in patched["metadata"]["managedFields"]} == {"jobrules-controller"}
+    event = client.create(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events", {
+        "apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"name": "evicted.1", "namespace": namespace},
+        "eventTime": "2026-01-01T12:00:00.000000Z", "reportingController": "jobrules.dev/controller",
+        "reportingInstance": "test", "action": "Verdict", "reason": "Test", "type": "Normal",
+        "regarding": {"kind": "Pod", "namespace": namespace, "name": "evicted"}})
+    assert [m["manager"] for m in event["metadata"]["managedFields"]] == ["jobrules-controller"]
+    client.create(f"{path}/eviction", {
+        "apiVersion": "policy/v1", "kind": "Eviction",
+        "metadata": {"name": "evicted", "namespace": namespace},
+        "deleteOptions": {"preconditions": {"uid": created["metadata"]["uid"]}}})
+
+
 def test_invalid_objects_are_422_with_their_causes(client: Client, namespace: str) -> None:
     with pytest.raises(Invalid) as bad_name:
         client.create(CONFIG_MAPS.path(namespace), config_map(namespace, "Not_Valid"))

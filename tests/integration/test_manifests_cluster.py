@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 import time
@@ -43,18 +45,26 @@ inject "traced" into pods of batchjob {
 FAIL_CLOSED = "webhook failure closed timeout 7s\n"
 
 Kubectl = Callable[..., str]
+DEPLOY_DOC = REPO / "docs" / "deploy.md"
 
 
 @pytest.fixture(scope="session")
-def kubectl(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
-    """Run kubectl (next to the control-plane binaries, else built) against the test cluster."""
-    binary = cluster.find_kubectl()
+def shell_env(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The environment of a user's shell at the test cluster: `kubectl` (next to the
+    control-plane binaries, else built) and `rulec` on the PATH, KUBECONFIG set."""
     kubeconfig = str(control_plane.plane.kubeconfig if control_plane.plane else os.environ["KUBECONFIG"])
-    env = {**os.environ, "KUBECACHEDIR": str(tmp_path_factory.mktemp("kubectl-cache"))}
+    path = os.pathsep.join([str(cluster.find_kubectl().parent), str(RULEC.parent),
+                            os.environ.get("PATH", "")])
+    return {**os.environ, "KUBECONFIG": kubeconfig, "PATH": path,
+            "KUBECACHEDIR": str(tmp_path_factory.mktemp("kubectl-cache"))}
 
+
+@pytest.fixture(scope="session")
+def kubectl(shell_env: dict[str, str]) -> Kubectl:
+    """Run kubectl against the test cluster."""
     def run(*args: str) -> str:
-        done = subprocess.run([str(binary), "--kubeconfig", kubeconfig, *args], env=env,
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run(["kubectl", *args], env=shell_env, capture_output=True, text=True,
+                              timeout=120)
         assert done.returncode == 0, f"kubectl {' '.join(args)}:\n{done.stderr}"
         return done.stdout
 
@@ -169,6 +179,54 @@ def test_the_output_installs_and_equals_its_kustomization(
         assert pod["spec"]["securityContext"]["runAsUser"] == 65532
         critical = variant == "injecting" and name == "jobrules-webhook"
         assert pod["spec"].get("priority") == (2000000000 if critical else 0)
+
+
+def documented(section: str) -> list[str]:
+    """The command lines of the first `sh` block under the heading `section` of docs/deploy.md."""
+    text = DEPLOY_DOC.read_text(encoding="utf-8").split(f"\n{section}\n", 1)[1]
+    block = re.search(r"^```sh\n(.*?)^```", text, re.S | re.M)
+    assert block is not None, section
+    return [line for line in block.group(1).splitlines() if line and not line.startswith("#")]
+
+
+def test_the_documented_dry_run_then_install_on_a_fresh_namespace(
+        shell_env: dict[str, str], kubectl: Kubectl, tmp_path: Path) -> None:
+    """docs/deploy.md's "Check first" commands, as written, in a folder where `rules/` is the
+    repository's, on a cluster that never had the namespace: every object dry-run applied and
+    nothing made but the Namespace; then the install's `apply -k`. No kubectl command says
+    anything on standard error (no NotFound, no warning about the kustomization's order)."""
+    check = documented("### Check first (server-side dry run)")
+    install = [c for c in documented("### Self-managed") if " -k " in f"{c} "]
+    assert [c.split()[:2] for c in check] == [["rulec", "manifests"], ["kubectl", "apply"],
+                                             ["kubectl", "apply"]] and "--dry-run=server" in check[2]
+    assert install == ["kubectl apply --server-side -k jobrules-deploy"]
+    (tmp_path / "rules").symlink_to(REPO / "rules")
+    namespace = "jobrules-system"
+    assert f"namespace/{namespace}" not in kubectl("get", "namespaces", "-o", "name").split()
+    said: dict[str, subprocess.CompletedProcess[str]] = {}
+    try:
+        for command in [*check, *install]:
+            done = subprocess.run(shlex.split(command), cwd=tmp_path, env=shell_env,
+                                  capture_output=True, text=True, timeout=120)
+            assert done.returncode == 0, f"{command}:\n{done.stderr}"
+            said[command] = done
+            if command.startswith("kubectl"):
+                assert done.stderr == "", f"{command}:\n{done.stderr}"
+            if "--dry-run=server" in command:   # nothing made but the Namespace
+                assert kubectl("get", "all,configmaps,secrets", "-n", namespace, "-o", "name") == ""
+    finally:
+        subprocess.run(["kubectl", "delete", "-k", "jobrules-deploy", "--ignore-not-found",
+                        "--wait=false"], cwd=tmp_path, env=shell_env, capture_output=True,
+                       timeout=120)
+    wrote = said[check[0]].stderr.splitlines()
+    assert wrote[-1].startswith("rulec manifests: wrote 15 objects"), wrote
+    objects = documents(kubectl("kustomize", str(tmp_path / "jobrules-deploy")))
+    dry = said[check[2]].stdout.splitlines()
+    assert len(dry) == len(objects) and all(line.endswith(" serverside-applied (server dry run)")
+                                            for line in dry), dry
+    applied = said[install[0]].stdout.splitlines()
+    assert len(applied) == len(objects) and all(line.endswith(" serverside-applied")
+                                                for line in applied), applied
 
 
 def test_the_rendered_configuration_has_the_api_server_call_the_webhook(

@@ -51,3 +51,30 @@ def test_example_rules_check_clean_and_are_formatted(path: str) -> None:
     assert built.diagnostics == ()
     for source in built.sources.values():
         assert fmt.format_source(source).text == source.text, f"{source.path}: run rulec fmt"
+
+
+
+GOLDEN_MUTATIONS = ["argo-wait-main", "katib-metrics-collector"]
+
+
+@pytest.mark.parametrize("folder", GOLDEN_MUTATIONS)
+def test_golden_pods_depend_on_their_injections_only(folder: str, tmp_path: Path) -> None:
+    """A mutated pod's golden file holds the record annotation (`name@digest`): a comment that
+    moves every line of every rules file of the example, and a kind added beside them, change
+    the plan and not the goldens (cases that cite rule positions, `explain`, do change)."""
+    import shutil
+
+    copy = tmp_path / folder
+    shutil.copytree(EXAMPLES / folder, copy)
+    for n, rules in enumerate(sorted(copy.glob("*.rules"))):
+        extra = "" if n else "\njob extra: example.dev/v1 Extra {\n    pods owned\n    pending otherwise\n}\n"
+        rules.write_text("# a comment above everything\n\n" + rules.read_text() + extra)
+    [path] = suite.find([str(copy)])
+    loaded = suite.load(path)
+    rules = inputs.load_plan(list(loaded.rules), loaded.folder)
+    assert rules.digest != compiled(str(EXAMPLES / folder / "suite.yaml"))[1].digest
+    golden = [c for c in loaded.cases if any("golden" in str(step.expect) for step in c.steps)]
+    assert golden
+    for case in golden:
+        outcome = suite.run_case(loaded, case, rules)
+        assert outcome.passed, outcome.report or outcome.error

@@ -44,6 +44,14 @@ def pod_removals(log: Path, namespace: str) -> Counter[str]:
     return out
 
 
+def removers(log: Path, namespace: str) -> set[str]:
+    """Who made the successful pod deletions and evictions: each request's User-Agent product
+    (`jobrules-controller` of `jobrules-controller/0.1.0`)."""
+    return {str(e.get("userAgent") or "").split("/", 1)[0] for e in entries(log, namespace)
+            if (e.get("objectRef") or {}).get("resource") == "pods" and 200 <= _code(e) < 300
+            and (e.get("verb") == "delete" or (e.get("objectRef") or {}).get("subresource") == "eviction")}
+
+
 def created(log: Path, namespace: str, resource: str) -> Counter[str]:
     """Object name -> how many creations of it succeeded."""
     return Counter((e.get("objectRef") or {}).get("name") or

@@ -237,6 +237,22 @@ def test_the_full_parser_has_every_command() -> None:
     assert set(_commands()) == {"check", "compile", "fmt", "explain", "completion", *cli.COMMANDS}
 
 
+@pytest.mark.parametrize("command", sorted(_commands()))
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_every_command_has_its_help(capsys, command: str, flag: str) -> None:
+    """Its own (not the stand-in a command whose module failed to import would get), on
+    stdout, exit 0, however the command line is loaded (only its module is imported)."""
+    code, out, err = run(capsys, command, flag)
+    assert (code, err) == (0, "")
+    assert out.startswith(f"usage: rulec {command} ") and "-h, --help" in out
+
+
+def test_rulec_help(capsys) -> None:
+    code, out, err = run(capsys, "--help")
+    assert (code, err) == (0, "") and out.startswith("usage: rulec ")
+    assert all(f"    {name}" in out for name in _commands())
+
+
 def _bash_complete(script: Path, lines: list[str], cwd: Path) -> list[list[str]]:
     """What bash offers for each command line, completing its last word (after the last space)."""
     program = [f"source {script}", 'func=$(complete -p rulec | sed -E "s/.* -F ([^ ]+) .*/\\1/")']

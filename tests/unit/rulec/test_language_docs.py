@@ -66,3 +66,25 @@ def test_the_pre_commit_snippet_names_the_shipped_hooks(tmp_path: Path) -> None:
     load_config(str(path))  # pre-commit's own validation; raises on a bad config
     shipped = {h["id"] for h in load_manifest(str(ROOT / ".pre-commit-hooks.yaml"))}
     assert {h["id"] for h in config["repos"][0]["hooks"]} == shipped
+
+
+def test_the_snippets_name_jobrules_by_a_commit_or_a_tag_that_exists() -> None:
+    """No made-up tag: the jobrules ref of the CI snippet's install and of the pre-commit
+    snippet is the marked placeholder (explained under "Pinning jobrules"), a full commit SHA,
+    or a tag this repository has."""
+    import subprocess
+
+    [workflow] = [y for y in YAML if "jobs" in y]
+    [config] = [y for y in YAML if "repos" in y]
+    installs = [step["run"] for job in workflow["jobs"].values() for step in job["steps"]
+                if "github.com/jobrules/jobrules" in step.get("run", "")]
+    refs = [re.search(r"jobrules/jobrules@([^\s\"']+)", run).group(1)  # type: ignore[union-attr]
+            for run in installs] + [config["repos"][0]["rev"]]
+    assert len(refs) == 2
+    listed = subprocess.run(["git", "tag", "--list"], cwd=ROOT, capture_output=True, text=True)
+    tags = set(listed.stdout.split()) if listed.returncode == 0 else set()
+    for ref in refs:
+        assert ref == "COMMIT_SHA" or re.fullmatch(r"[0-9a-f]{40}", ref) or ref in tags, ref
+    if "COMMIT_SHA" in refs:
+        pinning = DOC.split("**Pinning jobrules.**", 1)[1].split("\n\n", 1)[0]
+        assert "COMMIT_SHA" in pinning and "full 40-hex SHA" in pinning

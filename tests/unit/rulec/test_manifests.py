@@ -12,6 +12,7 @@ import base64
 import itertools
 import json
 import os
+import random
 from pathlib import Path
 from typing import Any
 
@@ -87,12 +88,17 @@ def test_golden(name: str, opts: manifests.Options) -> None:
 # Which objects, in which order
 
 W, C = manifests.WEBHOOK, manifests.CONTROLLER
-ORDER = [("Namespace", "jobrules-system"), ("ServiceAccount", W), ("ServiceAccount", C),
-         ("ClusterRole", C), ("ClusterRoleBinding", C), ("Role", C), ("RoleBinding", C),
-         ("ConfigMap", "jobrules-plan"), ("Secret", "jobrules-webhook-tls"),
-         ("Issuer", "jobrules-selfsigned"), ("Certificate", W), ("Deployment", W), ("Service", W),
-         ("PodDisruptionBudget", W), ("Deployment", C), ("PodDisruptionBudget", C),
-         ("NetworkPolicy", W), ("NetworkPolicy", C), ("ServiceMonitor", W),
+# kustomize's legacy order, which `kubectl apply -k` applies a folder in (written out by hand
+# from sigs.k8s.io/kustomize's lists; tests/integration/test_manifests_cluster.py holds the
+# output to `kubectl kustomize`'s): listed kinds first, by their place in the list, then the
+# others by group, version and kind (Certificate, Issuer, ServiceMonitor, NetworkPolicy), the
+# webhook configuration last; one kind by namespace and name.
+ORDER = [("Namespace", "jobrules-system"), ("ServiceAccount", C), ("ServiceAccount", W),
+         ("Role", C), ("ClusterRole", C), ("RoleBinding", C), ("ClusterRoleBinding", C),
+         ("ConfigMap", "jobrules-plan"), ("Secret", "jobrules-webhook-tls"), ("Service", W),
+         ("Deployment", C), ("Deployment", W), ("PodDisruptionBudget", C),
+         ("PodDisruptionBudget", W), ("Certificate", W), ("Issuer", "jobrules-selfsigned"),
+         ("ServiceMonitor", W), ("NetworkPolicy", C), ("NetworkPolicy", W),
          ("MutatingWebhookConfiguration", "0-jobrules")]
 CERTS = [manifests.CertManager(), manifests.CertManager(manifests.Issuer("Issuer", "corp-ca")),
          manifests.CertManager(manifests.Issuer("ClusterIssuer", "corp-ca")),
@@ -476,19 +482,44 @@ def test_dump_round_trips_and_writes_the_plan_as_a_block() -> None:
 def test_file_names_and_kustomization_keep_the_order() -> None:
     objects = render(replicas=1)
     names = manifests.file_names(objects)
-    assert names == ["00-namespace-jobrules-system.yaml", "01-serviceaccount-jobrules-webhook.yaml",
-                     "02-serviceaccount-jobrules-controller.yaml",
-                     "03-clusterrole-jobrules-controller.yaml",
-                     "04-clusterrolebinding-jobrules-controller.yaml",
-                     "05-role-jobrules-controller.yaml", "06-rolebinding-jobrules-controller.yaml",
-                     "07-configmap-jobrules-plan.yaml", "08-issuer-jobrules-selfsigned.yaml",
-                     "09-certificate-jobrules-webhook.yaml", "10-deployment-jobrules-webhook.yaml",
-                     "11-service-jobrules-webhook.yaml", "12-deployment-jobrules-controller.yaml",
-                     "13-poddisruptionbudget-jobrules-controller.yaml",
+    assert names == ["00-namespace-jobrules-system.yaml",
+                     "01-serviceaccount-jobrules-controller.yaml",
+                     "02-serviceaccount-jobrules-webhook.yaml", "03-role-jobrules-controller.yaml",
+                     "04-clusterrole-jobrules-controller.yaml",
+                     "05-rolebinding-jobrules-controller.yaml",
+                     "06-clusterrolebinding-jobrules-controller.yaml",
+                     "07-configmap-jobrules-plan.yaml", "08-service-jobrules-webhook.yaml",
+                     "09-deployment-jobrules-controller.yaml",
+                     "10-deployment-jobrules-webhook.yaml",
+                     "11-poddisruptionbudget-jobrules-controller.yaml",
+                     "12-certificate-jobrules-webhook.yaml", "13-issuer-jobrules-selfsigned.yaml",
                      "14-mutatingwebhookconfiguration-0-jobrules.yaml"]
+    # No sortOptions: `kubectl apply -k` warns about any, and its legacy order is ours.
     assert manifests.kustomization(names) == {
         "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-        "sortOptions": {"order": "fifo"}, "resources": names}
+        "resources": names}
+
+
+def test_the_apply_order_is_kustomizes_legacy_order() -> None:
+    """Whatever order the objects are made in, rendered in kustomize's: the kinds it lists
+    first in its order, those it lists last at the end, the others between by group, version
+    and kind, then by namespace and name."""
+    def obj(api_version: str, kind: str, name: str, namespace: str | None = "ns") -> dict:
+        return {"apiVersion": api_version, "kind": kind,
+                "metadata": {"name": name, **({"namespace": namespace} if namespace else {})}}
+
+    expected = [obj("v1", "Namespace", "ns", None), obj("v1", "ServiceAccount", "a"),
+                obj("v1", "ServiceAccount", "b"), obj("rbac.authorization.k8s.io/v1", "Role", "r"),
+                obj("rbac.authorization.k8s.io/v1", "ClusterRole", "r", None),
+                obj("apps/v1", "Deployment", "d"), obj("policy/v1", "PodDisruptionBudget", "p"),
+                obj("a.example/v1", "Zebra", "z"), obj("b.example/v1", "Apple", "a"),
+                obj("b.example/v2", "Apple", "a"), obj("v1", "Pod", "p"),
+                obj("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", "m", None),
+                obj("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", "v", None)]
+    for seed in range(5):
+        shuffled = expected[:]
+        random.Random(seed).shuffle(shuffled)
+        assert sorted(shuffled, key=manifests.apply_order) == expected
 
 
 # ---------------------------------------------------------------------------------------------
@@ -546,7 +577,7 @@ def test_cli_writes_a_folder_and_replaces_its_own_earlier_output(capsys: pytest.
     code, out, err = run(capsys, *base, "--monitoring")
     assert (code, out) == (0, "") and "wrote 17 objects and kustomization.yaml" in err
     kustomization = yaml.safe_load((folder / "kustomization.yaml").read_text())
-    assert kustomization["resources"][-2] == "15-servicemonitor-jobrules-webhook.yaml"
+    assert kustomization["resources"][-2] == "15-servicemonitor-jobrules-webhook.yaml"   # after Issuer
     streamed = render(monitoring=True)
     assert [yaml.safe_load((folder / n).read_text()) for n in kustomization["resources"]] == streamed
     assert sorted(os.listdir(folder)) == sorted(["kustomization.yaml", *kustomization["resources"]])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rulec.commands import cli
+from rulec.commands import cli, inputs
 
 ROOT = Path(__file__).resolve().parents[3]
 VOLCANO = ROOT / "examples" / "volcano-oomkilled"
@@ -72,6 +73,104 @@ def test_pod_list_shapes(capsys, tmp_path: Path, shape: str) -> None:
     out, _ = evaluate(capsys, "--explain", pods=path)
     first = json.loads(out)["explain"][0]   # `failed when any pod evicted`, over every pod read
     assert first["why"] == f"any pod evicted: 0 of {1 if shape == 'single' else 2} pods match"
+
+
+def stdin(monkeypatch: pytest.MonkeyPatch, text: str | bytes) -> None:
+    """Standard input holding `text`, as a pipe would give it."""
+    data = text.encode() if isinstance(text, str) else text
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+
+
+def other_pod(name: str = "other") -> dict:
+    running = yaml.safe_load((VOLCANO / "pods" / "master-running.yaml").read_text())
+    running["metadata"].update(name=name, uid=f"{name}-uid")
+    return running
+
+
+def test_repeated_pods_are_all_read_in_order(capsys, tmp_path: Path) -> None:
+    """Every --pods file, concatenated in the order given (the last does not replace the
+    others): the evaluation sees 3 pods, the OOMKilled one among them decides."""
+    first, second = tmp_path / "a.yaml", tmp_path / "b.json"
+    first.write_text(yaml.safe_dump(other_pod("a")))
+    second.write_text(json.dumps([other_pod("b")]))
+    code, out, err = rulec(capsys, "eval", "--rules", VOLCANO / "vcjob.rules", "--object",
+                           VOLCANO / "job.yaml", "--pods", first, "--pods",
+                           VOLCANO / "pods" / "master-oomkilled.yaml", "--pods", second,
+                           "--now", NOW, "--explain")
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["phase"] == "Failed"
+    assert result["explain"][0]["why"] == "any pod evicted: 0 of 3 pods match"
+    order = [p["metadata"]["name"] for p in inputs.read_pod_files(
+        [second, VOLCANO / "pods" / "master-oomkilled.yaml", first])]
+    assert order == ["b", "tensorflow-models200312190939-master-0", "a"]
+
+
+def test_one_pod_in_two_files_is_refused(capsys, tmp_path: Path) -> None:
+    pods = VOLCANO / "pods" / "master-oomkilled.yaml"
+    code, out, err = rulec(capsys, "eval", "--rules", VOLCANO / "vcjob.rules", "--object",
+                           VOLCANO / "job.yaml", "--pods", pods, "--pods",
+                           VOLCANO / "pods" / "master-running.yaml", "--now", NOW)
+    assert (code, out) == (2, "")
+    assert err.startswith(f"rulec eval: {pods} + {VOLCANO / 'pods' / 'master-running.yaml'}: pods ")
+    assert "have the uid" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("option", ["--object", "--pods", "--state"])
+def test_eval_reads_a_dash_from_standard_input(capsys, monkeypatch, tmp_path: Path,
+                                               option: str) -> None:
+    first, _ = evaluate(capsys, pods=VOLCANO / "pods" / "master-evicted.yaml")
+    files = {"--object": VOLCANO / "job.yaml", "--pods": VOLCANO / "pods" / "master-evicted.yaml",
+             "--state": tmp_path / "out.json"}
+    files["--state"].write_text(first)
+    stdin(monkeypatch, Path(files[option]).read_text())
+    args = [a for o, f in files.items() for a in (o, "-" if o == option else f)]
+    code, out, err = rulec(capsys, "eval", "--rules", VOLCANO / "vcjob.rules", *args, "--now", NOW)
+    assert code == 0, err
+    with_files = rulec(capsys, "eval", "--rules", VOLCANO / "vcjob.rules",
+                       *[a for o, f in files.items() for a in (o, f)], "--now", NOW)
+    assert json.loads(out) == json.loads(with_files[1])
+    assert json.loads(out)["actions"] == []   # the state was read: nothing new to do
+
+
+@pytest.mark.parametrize("option", ["--pod", "--owner"])
+def test_mutate_reads_a_dash_from_standard_input(capsys, monkeypatch, option: str) -> None:
+    pod = ARGO / "pod.yaml"
+    owner = yaml.safe_load(pod.read_text())["metadata"]["ownerReferences"][0]
+    workflow = yaml.safe_dump({"apiVersion": owner["apiVersion"], "kind": owner["kind"],
+                               "metadata": {"name": owner["name"], "uid": owner["uid"]}})
+    stdin(monkeypatch, pod.read_text() if option == "--pod" else workflow)
+    args = ["--pod", "-"] if option == "--pod" else ["--pod", pod, "--owner", "-"]
+    code, out, err = rulec(capsys, "mutate", "--rules", ARGO / "workflow.rules", *args)
+    assert code == 0, err
+    assert json.loads(out)["applied"] == ["katib-argo"]
+
+
+@pytest.mark.parametrize("command, args, said", [
+    ("eval", ["--object", "-", "--pods", "-"], "--object and --pods"),
+    ("eval", ["--object", VOLCANO / "job.yaml", "--pods", "-", "--pods", "-"], "--pods and --pods"),
+    ("eval", ["--object", VOLCANO / "job.yaml", "--pods", "-", "--state", "-"], "--pods and --state"),
+    ("mutate", ["--pod", "-", "--owner", "-"], "--pod and --owner"),
+])
+def test_standard_input_is_read_by_one_option_only(capsys, monkeypatch, command: str,
+                                                    args: list, said: str) -> None:
+    stdin(monkeypatch, "")
+    rules = VOLCANO / "vcjob.rules" if command == "eval" else ARGO / "workflow.rules"
+    code, out, err = rulec(capsys, command, "--rules", rules, *args)
+    assert (code, out) == (2, "")
+    assert err == (f"rulec {command}: only one file option may be - (standard input), "
+                   f"not {said}\n")
+
+
+@pytest.mark.parametrize("text, message", [
+    (b"{bad", "rulec eval: <stdin>:1:2: not JSON: "),
+    (b"\xff", "rulec eval: <stdin>: not UTF-8 text (byte 0xff at offset 0)"),
+    (b"", "rulec eval: <stdin>: expected one object, found 0 documents"),
+])
+def test_standard_input_problems_name_it(capsys, monkeypatch, text: bytes, message: str) -> None:
+    stdin(monkeypatch, text)
+    code, out, err = rulec(capsys, "eval", "--rules", VOLCANO / "vcjob.rules", "--object", "-")
+    assert (code, out) == (2, "") and err.startswith(message) and err.count("\n") == 1
 
 
 def test_state_from_an_earlier_output_means_no_new_actions(capsys, tmp_path: Path) -> None:

@@ -234,18 +234,56 @@ def test_every_request_says_what_it_sends_and_accepts() -> None:
         client.delete("/api/v1/namespaces/n/pods/p", uid="u1", propagation_policy="Background")
     sent = [(method, path, headers["Content-Type"], headers["Accept"], orjson.loads(body))
             for method, path, headers, body in server.requests]
+    named = "?fieldManager=jobrules-controller"
     assert sent == [
-        ("POST", "/api/v1/namespaces/n/pods", "application/json", "application/json",
+        ("POST", "/api/v1/namespaces/n/pods" + named, "application/json", "application/json",
          {"metadata": {"name": "p"}}),
-        ("PATCH", "/api/v1/namespaces/n/pods/p", "application/merge-patch+json", "application/json",
-         {"a": 1, "metadata": {"resourceVersion": "7"}}),
-        ("PATCH", "/api/v1/namespaces/n/pods/p", "application/json-patch+json", "application/json",
-         [{"op": "remove", "path": "/a"}]),
+        ("PATCH", "/api/v1/namespaces/n/pods/p" + named, "application/merge-patch+json",
+         "application/json", {"a": 1, "metadata": {"resourceVersion": "7"}}),
+        ("PATCH", "/api/v1/namespaces/n/pods/p" + named, "application/json-patch+json",
+         "application/json", [{"op": "remove", "path": "/a"}]),
         ("PATCH", "/api/v1/namespaces/n/pods/p?fieldManager=me&force=true",
          "application/apply-patch+yaml", "application/json", {"kind": "Pod"}),
         ("DELETE", "/api/v1/namespaces/n/pods/p", "application/json", "application/json",
          {"preconditions": {"uid": "u1"}, "propagationPolicy": "Background"}),
     ]
+
+
+def test_every_request_names_the_controller_and_every_write_its_field_manager() -> None:
+    """The User-Agent is `jobrules-controller/VERSION` (the version `rulec --version` prints),
+    for the official client's calls too (the Lease of the leader election); every POST, PUT
+    and PATCH names `jobrules-controller` as its fieldManager unless it names its own."""
+    from rulec import about
+
+    with serving(answer(200, b'{"kind":"Pod"}')) as (server, client, _):
+        client.get("/api/v1/namespaces/n/pods/p")
+        client.create("/api/v1/namespaces/n/pods/p/eviction", {"kind": "Eviction"})
+        client.request("PUT", "/api/v1/namespaces/n/pods/p", {"kind": "Pod"})
+        client.merge_patch("/api/v1/namespaces/n/pods/p/status", {"a": 1})
+        client.apply("/api/v1/namespaces/n/pods/p", {"kind": "Pod"})
+        client.request("PATCH", "/api/v1/namespaces/n/pods/p", {"a": 1},
+                       query=[("fieldManager", "other")], content_type=kube.MERGE_PATCH)
+        client.delete("/api/v1/namespaces/n/pods/p")
+        k8s.CoreV1Api(client.api).read_namespace("n")   # what the Lease lock calls through
+    agents = {headers["User-Agent"] for _, _, headers, _ in server.requests}
+    assert agents == {f"jobrules-controller/{about.version()}"} and client.name == "jobrules-controller"
+    managers = [(method, path.partition("?")[2]) for method, path, _, _ in server.requests]
+    assert managers == [
+        ("GET", ""), ("POST", "fieldManager=jobrules-controller"),
+        ("PUT", "fieldManager=jobrules-controller"), ("PATCH", "fieldManager=jobrules-controller"),
+        ("PATCH", "fieldManager=jobrules-controller"), ("PATCH", "fieldManager=other"),
+        ("DELETE", ""), ("GET", "")]
+
+
+def test_a_client_can_go_by_another_name() -> None:
+    with serving(answer(200, b"{}")) as (server, _, _calls):
+        configuration = k8s.Configuration()
+        configuration.host = server.url
+        with kube.Client(configuration, name="jobrules-tests") as client:
+            client.merge_patch("/api/v1/namespaces/n/pods/p", {"a": 1})
+    [(_, path, headers, _)] = server.requests
+    assert path.endswith("?fieldManager=jobrules-tests")
+    assert headers["User-Agent"].startswith("jobrules-tests/")
 
 
 def test_a_json_patch_must_be_a_list() -> None:

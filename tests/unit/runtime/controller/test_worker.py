@@ -5,6 +5,7 @@ these run in a second (tests/integration covers the same shell against the real 
 from __future__ import annotations
 
 import json
+import logging
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -214,6 +215,61 @@ def test_a_pod_missing_from_the_cache_is_looked_for_live() -> None:
     w.sync(KEY)
     assert [r for r in api.log if r.method == "GET" and r.path == "/api/v1/namespaces/ns/pods"]
     assert annotation(api, vocabulary.VERDICT_ANNOTATION)["phase"] == "Running"
+
+
+# -- the log: every verdict change and every action, once, at INFO ------------------------------
+
+def said(caplog: pytest.LogCaptureFixture, level: int = logging.INFO) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.name == "jobrules.controller" and r.levelno >= level]
+
+
+def test_verdict_changes_and_actions_are_logged_with_their_job_reason_and_rule(
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    w, api, _, _ = setup(pod("p-0"))
+    w.sync(KEY)
+    w.sync(KEY)                          # nothing changed: nothing said
+    api.add(pod("p-0", "Failed", reason="Evicted"), "pods")
+    shell.feed(w, api)
+    w.sync(KEY)
+    cause = "policy podEvicted#0, reason none, rule t.rules:8:5, pod p-0"
+    assert said(caplog) == [
+        "trainer ns/t: verdict Running (reason none, rule t.rules:6:5)",
+        "trainer ns/t: verdict Running -> Restarting (reason PodEvicted, rule t.rules:8:5)",
+        f"trainer ns/t: restartPod scheduled ({cause})",
+        f"trainer ns/t: restartPod done ({cause})",
+    ]
+    assert {r.levelno for r in caplog.records if r.name == "jobrules.controller"} == {logging.INFO}
+
+
+def test_a_dropped_action_is_logged_with_why_then_its_fallback(
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    w, api, _, clock = setup(pod("p-0", "Failed", reason="Evicted"), pod("p-1"))
+    give_up_the_restart(w, api, clock)
+    w.sync(KEY)
+    cause = "policy podEvicted#0, reason none, rule t.rules:8:5, pod p-0"
+    assert said(caplog) == [
+        "trainer ns/t: verdict Restarting (reason PodEvicted, rule t.rules:8:5)",
+        f"trainer ns/t: restartPod scheduled ({cause})",
+        f"trainer ns/t: restartPod dropped: 403 Planted: pods is forbidden ({cause})",
+        "trainer ns/t: verdict Restarting -> Failed (reason PodEvicted, rule t.rules:8:5)",
+        f"trainer ns/t: failJob scheduled ({cause})",
+        f"trainer ns/t: failJob done ({cause})",
+    ]
+    [dropped] = [r for r in caplog.records if "dropped" in r.getMessage()]
+    assert dropped.levelno == logging.WARNING
+
+
+def test_a_write_refused_logs_no_verdict(caplog: pytest.LogCaptureFixture) -> None:
+    """Said once written: a commit that met a 409 decided nothing yet."""
+    caplog.set_level(logging.INFO)
+    w, api, _, _ = setup(pod("p-0"))
+    api.fail("PATCH", r"/trainers/t$", 409)
+    with pytest.raises(kube.Conflict):
+        w.sync(KEY)
+    assert said(caplog) == []
 
 
 # -- nothing stuck: an action given up lets go of what it held -----------------------------------

@@ -20,10 +20,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runtime import mutator, plan, patch
+from runtime.mutator import inject as inject_module
 
 SPAN = {"path": "t.rules", "line": 3, "column": 5, "endLine": 3, "endColumn": 9}
 DIGEST = "0123456789abcdef0123"
 RECORD = mutator.RECORD_ANNOTATION
+DIGEST_OF = inject_module.digest
+
+
+@pytest.fixture(autouse=True)
+def fixed_digests(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every injection's digest is DIGEST[:12] in these tests, which are about patches; the
+    digest's own tests (`test_the_record_names_...`) call the real one, DIGEST_OF."""
+    monkeypatch.setattr(inject_module, "digest", lambda injection: DIGEST[:12])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -875,9 +884,40 @@ def test_malformed_record_is_replaced(raw):
     assert result["metadata"]["annotations"][RECORD] == record("inj")
 
 
-def test_plan_without_digest_records_names():
-    _, result = run(build(inj(annotate()), digest=""), pod())
-    assert result["metadata"]["annotations"][RECORD] == '["inj@"]'
+def test_the_record_names_each_injection_by_a_digest_of_what_it_does(monkeypatch):
+    """`name@digest`, the digest of the injection alone: the same wherever it is written and
+    whatever else the plan holds (its digest, other injections), another when what it does
+    changes. Idempotence keys on the name only (a pod recorded under an older digest is not
+    wrapped again)."""
+    monkeypatch.setattr(inject_module, "digest", DIGEST_OF)
+    moved = {**SPAN, "line": 40, "endLine": 40}
+
+    def entries(*injections: dict, digest: str = DIGEST) -> list[str]:
+        _, result = run(build(*injections, digest=digest), pod())
+        return json.loads(result["metadata"]["annotations"][RECORD])
+
+    one = entries(inj(annotate(), name="one"))
+    [injection] = build(inj(annotate(), name="one")).plan.injections
+    assert one == [f"one@{DIGEST_OF(injection)}"] and re.fullmatch(r"one@[0-9a-f]{12}", one[0])
+    elsewhere = inj(annotate(), name="one")
+    elsewhere["span"] = moved
+    elsewhere["ops"][0]["span"] = moved
+    assert entries(elsewhere, digest="f" * 64)[:1] == one
+    assert entries(inj(annotate(), name="one"), inj(annotate("other", ["x"]), name="two"))[:1] == one
+    assert entries(inj(annotate("k", ["changed"]), name="one")) != one
+    assert entries(inj(annotate(), name="one", kinds=("job", "workflow"))) != one
+    assert entries(inj(annotate(), name="renamed"))[0].split("@")[1] != one[0].split("@")[1]
+
+
+def test_every_shipped_injection_has_a_digest():
+    """No plan type the digest does not know (it refuses those) in any injection of the
+    examples, whose plans use every kind of op."""
+    from tests.unit.runtime import corpus
+
+    injections = [i for p in corpus.plans() for i in p.loaded.injections]
+    assert injections
+    for injection in injections:
+        assert re.fullmatch(r"[0-9a-f]{12}", DIGEST_OF(injection))
 
 
 def test_conflicting_writes_last_wins_and_no_credit_when_unchanged():

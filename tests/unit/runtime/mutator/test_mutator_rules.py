@@ -17,6 +17,7 @@ import pytest
 
 from rulec import api
 from runtime import mutator, plan
+from runtime.mutator import inject
 
 ROOT = Path(__file__).resolve().parents[4]
 
@@ -172,8 +173,8 @@ def test_katib_wrap_keeps_the_exit_status_and_hands_the_process_to_the_program(c
         process.kill()
 
 
-def test_argo_collector_waits_for_main_not_wait(compiled):
-    pod = {
+def argo_pod() -> dict:
+    return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "wf-1-step-123", "labels": {"katib.kubeflow.org/trial": "t1"},
                      "ownerReferences": [{"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
@@ -182,7 +183,10 @@ def test_argo_collector_waits_for_main_not_wait(compiled):
             {"name": "wait", "image": "quay.io/argoproj/argoexec:v3.5", "command": ["argoexec", "wait"]},
             {"name": "main", "image": "trainer", "command": ["python", "train.py"]}]},
     }
-    mutation, result = apply_and_reinvoke(compiled, pod)
+
+
+def test_argo_collector_waits_for_main_not_wait(compiled):
+    mutation, result = apply_and_reinvoke(compiled, argo_pod())
     assert (mutation.kind, mutation.applied) == ("workflow", ("argo-collector",))
     assert result["metadata"]["annotations"][mutator.COMPLETION_ANNOTATION] == "main"
     [collector] = result["spec"]["initContainers"]
@@ -191,5 +195,34 @@ def test_argo_collector_waits_for_main_not_wait(compiled):
     wait, main = result["spec"]["containers"]
     assert "volumeMounts" not in wait
     assert main["volumeMounts"] == [{"name": "metrics", "mountPath": "/var/log/katib"}]
+    [collector_injection] = [i for i in compiled.injections if i.name == "argo-collector"]
     assert json.loads(result["metadata"]["annotations"][mutator.RECORD_ANNOTATION]) == \
-        [f"argo-collector@{compiled.digest[:12]}"]
+        [f"argo-collector@{inject.digest(collector_injection)}"]
+
+
+def test_the_pod_depends_on_its_injection_only(compiled, tmp_path):
+    """Rules written elsewhere (another path in every position), with a comment above the
+    injection, another injection changed and a kind added: another plan digest, the same
+    mutated pod, its record included."""
+    edited = ("# a comment that moves every line below\n\n"
+              + INJECTIONS.replace('annotate "sidecar.istio.io/inject" = "false"',
+                                   'annotate "sidecar.istio.io/inject" = "no"')
+              + '\njob extra: example.dev/v1 Extra {\n    pods owned\n    pending otherwise\n}\n')
+    path = tmp_path / "elsewhere.rules"
+    path.write_text(edited)
+    build = api.build([str(ROOT / "rules"), str(path)])
+    assert not build.errors, [str(d) for d in build.errors]
+    other = plan.loads(json.dumps(build.plan, sort_keys=True))
+    assert other.digest != compiled.digest
+    assert apply_and_reinvoke(other, argo_pod())[1] == apply_and_reinvoke(compiled, argo_pod())[1]
+    changed = plan.loads(json.dumps(api.build([str(ROOT / "rules"), str(_written(
+        tmp_path / "changed.rules", INJECTIONS.replace('args  ["-t", <<owner.metadata.name>>]',
+                                                       'args  ["-t", "fixed"]')))]).plan))
+    record = mutator.RECORD_ANNOTATION
+    assert apply_and_reinvoke(changed, argo_pod())[1]["metadata"]["annotations"][record] != \
+        apply_and_reinvoke(compiled, argo_pod())[1]["metadata"]["annotations"][record]
+
+
+def _written(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
