@@ -116,7 +116,8 @@ def reconcile(kind: plan.Kind, job: Mapping[str, Any], candidates: Iterable[Mapp
                 if i.id not in known)
     journal = open_ + new
     return Writes(
-        commit=writeback.commit(job, evaluation.state, annotation, intents.encode(journal)),
+        commit=writeback.commit(job, evaluation.state, annotation, intents.encode(journal),
+                                verdict.phase if kind.status.annotations else None),
         status=writeback.status_patch(kind, job, verdict, now),
         events=tuple(writeback.events(kind, job, stored_text, evaluation, decoded.state.verdict,
                                       decoded.error, journal_read.error)),

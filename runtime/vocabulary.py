@@ -20,6 +20,7 @@ INJECTED_ANNOTATION = "jobrules.dev/injected"
 COMPLETION_ANNOTATION = "jobrules.dev/completion-containers"
 PLAN_DIGEST_ANNOTATION = "jobrules.dev/plan-digest"
 NEEDED_BY_ANNOTATION = "jobrules.dev/needed-by"
+PHASE_LABEL = "jobrules.dev/phase"            # on a job: its verdict's phase (`kubectl get -L`)
 INTENT_LABEL = "jobrules.dev/intent"          # on an object an action made: its intent's id
 SKIP_LABEL = "jobrules.dev/skip"              # a pod with it is never sent to the webhook
 REPORTING_CONTROLLER = "jobrules.dev/controller"

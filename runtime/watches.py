@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from typing import Any, Mapping
 
-from runtime import functions, objects, plan, projection, templates
+from runtime import functions, objects, plan, projection, templates, vocabulary
 from runtime import store as storelib
 
 Significant = Callable[[Any], Any]
@@ -122,8 +122,8 @@ def _render(template: plan.Template, job: Any) -> str | None:
 
 
 def significant(kind: plan.Kind) -> Significant:
-    """A job without what our own writes change (its version, our annotations and condition):
-    a change there alone calls for no reconcile."""
+    """A job without what our own writes change (its version, our annotations, phase label and
+    condition): a change there alone calls for no reconcile."""
     ours = kind.status.condition
 
     def cut(job: Any) -> Any:
@@ -131,6 +131,8 @@ def significant(kind: plan.Kind) -> Significant:
         meta.pop("resourceVersion", None)
         meta["annotations"] = {k: v for k, v in objects.annotations(job).items()
                                if k not in projection.OURS}
+        meta["labels"] = {k: v for k, v in objects.labels(job).items()
+                          if k != vocabulary.PHASE_LABEL}
         out = {**job, "metadata": meta}
         status = job.get("status")
         if isinstance(status, dict) and ours is not None:

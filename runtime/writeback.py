@@ -27,6 +27,7 @@ from typing import Any, Mapping
 from runtime import evaluator, functions, intents, objects, plan, state, vocabulary
 
 VERDICT_ANNOTATION = vocabulary.VERDICT_ANNOTATION
+PHASE_LABEL = vocabulary.PHASE_LABEL
 EVENT_REASON_MAX = 128
 EVENT_NOTE_MAX = 1024
 TERMINAL = vocabulary.TERMINAL_PHASES
@@ -57,11 +58,15 @@ def verdict_annotation(verdict: evaluator.Verdict, job: Mapping[str, Any], now: 
 
 
 def commit(job: Mapping[str, Any], new_state: state.State, verdict: str | None,
-           journal: str | None = None) -> dict | None:
+           journal: str | None = None, phase: str | None = None) -> dict | None:
     """The merge patch of our annotations, guarded by the resourceVersion read (a precondition:
     the API server answers 409 if the job changed since); None when they are already so.
     `verdict` None leaves the verdict annotation out (`status { no annotations }`); `journal`
-    is the intents annotation (runtime.intents), None when no intent is open."""
+    is the intents annotation (runtime.intents), None when no intent is open; `phase` the
+    verdict's phase for the `jobrules.dev/phase` label (so `kubectl get -L` and `-l` read it on
+    any kind), written when it differs: when the verdict changes."""
+    labels = objects.labels(job)
+    label = {PHASE_LABEL: phase} if phase is not None and labels.get(PHASE_LABEL) != phase else {}
     current = objects.annotations(job)
     wanted: dict[str, str | None] = {state.ANNOTATION: state.encode(new_state)}
     if journal is not None or intents.ANNOTATION in current:
@@ -71,10 +76,14 @@ def commit(job: Mapping[str, Any], new_state: state.State, verdict: str | None,
     if verdict is not None:
         wanted[VERDICT_ANNOTATION] = verdict
     changed = {k: v for k, v in wanted.items() if current.get(k) != v}
-    if not changed:
+    if not changed and not label:
         return None
-    return {"metadata": {"resourceVersion": objects.meta(job).get("resourceVersion"),
-                         "annotations": changed}}
+    meta: dict[str, Any] = {"resourceVersion": objects.meta(job).get("resourceVersion")}
+    if changed:
+        meta["annotations"] = changed
+    if label:
+        meta["labels"] = label
+    return {"metadata": meta}
 
 
 def _same_verdict(current: Any, wanted: str) -> bool:

@@ -268,6 +268,11 @@ def verdict_written_back(control_plane: Any, api: Any, namespace: str, plan: Pat
             assert apiserver.condition(failed, "JobRulesVerdict") is None
         if scenario.check_status is not None:
             apiserver.wait_for("the status fields", lambda: _holds(scenario.check_status, apiserver.get(api, path)))
+        # the phase label: `kubectl get KIND -L jobrules.dev/phase`, and `-l` selects by it
+        assert failed["metadata"]["labels"]["jobrules.dev/phase"] == "Failed"
+        selected = api.get(scenario.resource.path(namespace),
+                           query=[("labelSelector", "jobrules.dev/phase=Failed")])["items"]
+        assert [o["metadata"]["name"] for o in selected] == [job["metadata"]["name"]]
         reasons = apiserver.wait_for("the verdict Event", lambda: [
             e for e in controllers.events_of(api, namespace, job["metadata"]["name"])
             if e["action"] == "Verdict" and e["reason"] == scenario.reason])

@@ -164,3 +164,16 @@ def test_problems_and_ignored_state_are_warnings() -> None:
     assert [(e.reason, e.type) for e in out] == [("RuleError", "Warning"), ("StateIgnored", "Warning")]
     assert writeback.events(kind({"events": False}), job(), "s", _evaluation("Failed"),
                             "Running", None) == []
+
+
+def test_the_phase_label_is_written_when_the_phase_changes() -> None:
+    """`kubectl get KIND -L jobrules.dev/phase` (and `-l`) on any kind, a condition or not."""
+    st = state.State(verdict="Running")
+    first = writeback.commit(job(), st, None, phase="Running")
+    assert first is not None and first["metadata"]["labels"] == {"jobrules.dev/phase": "Running"}
+    stored = job(annotations=first["metadata"]["annotations"])
+    stored["metadata"]["labels"] = {"jobrules.dev/phase": "Running", "app": "x"}
+    assert writeback.commit(stored, st, None, phase="Running") is None   # the same: nothing
+    changed = writeback.commit(stored, state.State(verdict="Failed"), None, phase="Failed")
+    assert changed is not None and changed["metadata"]["labels"] == {"jobrules.dev/phase": "Failed"}
+    assert "labels" not in (writeback.commit(job(), st, None) or {})["metadata"]   # no phase given

@@ -454,3 +454,20 @@ def test_a_kind_in_audit_annotation_only_writes_its_verdict_only_as_our_annotati
     assert changes(api) == [("PATCH", PATH)]   # no /status: no condition, no status fields
     assert annotation(api, vocabulary.VERDICT_ANNOTATION) is not None
     assert "conditions" not in (api.get(PATH).get("status") or {})
+
+
+def test_the_phase_label_follows_the_verdict_and_is_no_news_itself() -> None:
+    w, api, _, _ = setup(pod("p-0"))
+    w.sync(KEY)
+    assert objects.labels(api.get(PATH))["jobrules.dev/phase"] == "Running"
+    api.add(pod("p-0", "Failed"), "pods")
+    shell.feed(w, api)
+    w.sync(KEY)
+    assert objects.labels(api.get(PATH))["jobrules.dev/phase"] == "Failed"
+    # our own label's change alone is not a change worth a reconcile
+    from runtime import watches
+    [kind] = compiled().kinds
+    cut = watches.significant(kind)
+    job = api.get(PATH)
+    relabelled = {**job, "metadata": {**job["metadata"], "labels": {"jobrules.dev/phase": "Running"}}}
+    assert cut(job) == cut(relabelled)
