@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from typing import Any
 
 import flask.testing
@@ -117,9 +118,17 @@ def check(app: flask.testing.FlaskClient, body: bytes) -> None:
     check_answer(body, response.status_code, response.data)
 
 
+# A refusal is a rule that cannot apply to this pod (fail-closed), citing it: never a bug. The
+# catch-all's answer to a bug says "internal error" (in a refusal, a warning or the audit
+# annotation): the fuzz fails on it, whatever the failure policy made of it.
+RULE_REFUSAL = re.compile(r"jobrules: \S+:\d+:\d+: injection \S+: ")
+
+
 def check_answer(body: bytes, status: int, data: bytes) -> None:
-    """The answer to `body` is a review for it, or a short 4xx; never a 5xx or a traceback."""
+    """The answer to `body` is a review for it, or a short 4xx; never a 5xx, a traceback, or
+    the catch-all's answer to a bug (allowed or not)."""
     assert b"Traceback" not in data
+    assert b"internal error" not in data, data
     if status != 200:
         assert status in (400, 413), data
         assert set(json.loads(data)) == {"error"}
@@ -131,7 +140,8 @@ def check_answer(body: bytes, status: int, data: bytes) -> None:
     assert result["uid"] == sent["request"]["uid"]
     assert isinstance(result["allowed"], bool)
     if not result["allowed"]:
-        assert result["status"]["code"] == 500 and result["status"]["message"]
+        assert result["status"]["code"] == 500, result   # a rule refusing, as documented
+        assert RULE_REFUSAL.match(result["status"]["message"]), result
     if "patch" in result:
         assert result["patchType"] == "JSONPatch"
         ops = json.loads(base64.b64decode(result["patch"], validate=True))
@@ -193,3 +203,19 @@ def test_the_pod_view_answers_as_the_whole_pod(body: bytes) -> None:
     for plan in PLANS:
         assert not plan.reads_pod
         assert _outcome(plan, body, whole=False) == _outcome(plan, body, whole=True)
+
+
+@pytest.mark.parametrize("broken", [
+    RuntimeError("a bug"), KeyError("spec"),
+], ids=["runtime-error", "key-error"])
+def test_the_fuzz_fails_on_the_answer_to_a_bug(app: flask.testing.FlaskClient,
+                                              monkeypatch: pytest.MonkeyPatch,
+                                              broken: Exception) -> None:
+    """The check is not blind to the catch-all: with a mutator that always raises, every valid
+    review's answer fails it, whatever the failure policy made of the bug."""
+    def mutate(*args: Any, **options: Any) -> mutator.Mutation:
+        raise broken
+    monkeypatch.setattr(mutator, "mutate", mutate)
+    for sent in VALID[:2]:
+        with pytest.raises(AssertionError):
+            check(app, review(sent))
