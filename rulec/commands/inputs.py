@@ -218,7 +218,8 @@ def kube_object(doc: Any, where: str) -> dict[str, Any]:
 
 def pod(doc: Any, where: str, named: bool = True) -> dict[str, Any]:
     """`doc` if it can be a pod: a mapping, of kind Pod when it says, with a metadata.name
-    when `named` (a pod being created may have only a generateName)."""
+    when `named` (a pod being created may have only a generateName), and every field the pod
+    reader reads of the type the API server gives it (`POD_SHAPE`)."""
     obj = _mapping(doc, where)
     kind = obj.get("kind", "Pod")
     if kind != "Pod":
@@ -226,7 +227,53 @@ def pod(doc: Any, where: str, named: bool = True) -> dict[str, Any]:
     _parts(obj, where)
     if named and not isinstance((obj.get("metadata") or {}).get("name"), str):
         raise api.InputError(f"{where}: not a pod: no metadata.name")
+    _shaped(obj, POD_SHAPE, where, "")
     return obj
+
+
+# The fields of a pod that verdicts and policies read (runtime/pods.py), with the types the API
+# server gives them: a pod written by hand with another type (a list of numbers where objects
+# belong, a string where a list belongs) would otherwise get a verdict made from nothing. A
+# mapping is an object of these fields, a one-element list a list of such, a type the value's.
+_STATE = {"running": {}, "waiting": {"reason": str, "message": str},
+          "terminated": {"exitCode": int, "reason": str, "message": str, "startedAt": str,
+                         "finishedAt": str}}
+_CONTAINER_STATUS = {"name": str, "restartCount": int, "ready": bool, "state": _STATE,
+                     "lastState": _STATE}
+POD_SHAPE: dict[str, Any] = {
+    "metadata": {"creationTimestamp": str, "deletionTimestamp": str,
+                 "deletionGracePeriodSeconds": int,
+                 "ownerReferences": [{"apiVersion": str, "kind": str, "name": str, "uid": str,
+                                      "controller": bool}]},
+    "spec": {"restartPolicy": str, "containers": [{"name": str}],
+             "initContainers": [{"name": str, "restartPolicy": str}]},
+    "status": {"phase": str, "reason": str, "message": str, "startTime": str,
+               "conditions": [{"type": str, "status": str, "reason": str,
+                               "lastTransitionTime": str}],
+               "containerStatuses": [_CONTAINER_STATUS],
+               "initContainerStatuses": [_CONTAINER_STATUS]},
+}
+_WORDS = {str: "a string", int: "an integer", bool: "a boolean"}
+
+
+def _shaped(value: Any, shape: Any, where: str, path: str) -> None:
+    """Raise an InputError naming the first field of `value` that `shape` says is of another
+    type (null counts as absent, as the API server reads it)."""
+    if value is None:
+        return
+    if isinstance(shape, dict):
+        if not isinstance(value, dict):
+            raise api.InputError(f"{where}: `{path}` is {_type(value)}, not a mapping")
+        for key, inner in shape.items():
+            if key in value:
+                _shaped(value[key], inner, where, f"{path}.{key}" if path else key)
+    elif isinstance(shape, list):
+        if not isinstance(value, list):
+            raise api.InputError(f"{where}: `{path}` is {_type(value)}, not a list")
+        for n, item in enumerate(value):
+            _shaped(item, shape[0], where, f"{path}[{n}]")
+    elif not isinstance(value, shape) or (shape is int and isinstance(value, bool)):
+        raise api.InputError(f"{where}: `{path}` is {_type(value)}, not {_WORDS[shape]}")
 
 
 def pods(docs: Iterable[Any], where: str) -> list[dict[str, Any]]:

@@ -122,9 +122,35 @@ def test_pod_lists(docs: list, message: str) -> None:
     assert str(err.value) == message
 
 
-def test_odd_fields_deeper_in_a_pod_are_left_to_the_runtime() -> None:
-    odd = {**POD, "status": {"phase": "Failed", "containerStatuses": "x", "conditions": [1]}}
-    assert inputs.pods([[odd, {**odd, "metadata": {"name": "q"}}]], "pods.json")
+TERMINATED = {"name": "main", "restartCount": 0, "state": {"terminated": {"exitCode": 1}}}
+
+
+@pytest.mark.parametrize("status, message", [
+    ({"containerStatuses": [1, 2]}, "`status.containerStatuses[0]` is a number, not a mapping"),
+    ({"containerStatuses": "main"}, "`status.containerStatuses` is a string, not a list"),
+    ({"conditions": "Ready"}, "`status.conditions` is a string, not a list"),
+    ({"conditions": [{"type": "Ready", "status": True}]},
+     "`status.conditions[0].status` is a boolean, not a string"),
+    ({"phase": 3}, "`status.phase` is a number, not a string"),
+    ({"containerStatuses": [TERMINATED, {**TERMINATED, "state": {"terminated": {"exitCode": "137"}}}]},
+     "`status.containerStatuses[1].state.terminated.exitCode` is a string, not an integer"),
+    ({"initContainerStatuses": [{**TERMINATED, "restartCount": True}]},
+     "`status.initContainerStatuses[0].restartCount` is a boolean, not an integer"),
+    ({"containerStatuses": [{**TERMINATED, "lastState": []}]},
+     "`status.containerStatuses[0].lastState` is a list, not a mapping"),
+])
+def test_a_pod_field_of_the_wrong_type_is_named_with_its_path(status: dict, message: str) -> None:
+    """Never a silent verdict: the pod reader would take such a field for absent."""
+    with pytest.raises(api.InputError) as err:
+        inputs.pods([[POD, {**POD, "metadata": {"name": "q"}, "status": status}]], "pods.json")
+    assert str(err.value) == f"pods.json: item 2: {message}"
+
+
+def test_well_typed_fields_and_nulls_pass() -> None:
+    status = {"phase": "Failed", "startTime": None, "conditions": None,
+              "containerStatuses": [TERMINATED, {**TERMINATED, "name": "b", "state": {
+                  "waiting": {"reason": "CrashLoopBackOff"}}, "lastState": {}}]}
+    assert inputs.pods([[{**POD, "status": status}]], "pods.json")
 
 
 def test_state_file_is_json_or_text(tmp_path: Path) -> None:

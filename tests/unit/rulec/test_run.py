@@ -415,13 +415,19 @@ def test_eval_refuses_unusable_objects_in_one_line(capsys, tmp_path: Path, objec
     assert err.count("\n") == 1 and "internal error" not in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("status", [{"phase": "Failed", "containerStatuses": [1]},
-                                    {"phase": "Failed", "containerStatuses": "x"},
-                                    {"phase": "Failed", "conditions": "x", "reason": 5}])
-def test_eval_reads_odd_fields_deeper_in_a_pod_as_absent(capsys, tmp_path: Path, status) -> None:
+@pytest.mark.parametrize("status, field", [
+    ({"phase": "Failed", "containerStatuses": [1]}, "status.containerStatuses[0]"),
+    ({"phase": "Failed", "containerStatuses": "x"}, "status.containerStatuses"),
+    ({"phase": "Failed", "conditions": "x", "reason": 5}, "status.reason"),
+])
+def test_eval_refuses_a_pod_field_of_the_wrong_type(capsys, tmp_path: Path, status,
+                                                    field: str) -> None:
+    """Exit 2 with one line naming the file and the field, never a silent verdict."""
     (tmp_path / "pods.json").write_text(json.dumps([_with(_pod(), "status", status)]))
-    out, err = evaluate(capsys, pods=tmp_path / "pods.json")
-    assert json.loads(out)["phase"] == "Failed" and "internal error" not in err
+    code, out, err = rulec(capsys, "eval", "--rules", VOLCANO / "vcjob.rules", "--object",
+                           VOLCANO / "job.yaml", "--pods", tmp_path / "pods.json", "--now", NOW)
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert err.startswith(f"rulec eval: {tmp_path}/pods.json: item 1: `{field}` is "), err
 
 
 @pytest.mark.parametrize("text", [_text(_with(_pod(), "spec", DEEP)),
