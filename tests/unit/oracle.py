@@ -25,7 +25,7 @@ def _built() -> tuple[Path | None, str]:
     done = subprocess.run(["bash", str(BUILD)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True)
     if done.returncode in (NO_GO, NO_MODULE):
-        return None, done.stderr.strip().splitlines()[-1]
+        return None, done.stderr.strip().splitlines()[-1].removeprefix("oracle: ")
     if done.returncode != 0:
         raise RuntimeError(f"{BUILD} failed with exit code {done.returncode}:\n{done.stderr}")
     return Path(done.stdout.strip().splitlines()[-1]), ""
