@@ -404,14 +404,14 @@ def _test(f: Any, pod: Pod, c: Container | None, search: templates.Search) -> bo
     if isinstance(f, plan.Not):
         return not _test(f.arg, pod, c, search)
     if isinstance(f, plan.ExitCode):
-        target = pod.container(f.container) if f.container else c
+        target = c  # the named container (`witness`), screened on a failure
         if target is None or target.exit_code is None:
             return False  # no exit code: neither `exit in` nor `exit not in` holds
         code = target.exit_code
         hit = code in f.codes or any(lo <= code <= hi for lo, hi in f.ranges)
         return hit != f.negate
     if isinstance(f, plan.ContainerReason):
-        target = pod.container(f.container) if f.container else c
+        target = c  # the named container (`witness`), screened on a failure
         if target is None or target.reason is None:
             return False
         return (target.reason in f.values) != f.negate
@@ -424,7 +424,7 @@ def _test(f: Any, pod: Pod, c: Container | None, search: templates.Search) -> bo
     if isinstance(f, plan.TaskIs):
         return (pod.task in f.values) != f.negate
     if isinstance(f, plan.Restarts):
-        target = pod.container(f.container) if f.container else c
+        target = c  # the named container (`witness`), screened on a failure
         return COMPARE[f.cmp](target.restarts if target is not None else 0, f.value)
     if isinstance(f, plan.LabelIs):
         values = _obj(_obj(pod.obj.get("metadata")).get("annotations" if f.annotation else "labels"))

@@ -191,15 +191,19 @@ RESTARTED_137 = pod("p", "Failed", containers=[
     (RESTARTED_137, exit_in(137), "main", None),
     (RESTARTED_137, reason_in("CrashLoopBackOff"), "main", None),
     (RESTARTED_137, None, "main", "helper"),
-    # a named container must itself have failed
+    # a named container must itself have failed: its last state is no failure either
     (INIT_CLEAN_MAIN_111, exit_in(0, container="setup"), "setup", None),
+    (RESTARTED_137, exit_in(137, container="main"), "main", None),
+    (RESTARTED_137, exit_in(1, negate=True, container="main"), "main", None),
 ], ids=["not-in-skips-clean-init", "regular-first", "init-when-only-it", "last-state-is-not-now",
-        "last-reason-is-not-now", "no-filter-names-the-failed", "named-must-have-failed"])
+        "last-reason-is-not-now", "no-filter-names-the-failed", "named-must-have-failed",
+        "named-last-state-is-not-now", "named-not-in-last-state-is-not-now"])
 def test_failure_scope_reads_what_terminated_non_zero(obj: dict, f: Any, normal: str | None,
                                                      failure: str | None) -> None:
     p = facts(obj)
     for scoped, expected in ((False, normal), (True, failure)):
         ok, container = pods.witness(loaded(f), p, OPTS, failure=scoped)
+        assert ok == (expected is not None), scoped
         assert (container.name if ok and container else None) == expected, scoped
 
 
