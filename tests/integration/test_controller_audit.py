@@ -68,7 +68,8 @@ def test_a_policy_in_audit_says_what_it_would_do_and_sends_nothing_for_it(
     assert audit.created(log, namespace, "commands") == {}
     for body in audit.patches(log, namespace, "jobs", "train"):
         assert set(body) <= {"metadata", "status"}, body
-        assert set(body.get("metadata", {})) <= {"annotations", "resourceVersion"}, body
+        assert set(body.get("metadata", {})) <= {"annotations", "labels", "resourceVersion"}, body
+        assert set(body.get("metadata", {}).get("labels", {})) <= {"jobrules.dev/phase"}, body
         assert set(body.get("status", {})) <= {"conditions"}, body
     # every pod is still there, as it was left
     for pod in pods:

@@ -161,12 +161,17 @@ def test_every_write_the_controller_sends_names_it(client: Client, namespace: st
     """The fieldManager the client adds (`jobrules-controller`) is accepted on each kind of
     write the controller sends (create, merge patch, an eviction, an Event) and is the
     manager the API server records, beside the User-Agent's."""
+    # A ConfigMap for the guarded patch: nobody else writes it (the scheduler writes a new
+    # pod's status at once, which a guarded patch of the pod would race).
+    made = client.create(CONFIG_MAPS.path(namespace), config_map(namespace, "named"))
+    patched = client.merge_patch(CONFIG_MAPS.path(namespace, "named"),
+                                 {"metadata": {"annotations": {"a": "1"}}},
+                                 resource_version=made["metadata"]["resourceVersion"])
+    assert {m["manager"] for m in patched["metadata"]["managedFields"]} == {"jobrules-controller"}
     pods = Resource("v1", "pods")
     created = client.create(pods.path(namespace), apiserver.pod_manifest(namespace, "evicted"))
+    assert "jobrules-controller" in {m["manager"] for m in created["metadata"]["managedFields"]}
     path = pods.path(namespace, "evicted")
-    patched = client.merge_patch(path, {"metadata": {"annotations": {"a": "1"}}},
-                                 resource_version=created["metadata"]["resourceVersion"])
-    assert {m["manager"] for m in patched["metadata"]["managedFields"]} == {"jobrules-controller"}
     event = client.create(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events", {
         "apiVersion": "events.k8s.io/v1", "kind": "Event",
         "metadata": {"name": "evicted.1", "namespace": namespace},
