@@ -89,7 +89,9 @@ def evaluate(source: plan.Plan | plan.Kind, job: Mapping[str, Any],
     pending, fired = occurrences.pending_timers(inputs, ledger.records)
     ledger.fired |= fired
     found = changed + pending + occurrences.of_tasks(inputs, ledger.snapshot)
-    # 2. The delayed actions: cancelled, due or still waiting; the fallbacks of actions given up.
+    # 2. A job its own status says is over (its operator decided) takes no action from here;
+    #    the delayed actions: cancelled, due or still waiting; the fallbacks of actions given up.
+    verdicts.decided_by_the_job(inputs, ledger)
     decisions.run_delayed(inputs, ledger)
     decisions.run_released(inputs, ledger)
     # 3. Each occurrence to the policies; once the verdict is final, reported only.

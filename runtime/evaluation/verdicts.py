@@ -62,6 +62,34 @@ def of_rules(inputs: Inputs, snapshot: conditions.Snapshot) -> Verdict:
     return Verdict("Pending", None, None, None)
 
 
+def decided_by_the_job(inputs: Inputs, ledger: Ledger) -> None:
+    """A terminal verdict the job's own status gives (the first rule that holds reads the job
+    alone, no pod: the operator's FailureTarget, Argo's phase) holds before any policy: the
+    operator has decided, and what its pods do now is reported, not acted on (as the Job
+    controller honours a FailureTarget it finds, whatever the pods say)."""
+    if ledger.final is not None:
+        return
+    for rule in inputs.kind.verdicts:
+        ok = rule.when is not None and ledger.pre.holds(rule.when)[0]
+        if not ok:
+            continue
+        if rule.phase in vocabulary.TERMINAL_PHASES and _reads_the_job_alone(rule.when):
+            said = rules_verdict(inputs, ledger)
+            ledger.final = state.Final(said.phase, said.reason, said.message, said.rule or "",
+                                       "verdict", inputs.run)
+        return
+
+
+def _reads_the_job_alone(condition: plan.Condition | None) -> bool:
+    if isinstance(condition, plan.JmesPath):
+        return True
+    if isinstance(condition, (plan.And, plan.Or)):
+        return all(_reads_the_job_alone(c) for c in condition.args)
+    if isinstance(condition, plan.Not):
+        return _reads_the_job_alone(condition.arg)
+    return False
+
+
 def rules_verdict(inputs: Inputs, ledger: Ledger,
                   snapshot: conditions.Snapshot | None = None) -> Verdict:
     """The rules' verdict over a snapshot (the one before the policies by default), worked out

@@ -20,6 +20,13 @@ job batchjob: batch/v1 Job {
     pods owned
     task label "batch.kubernetes.io/job-completion-index"
 
+    # What the Job controller has decided already holds, with its reason and message.
+    failed     when <<status.conditions[?(type=='Failed' || type=='FailureTarget') && status=='True']>>
+               reason <<status.conditions[?(type=='Failed' || type=='FailureTarget') && status=='True'] | [0].reason>>
+               message <<status.conditions[?(type=='Failed' || type=='FailureTarget') && status=='True'] | [0].message>>
+    succeeded  when <<status.conditions[?(type=='Complete' || type=='SuccessCriteriaMet') && status=='True']>>
+               reason <<status.conditions[?(type=='Complete' || type=='SuccessCriteriaMet') && status=='True'] | [0].reason>>
+               message <<status.conditions[?(type=='Complete' || type=='SuccessCriteriaMet') && status=='True'] | [0].message>>
 """
 VERDICTS = """\
     succeeded  when count pods succeeded >= <<spec.completions || `1`>>

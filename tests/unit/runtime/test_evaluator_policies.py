@@ -588,3 +588,30 @@ def test_the_same_policy_enforced_acts() -> None:
     e = run(pol, [pod("a", "Failed", containers=[terminated("main", 1)])])
     assert ran(e) == [("restartJob", "run")] and e.state.budgets == {"retry": 1}
     assert e.verdict.phase == "Restarting" and e.state.restarting is not None
+
+
+# -- a job its own status says is over -----------------------------------------------------------
+
+def test_a_terminal_verdict_from_the_jobs_own_status_takes_no_action() -> None:
+    """The operator decided (a FailureTarget it set): that verdict holds with its message, and
+    the failed pod it may no longer name raises no action of ours."""
+    from builders import jp
+
+    said = "status.conditions[?type=='FailureTarget'] | [0]"
+    verdicts = [verdict("Failed", jp(f"{said}.status == 'True'"), reason="Target"), *RULES]
+    pol = [policy("podFailed", action("failJob", reason="Ours"), id="fail")]
+    k = load_kind(verdicts, pol)
+    target = job(status={"conditions": [{"type": "FailureTarget", "status": "True"}]})
+    e = evaluator.evaluate(k, target, [pod("a", "Failed")], None, NOW)
+    assert (e.verdict.phase, e.verdict.reason, e.verdict.final) == ("Failed", "Target", True)
+    assert ran(e) == [] and [ev.event for ev in e.events if ev.event == "podFailed"]
+    # without it, the policy decides
+    e = evaluator.evaluate(k, job(), [pod("a", "Failed")], None, NOW)
+    assert ran(e) == [("failJob", "run")] and e.verdict.reason == "Ours"
+
+
+def test_a_terminal_verdict_read_from_pods_still_comes_after_the_policies() -> None:
+    """`failed when any pod failed` is the rules' own reading of pods: a restart takes it first."""
+    pol = [policy("podFailed", action("restartPod", max=1), id="retry")]
+    e = run(pol, [pod("a", "Failed")])
+    assert ran(e) == [("restartPod", "run")] and e.verdict.phase == "Restarting"
