@@ -313,6 +313,13 @@ class ControlPlane:
         return self.root / "audited.kubeconfig"
 
     @property
+    def controller_kubeconfig(self) -> Path:
+        """A cluster admin's kubeconfig as the user `jobrules:controller` (CONTROLLER): what a
+        test or a bench runs our controller with, so that the audit log tells its writes from
+        the test's own and from the operators' (each of which has a user of its own)."""
+        return self.root / "controller.kubeconfig"
+
+    @property
     def audit_log(self) -> Path:
         """The API server's audit log (JSON lines): pod deletions and evictions with their
         answers, writes to the job kinds and to Volcano Commands with their bodies."""
@@ -458,6 +465,9 @@ def _launch(root: Path, binaries: Binaries, crd_folder: Path | None, detached: b
     audited_cert, audited_key = ca.issue(AUDITED, organization="system:masters")
     _write(root / "audited.kubeconfig",
            _kubeconfig(server, ca.cert_pem, audited_cert, audited_key, AUDITED))
+    ours_cert, ours_key = ca.issue(CONTROLLER, organization="system:masters")
+    _write(root / "controller.kubeconfig",
+           _kubeconfig(server, ca.cert_pem, ours_cert, ours_key, CONTROLLER))
 
     processes: dict[str, subprocess.Popen[bytes]] = {}
 
@@ -923,6 +933,9 @@ def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
 # evictions with the answer (the deleted pod's uid), writes to the kinds the rules describe and
 # to Volcano's Commands with their bodies; nothing else.
 AUDITED = "jobrules:audited"
+# Our controller's user (ControlPlane.controller_kubeconfig): its writes to the job kinds are
+# logged like everyone's, and told apart by this name.
+CONTROLLER = "jobrules:controller"
 AUDIT_POLICY = """\
 apiVersion: audit.k8s.io/v1
 kind: Policy

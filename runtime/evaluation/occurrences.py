@@ -98,6 +98,8 @@ def _matters(old: state.PodRecord | None, new: state.PodRecord, heard: frozenset
         return True
     base = max(new.restarts, old.restarts if old is not None else 0)
     for phase, more, evicted, deleting in _FUTURES:
+        if new.finished and phase != new.phase:
+            continue   # Succeeded and Failed are terminal: a kubelet never moves a pod on
         future = state.PodRecord(new.task, phase, base + more, evicted, deleting)
         if _heard(old, future, heard) != _heard(new, future, heard):
             return True

@@ -1,7 +1,8 @@
 """The stored state remembers a pod's change only when forgetting it could change a decision
 (runtime.evaluation.occurrences.remembered). The oracle is the evaluator remembering every
 change: over random histories of the suites' jobs, where pods start, run, restart, are evicted,
-deleted, replaced and go, both decide the same verdicts, events and actions at every step."""
+deleted, replaced and go (a pod that ended keeps its phase, as a kubelet keeps it), both decide
+the same verdicts, events and actions at every step."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from runtime.span import Span
 from tests.unit.runtime import corpus
 
 CASES = list(corpus.cases())
+PHASES = ("Pending", "Running", "Succeeded", "Failed")
+TERMINAL = ("Succeeded", "Failed")
 # Policies a history may add to its kind, so that every event is listened for in some history.
 EXTRA = ["podPending", "podRunning", "podSucceeded", "podFailed", "podEvicted", "podDeleted",
          "containerRestarted", "taskCompleted", "taskFailed"]
@@ -35,11 +38,17 @@ def listening(kind: plan.Kind, events: list[str]) -> plan.Kind:
 
 
 def moved(pod: dict[str, Any], change: str, n: int) -> dict[str, Any] | None:
+    """`pod` after `change`, as a kubelet makes it: a pod Succeeded or Failed keeps its phase
+    (the kubelet never moves a pod out of a terminal phase; the API server refuses a container
+    going back to running, though not Succeeded to Failed), and is not evicted after the fact."""
     out = copy.deepcopy(pod)
     status = out.setdefault("status", {})
     meta = out.setdefault("metadata", {})
+    if status.get("phase") in TERMINAL and change in (*PHASES, "evicted") and (
+            change != status["phase"]):
+        return out
     statuses = status.get("containerStatuses") or [{"name": "main"}]
-    if change in ("Pending", "Running", "Succeeded", "Failed"):
+    if change in PHASES:
         status["phase"] = change
         if change in ("Succeeded", "Failed"):
             code = 0 if change == "Succeeded" else 137
@@ -64,6 +73,11 @@ def moved(pod: dict[str, Any], change: str, n: int) -> dict[str, Any] | None:
         return None
     status["containerStatuses"] = statuses
     return out
+
+
+def fresh(pod: dict[str, Any]) -> dict[str, Any]:
+    """The suite's pod as it was made: no status yet."""
+    return {**copy.deepcopy(pod), "status": {}}
 
 
 CHANGES = st.sampled_from(["Pending", "Running", "Succeeded", "Failed", "restart", "evicted",
@@ -118,7 +132,7 @@ def test_remembering_less_writes_less() -> None:
     would be one)."""
     case = next(c for c in CASES if c.suite.endswith("volcano-oomkilled/suite.yaml"))
     kind = listening(dataclasses.replace(case.plan.kinds[0], policies=()), ["podFailed"])
-    pod = case.steps[0].pods[0]
+    pod = fresh(case.steps[0].pods[0])
     steps = [(case.steps[0].now + timedelta(minutes=n), case.steps[0].job, [moved(pod, phase, n)])
              for n, phase in enumerate(["Pending", "Running", "Running"])]
     prior = None
@@ -136,7 +150,7 @@ def test_a_deletion_nobody_listens_for_is_remembered_for_the_failure_it_makes() 
     case = next(c for c in CASES if c.suite.endswith("volcano-oomkilled/suite.yaml"))
     kind = listening(dataclasses.replace(case.plan.kinds[0], policies=()), ["podFailed"])
     first = case.steps[0]
-    running = moved(first.pods[0], "Running", 0)
+    running = moved(fresh(first.pods[0]), "Running", 0)
     deleting = moved(running, "deleting", 1)
     failed = moved(deleting, "Failed", 2)
     prior = None
@@ -144,3 +158,23 @@ def test_a_deletion_nobody_listens_for_is_remembered_for_the_failure_it_makes() 
         e = evaluator.evaluate(kind, first.job, [pod], prior, first.now + timedelta(minutes=n))
         prior = e.state
     assert [a.action for a in e.actions] == []   # not counted: a disruption
+
+
+def test_a_pod_that_ended_is_not_remembered_again_for_its_deletion() -> None:
+    """Succeeded and Failed are terminal: an ended pod that its operator deletes (a
+    cleanPodPolicy, a TTL) can neither fail nor succeed any more, so its deletion changes no
+    later decision and is no write, though its failure and success are listened for."""
+    case = next(c for c in CASES if c.suite.endswith("volcano-oomkilled/suite.yaml"))
+    kind = listening(dataclasses.replace(case.plan.kinds[0], policies=()),
+                     ["podFailed", "podSucceeded"])
+    first = case.steps[0]
+    for end in TERMINAL:
+        running = moved(fresh(first.pods[0]), "Running", 0)
+        ended = moved(running, end, 1)
+        prior, kept = None, []
+        for n, pod in enumerate((running, ended, moved(ended, "deleting", 2))):
+            prior = evaluator.evaluate(kind, first.job, [pod], prior,
+                                       first.now + timedelta(minutes=n)).state
+            kept.append(state.encode(prior))
+        assert kept[2] == kept[1], end
+        assert kept[1] != kept[0], end   # its end itself is heard, and remembered

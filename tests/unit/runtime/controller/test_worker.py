@@ -384,6 +384,56 @@ def test_pods_starting_write_the_job_only_when_its_verdict_changes() -> None:
     assert annotation_of(api, vc_path, vocabulary.VERDICT_ANNOTATION)["phase"] == "Running"
 
 
+ENDS = """
+job trainer: example.dev/v1 Trainer {
+    pods owned
+    failed     when any pod failed
+    succeeded  when all pods succeeded
+    running    when any pod running
+    pending    otherwise
+    on pod failed exit 3 -> fail job
+    actions {
+        fail job -> condition "FailureTarget"
+    }
+}
+"""
+
+
+def test_pods_cleaned_up_after_they_ended_write_the_job_only_for_its_verdicts() -> None:
+    """Rules that take a pod's failure, and nothing of its deletion: two pods that start, run,
+    succeed, are then deleted by their operator (a cleanPodPolicy) and go are four writes of
+    the job (Running and Succeeded, each the commit and the condition). A pod that ended keeps
+    its phase, so remembering its deletion could change no later decision."""
+    w, api, _, clock = setup(pod("p-0", "Pending"), pod("p-1", "Pending"), text=ENDS)
+    assert w.sync(KEY) is None
+    steps = [("Running", False), ("Succeeded", False), ("Succeeded", True), (None, True)]
+    for phase, deleting in steps:
+        for name in ("p-0", "p-1"):
+            if phase is None:
+                api.remove(f"/api/v1/namespaces/ns/pods/{name}")
+                continue
+            moved = pod(name, phase)
+            if deleting:
+                moved["metadata"]["deletionTimestamp"] = "2026-01-01T12:00:30Z"
+            api.add(moved, "pods")
+            shell.feed(w, api)
+            clock.now += timedelta(seconds=5)
+            assert w.sync(KEY) is None
+        shell.feed(w, api)
+        assert w.sync(KEY) is None
+    writes = [r for r in api.sent("PATCH") if r.path.startswith(PATH)]
+    assert [(r.path, annotation_in(r.body)) for r in writes] == [
+        (PATH, "Pending"), (PATH + "/status", None), (PATH, "Running"), (PATH + "/status", None),
+        (PATH, "Succeeded"), (PATH + "/status", None)]
+
+
+def annotation_in(body: dict[str, Any]) -> str | None:
+    """The verdict phase a patch of ours carried, if any."""
+    text = ((body.get("metadata") or {}).get("annotations") or {}).get(
+        vocabulary.VERDICT_ANNOTATION)
+    return None if text is None else json.loads(text)["phase"]
+
+
 def corpus_plan() -> plan.Plan:
     from tests.unit.runtime import corpus
     return corpus.plans()[0].loaded
