@@ -129,7 +129,7 @@ def _condition(step: plan.SetCondition, intent: intents.Intent, job: Mapping[str
 
 def _create(kind: plan.Kind, step: plan.CreateObject, intent: intents.Intent,
             job: Mapping[str, Any], namespace: str | None, now: datetime) -> Next:
-    if intent.observed.get("status") != intents.status_digest(job):
+    if intent.observed.get("status") != intents.status_digest(kind, job):
         return Next(note="the job's status moved since the action was decided: the object may "
                          "have done its work already")
     owner = {"apiVersion": job.get("apiVersion"), "kind": job.get("kind"),

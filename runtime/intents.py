@@ -18,7 +18,7 @@ from typing import Any, Mapping
 
 import orjson
 
-from runtime import shape, vocabulary
+from runtime import plan, shape, vocabulary
 
 ANNOTATION = vocabulary.INTENTS_ANNOTATION
 VERSION = 1
@@ -57,10 +57,41 @@ class Decoded:
     error: str | None
 
 
-def status_digest(job: Mapping[str, Any]) -> str:
-    """The job's status as observed when an action is decided (`observed.status`): an object
-    its consumer deletes once it acted is made only while the status is still so."""
-    return hashlib.sha256(orjson.dumps(job.get("status"), option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+def status_digest(kind: plan.Kind, job: Mapping[str, Any]) -> str:
+    """The job's status as others write it, observed when an action is decided (`observed.
+    status`): an object its consumer deletes once it acted is made only while that is still so.
+    What jobrules itself writes there (the kind's status fields, its condition) is left out: the
+    verdict written between the decision and the step (a Volcano job's `status.state.*`) is no
+    sign that the object did its work. The operator's own marks of it stay (Volcano moves
+    `state.lastTransitionTime`, `version`, its conditions)."""
+    status = job.get("status")
+    if isinstance(status, dict):
+        ours = [f.path[1:] for f in (kind.status.phase, kind.status.reason, kind.status.message)
+                if f is not None and f.path[:1] == ("status",)]
+        status = _without(status, ours)
+        conditions = status.get("conditions")
+        if kind.status.condition is not None and isinstance(conditions, list):
+            others = [c for c in conditions if not (
+                isinstance(c, dict) and c.get("type") == kind.status.condition)]
+            status = {k: v for k, v in status.items() if k != "conditions"}
+            if others:   # a list that held only ours reads as none, as before we wrote it
+                status["conditions"] = others
+    return hashlib.sha256(orjson.dumps(status, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
+
+def _without(value: dict[str, Any], paths: list[tuple[str, ...]]) -> dict[str, Any]:
+    """`value` less the fields at `paths` (copies only what it changes)."""
+    out = dict(value)
+    for path in paths:
+        if not path:
+            continue
+        head, rest = path[0], path[1:]
+        if head in out:
+            if not rest:
+                del out[head]
+            elif isinstance(out[head], dict):
+                out[head] = _without(out[head], [rest])
+    return out
 
 
 def intent_id(job_uid: str, stored: str | None, policy: str, target: str | None) -> str:

@@ -43,8 +43,8 @@ its clock) must decide as on the suite's; a step where it does not is reported, 
 
 A difference fails the test with each field as `rulec test` has it and as the controller wrote
 it (the state as a unified diff). `KNOWN` lists the differences found and not yet fixed in the
-controller (a Volcano Command that is never created); each must still be found, so a fix makes
-the test say to take its entry out.
+controller (none now: it found a Volcano Command never created, fixed in runtime/intents.py's
+status digest); each listed must still be found, so a fix makes the test say to take it out.
 
 How the sample is chosen (`choose`, from every evaluation case of every suite, as the offline
 replay tests/unit/runtime/controller/test_replay.py takes them). The real controller reads the
@@ -120,14 +120,7 @@ CRDS = apiserver.Resource("apiextensions.k8s.io/v1", "customresourcedefinitions"
 # Differences the test found and that stand until the controller is fixed: each must still be
 # found (a fix makes the test fail until its entry goes), and nothing else may differ.
 _VOLCANO = "examples/volcano-oomkilled/suite.yaml"
-KNOWN = {
-    f"{_VOLCANO}: {case}: step 1: commands created": (
-        "the Volcano Command is never created: the intent records the job's status digest at "
-        "the decision, the controller then writes the kind's status fields (status.state.*) "
-        "before carrying the intent out, and runtime/actions.py's create step takes the moved "
-        "digest for the Command having done its work already: the intent is counted done")
-    for case in ("a master that succeeded completes the job",
-                 "an evicted master restarts the job instead of failing it")}
+KNOWN: dict[str, str] = {}   # differences found and not yet fixed: none
 
 
 # ---------------------------------------------------------------------------------------------

@@ -130,7 +130,7 @@ def test_restart_pod_records_only_that_pod(kind: plan.Kind) -> None:
     [new] = decided(kind, [b.evicted("w-0"), b.pod("w-1")])
     assert (new.action, new.pod, new.uid, new.targets) == (
         "restartPod", "w-0", "uid-w-0", (("w-0", "uid-w-0"),))
-    assert new.observed == {"status": intents.status_digest(job())}
+    assert new.observed == {"status": intents.status_digest(kind, job())}
 
 
 def test_restart_task_records_the_pods_of_the_task(kind: plan.Kind) -> None:
@@ -249,7 +249,7 @@ def test_a_field_is_set_where_it_lives_and_only_when_it_differs(kind: plan.Kind)
 
 def test_an_object_is_created_under_the_intent_s_name(kind: plan.Kind) -> None:
     the_job = job()
-    i = intent("completeJob", observed={"status": intents.status_digest(the_job)})
+    i = intent("completeJob", observed={"status": intents.status_digest(kind, the_job)})
     [request] = step_of(kind, i, the_job, []).requests
     assert (request.method, request.path, request.done_on) == (
         "POST", "/apis/bus.volcano.sh/v1alpha1/namespaces/ml/commands", actions.DONE_ON_CREATE)
@@ -263,7 +263,7 @@ def test_an_object_is_created_under_the_intent_s_name(kind: plan.Kind) -> None:
 
 
 def test_an_object_is_not_made_again_once_the_status_moved(kind: plan.Kind) -> None:
-    i = intent("completeJob", observed={"status": intents.status_digest(job())})
+    i = intent("completeJob", observed={"status": intents.status_digest(kind, job())})
     moved = job({"state": {"phase": "Completing"}})
     nxt = step_of(kind, i, moved, [])
     assert nxt.done and "status moved" in (nxt.note or "")
@@ -286,7 +286,38 @@ def test_every_request_body_is_json(kind: plan.Kind) -> None:
     the_job = job()
     cases = [intent("restartJob", targets=(("w-0", "uid-w-0"),)), intent("failJob"),
              intent("terminateJob"), intent("terminateJob", step=1),
-             intent("completeJob", observed={"status": intents.status_digest(the_job)})]
+             intent("completeJob", observed={"status": intents.status_digest(kind, the_job)})]
     for i in cases:
         for request in step_of(kind, i, the_job, [b.pod("w-0")]).requests:
             assert json.loads(json.dumps(request.body)) == request.body
+
+
+def test_the_status_digest_leaves_out_what_jobrules_writes_there() -> None:
+    """A Volcano job's verdict written into status.state.* and our condition between the
+    decision and the Command's creation are no sign the Command did its work; Volcano's own
+    marks of it (state.lastTransitionTime, version, its conditions) are."""
+    from tests.unit.runtime import corpus
+
+    vcjob = corpus.plans()[0].loaded.kind_named("vcjob")   # the shipped Volcano rules
+    assert vcjob.status.phase is not None and vcjob.status.phase.path[:2] == ("status", "state")
+    decided = {"status": {"state": {"phase": "Running", "lastTransitionTime": "t0"}, "version": 1,
+                          "conditions": [{"status": "Running", "lastTransitionTime": "t0"}]}}
+    ours = {"status": {"state": {"phase": "Completed", "reason": "Done", "message": "m",
+                                 "lastTransitionTime": "t0"}, "version": 1,
+                       "conditions": [{"status": "Running", "lastTransitionTime": "t0"},
+                                      *([{"type": vcjob.status.condition, "status": "True"}]
+                                        if vcjob.status.condition else [])]}}
+    assert intents.status_digest(vcjob, ours) == intents.status_digest(vcjob, decided)
+    # a conditions list that holds only ours reads as none, as it was before we wrote it
+    bare = {"status": {"state": {"phase": "Running"}}}
+    with_ours = {"status": {"state": {"phase": "Running"},
+                            "conditions": [{"type": "JobRulesVerdict", "status": "True"}]}}
+    import dataclasses
+
+    conditioned = dataclasses.replace(vcjob, status=dataclasses.replace(
+        vcjob.status, condition="JobRulesVerdict"))
+    assert intents.status_digest(conditioned, with_ours) == intents.status_digest(conditioned, bare)
+    for moved in ({**decided["status"], "version": 2},
+                  {**decided["status"], "state": {"phase": "Running", "lastTransitionTime": "t1"}},
+                  {**decided["status"], "conditions": [{"status": "Completing"}]}):
+        assert intents.status_digest(vcjob, {"status": moved}) != intents.status_digest(vcjob, decided)

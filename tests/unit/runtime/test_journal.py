@@ -135,7 +135,8 @@ def test_a_step_with_effects_elsewhere_is_followed_by_a_patch_of_the_cursor() ->
             {"op": "create", "span": SPAN, "apiVersion": "bus.volcano.sh/v1alpha1",
              "kind": "Command", "plural": "commands", "body": {"action": ["RestartJob"]}},
             {"op": "set", "span": SPAN, "path": ["spec", "x"], "value": True}]}})]}).kinds[0]
-    i = intent("restartJob", observed={"status": intents.status_digest({"status": {"state": {"phase": "Running"}}})})
+    i = intent("restartJob", observed={"status": intents.status_digest(
+        kind, {"status": {"state": {"phase": "Running"}}})})
     api, path, _ = world(kind, journal_=(i,))
     job = api.get(path)
     run = journal.Pass(kind, pods_of(api), NOW, path, True)
@@ -272,7 +273,7 @@ SCENARIOS = {
     "restart pod (delete)": (BATCH, POD_RESTART),
     "fail job (condition)": (BATCH, intent("failJob")),
     "restart job by a Volcano Command": (VOLCANO, intent("restartJob", observed={
-        "status": intents.status_digest({"status": {"state": {"phase": "Running"}}})})),
+        "status": intents.status_digest(VOLCANO, {"status": {"state": {"phase": "Running"}}})})),
     "two intents at once": (BATCH, None),
 }
 

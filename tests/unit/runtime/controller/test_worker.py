@@ -521,3 +521,23 @@ def test_the_phase_label_follows_the_verdict_and_is_no_news_itself() -> None:
     job = api.get(PATH)
     relabelled = {**job, "metadata": {**job["metadata"], "labels": {"jobrules.dev/phase": "Running"}}}
     assert cut(job) == cut(relabelled)
+
+
+def test_a_command_is_made_even_when_the_verdict_is_written_into_the_status_first() -> None:
+    """A Volcano job whose rules write status.state.* and a condition: the commit and the
+    status patch come before the Command, and are not taken for the Command having acted."""
+    import yaml
+
+    from rulec import api as rulec_api
+
+    built = rulec_api.build(["examples/volcano-oomkilled/vcjob.rules"])
+    rules = plan.loads(emit.dumps(built.plan))
+    job = yaml.safe_load(open("examples/volcano-oomkilled/job.yaml"))
+    api = FakeApi(status_subresource={"jobs.batch.volcano.sh"})
+    api.add(job, "jobs")
+    api.add(yaml.safe_load(open("examples/volcano-oomkilled/pods/master-succeeded.yaml")), "pods")
+    w, _, _ = shell.make(rules, api, datetime(2020, 3, 12, 11, 15, tzinfo=timezone.utc))
+    shell.feed(w, api)
+    w.sync(("vcjob", job["metadata"]["namespace"], job["metadata"]["name"]))
+    made = [(r.path.rsplit("/", 1)[-1], r.body["action"]) for r in api.log if r.method == "POST"]
+    assert made == [("commands", "CompleteJob")], api.log
