@@ -42,13 +42,13 @@ ORDER=(evaluator conditions pods journal reconcile writeback mutator admission
        state intents actions patch templates functions checker lower expr emit)
 
 # The unit tests each module runs against: its own tests and those that read its answers.
-# Left out everywhere: the oracle's differential tests (a Go harness, a minute each) and the
-# integration tests.
+# Left out everywhere: the oracle's differential tests (a Go harness, a minute each), the
+# integration tests, and the evaluator's slow property tests (test_evaluator_props.py,
+# test_remembered.py: 20 to 40 s for every mutant that survives the rest).
 u=tests/unit
 rt=$u/runtime
 eval_tests="$rt/test_evaluator.py $rt/test_evaluator_holds.py $rt/test_evaluator_policies.py
-    $rt/test_evaluator_props.py $rt/test_state.py $rt/test_remembered.py $u/test_pod_failure_policy.py
-    $u/test_rules_shipped_verdicts.py $u/test_examples.py"
+    $rt/test_state.py $u/test_pod_failure_policy.py $u/test_rules_shipped_verdicts.py $u/test_examples.py"
 controller_tests="$rt/test_reconcile.py $rt/test_writeback.py $rt/test_journal.py $rt/test_actions.py
     $rt/controller/test_worker.py $rt/controller/test_replay.py"
 mutator_tests="$rt/mutator $rt/test_admission.py $rt/test_pod_reading.py"
@@ -60,7 +60,7 @@ declare -A TESTS=(
     [conditions]="$eval_tests $rt/test_pods.py"
     [pods]="$rt/test_pods.py $rt/test_pod_reading.py $eval_tests"
     [state]="$eval_tests $controller_tests"
-    [intents]="$controller_tests"
+    [intents]="$rt/test_intents.py $controller_tests"
     [reconcile]="$controller_tests"
     [writeback]="$controller_tests"
     [actions]="$controller_tests"
@@ -104,7 +104,7 @@ lines() { printf '    %s\n' "$@"; }
 prepare() {
     local m=$1 dir=$root/.mutation/$1
     mkdir -p "$dir"
-    for f in runtime rulec tests rules examples grammar docs devkit bench README.md pyproject.toml; do
+    for f in runtime rulec tests rules examples grammar docs devkit bench tools README.md pyproject.toml; do
         ln -sfn "$root/$f" "$dir/$f"
     done
     # Hypothesis as the tests have it, but reproducible and with no deadline (a mutant's
@@ -120,7 +120,7 @@ EOF
         echo "[mutmut]"
         echo "source_paths ="; lines runtime rulec
         echo "only_mutate ="; lines ${MUTATE[$m]}
-        echo "also_copy ="; lines conftest.py rules examples grammar docs devkit bench README.md
+        echo "also_copy ="; lines conftest.py rules examples grammar docs devkit bench tools README.md
         echo "pytest_add_cli_args_test_selection ="; lines ${TESTS[$m]}
         echo "pytest_add_cli_args ="; lines -p no:cacheprovider
         echo "use_git_change_detection = false"
