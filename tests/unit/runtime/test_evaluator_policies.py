@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -825,3 +826,82 @@ def test_each_pod_is_scheduled_once() -> None:
     # evaluated again before they are due: nothing new
     again = run(pol, failed, first.state, now=NOW + timedelta(seconds=10))
     assert again.actions == () and again.state.delayed == first.state.delayed
+
+
+# -- actions the controller gave up (state.released), as docs/evaluation.md words it ------------
+
+GIVE_UP = [policy("podFailed", action("restartPod", max=3, then=action("failJob")), id="retry")]
+
+
+def _given_up(pol: list, objects: list, released: list) -> tuple[evaluator.Evaluation, evaluator.Evaluation]:
+    first = run(pol, objects)
+    prior = replace(first.state, released=tuple(released))
+    return first, run(pol, objects, prior, now=NOW + timedelta(seconds=5))
+
+
+def _digest(e: evaluator.Evaluation) -> str:
+    """The pod the evaluation's action holds (ours)."""
+    return next(d for d, r in e.state.pods.items() if r.ours)
+
+
+def test_a_restart_given_up_runs_the_fallback_saying_why() -> None:
+    first = run(GIVE_UP, [pod("a", "Failed")])
+    assert ran(first) == [("restartPod", "run")] and first.verdict.phase == "Restarting"
+    d = _digest(first)
+    _, e = _given_up(GIVE_UP, [pod("a", "Failed")],
+                     [state.Released("retry", "restartPod", "worker", "a", d, (d,), "refused: forbidden")])
+    assert ran(e) == [("failJob", "run")]
+    line = GIVE_UP[0]["span"]["line"]
+    assert (e.verdict.phase, e.verdict.reason, e.verdict.message) == (
+        "Failed", "PodFailed",
+        f"pod a failed: restart pod given up (refused: forbidden): fail job (t.rules:{line}:5)")
+    assert e.state.restarting is None and e.state.released == ()
+
+
+def test_a_fallback_is_found_down_the_chain_of_fallbacks() -> None:
+    pol = [policy("podFailed", action("restartPod", max=1, then=action("restartTask", max=1, then=action("failJob"))),
+                  id="chain")]
+    first = run(pol, [pod("a", "Failed")])
+    d = _digest(first)
+    _, e = _given_up(pol, [pod("a", "Failed")], [state.Released("chain", "restartTask", "worker", "a", d, (d,), "x")])
+    assert ran(e) == [("failJob", "run")]
+    _, e = _given_up(pol, [pod("a", "Failed")], [state.Released("chain", "restartPod", "worker", "a", d, (d,), "x")])
+    assert ran(e) == [("restartTask", "run")]
+
+
+def test_a_restart_given_up_lets_go_of_its_pods_and_its_restart() -> None:
+    first = run(GIVE_UP, [pod("a", "Failed"), pod("b")])
+    d = _digest(first)
+    assert first.state.restarting is not None and first.state.pods[d].ours
+    no_fallback = [policy("podFailed", action("restartPod", max=3), id="retry")]
+    _, e = _given_up(no_fallback, [pod("a", "Failed"), pod("b")],
+                     [state.Released("retry", "restartPod", "worker", "a", d, (d,), "x")])
+    assert e.actions == () and e.state.restarting is None and not e.state.pods[d].ours
+    assert e.verdict.phase == "Failed"   # the rules decide again: a pod failed
+
+
+def test_every_action_given_up_at_once_lets_go_of_everything_and_falls_back_on_nothing() -> None:
+    first = run(GIVE_UP, [pod("a", "Failed")])
+    d = _digest(first)
+    _, e = _given_up(GIVE_UP, [pod("a", "Failed")], [state.Released(None)])
+    assert e.actions == () and e.state.restarting is None and not e.state.pods[d].ours
+
+
+def test_an_action_given_up_that_held_nothing_lets_go_of_nothing_else() -> None:
+    first = run(GIVE_UP, [pod("a", "Failed")])
+    d = _digest(first)
+    _, e = _given_up(GIVE_UP, [pod("a", "Failed")], [state.Released("other", "restartPod", "worker", "z", "zz", ("zz",), "x")])
+    assert e.state.pods[d].ours and e.state.restarting == first.state.restarting and e.actions == ()
+
+
+def test_a_terminal_verdict_of_an_action_given_up_is_over() -> None:
+    pol = [policy("podFailed", action("failJob"), id="fail")]
+    quiet = [verdict("Running", pods_cond("any", "running")), verdict("Pending")]
+    first = run(pol, [pod("a", "Failed"), pod("b")], verdicts=quiet)
+    assert first.verdict.final and first.state.final is not None
+    prior = replace(first.state, released=(state.Released("fail", "failJob", "worker", "a", None, (), "x"),))
+    e = run(pol, [pod("a", "Failed"), pod("b")], prior, verdicts=quiet)
+    assert e.state.final is None and e.verdict.phase == "Running"
+    # given up by another policy: the verdict holds
+    prior = replace(first.state, released=(state.Released("other", "failJob", None, None, None, (), "x"),))
+    assert run(pol, [pod("a", "Failed"), pod("b")], prior, verdicts=quiet).verdict.phase == "Failed"

@@ -1,0 +1,152 @@
+"""Verdict conditions (runtime.conditions) against a reference written from docs/plan.md's
+definitions: pod quantifiers and counts, in a task or the whole job, task states and task counts,
+`and`/`or`/`not`, the job's age; and what `--explain` says when one does not hold."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, Callable
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from builders import T0, both, count, either, job, load_kind, negate, pod, pods_cond, verdict
+from runtime import evaluator
+
+NOW = T0 + timedelta(minutes=5)
+PHASES = ("Pending", "Running", "Succeeded", "Failed")
+STATE_OF = {"pending": "Pending", "running": "Running", "succeeded": "Succeeded", "failed": "Failed"}
+CMP: dict[str, Callable[[int, int], bool]] = {
+    "==": int.__eq__, "!=": int.__ne__, "<": int.__lt__, "<=": int.__le__, ">": int.__gt__, ">=": int.__ge__}
+
+# A job's pods: (task, phase) each, named in order.
+jobs = st.lists(st.tuples(st.sampled_from(["a", "b"]), st.sampled_from(PHASES)), max_size=5)
+
+
+def objects(members: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    return [pod(f"p{i}", phase, task=task) for i, (task, phase) in enumerate(members)]
+
+
+def holds(when: dict, members: list[tuple[str, str]], *, spec: dict | None = None,
+          created: float = 0) -> bool:
+    k = load_kind([verdict("Failed", when), verdict("Pending")])
+    e = evaluator.evaluate(k, job(spec=spec, created=created), objects(members), None, NOW)
+    return e.verdict.phase == "Failed"
+
+
+def scope(members: list[tuple[str, str]], task: str | None) -> list[str]:
+    return [phase for t, phase in members if task is None or t == task]
+
+
+def task_states(members: list[tuple[str, str]]) -> dict[str, str]:
+    """docs/plan.md: failed = one pod failed; succeeded = has pods, all succeeded; running =
+    one running; else pending."""
+    out = {}
+    for task in sorted({t for t, _ in members}):
+        phases = scope(members, task)
+        out[task] = ("failed" if "Failed" in phases else "succeeded" if set(phases) == {"Succeeded"}
+                     else "running" if "Running" in phases else "pending")
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(jobs, st.sampled_from(["any", "all", "none"]), st.sampled_from([None, *STATE_OF]),
+       st.sampled_from([None, "a"]))
+def test_pod_quantifiers(members: list, quant: str, state: str | None, task: str | None) -> None:
+    phases = scope(members, task)
+    matching = [p for p in phases if state is None or p == STATE_OF[state]]
+    expected = {"any": bool(matching), "all": bool(phases) and len(matching) == len(phases),
+                "none": not matching}[quant]
+    assert holds(pods_cond(quant, state, task=task), members) == expected
+
+
+@settings(max_examples=150, deadline=None)
+@given(jobs, st.sampled_from(sorted(CMP)), st.integers(0, 3), st.sampled_from([None, *STATE_OF]),
+       st.sampled_from([None, "b"]))
+def test_pod_counts(members: list, cmp: str, value: int, state: str | None, task: str | None) -> None:
+    n = sum(1 for p in scope(members, task) if state is None or p == STATE_OF[state])
+    assert holds(count(cmp, str(value), state, task=task), members) == CMP[cmp](n, value)
+
+
+def test_a_count_compared_with_a_value_read_from_the_job() -> None:
+    members = [("a", "Failed"), ("a", "Failed")]
+    assert holds(count(">=", "<<spec.limit>>", "failed"), members, spec={"limit": 2})
+    assert holds(count(">=", "<<spec.limit>>", "failed"), members, spec={"limit": "2"})
+    assert not holds(count(">=", "<<spec.limit>>", "failed"), members, spec={"limit": 3})
+    # no number: the comparison does not hold, whichever way it goes
+    for limit in (None, True, "two", [2]):
+        assert not holds(count(">=", "<<spec.limit>>", "failed"), members, spec={"limit": limit})
+        assert not holds(count("<", "<<spec.limit>>", "failed"), members, spec={"limit": limit})
+
+
+@settings(max_examples=150, deadline=None)
+@given(jobs, st.sampled_from(["any", "all"]), st.sampled_from(["pending", "running", "succeeded", "failed"]),
+       st.sampled_from([None, "a"]))
+def test_task_states(members: list, quant: str, state: str, task: str | None) -> None:
+    states = task_states(members)
+    names = [task] if task else sorted(states)
+    hits = [t for t in names if states.get(t) == state]
+    expected = bool(hits) if quant == "any" or task else bool(names) and len(hits) == len(names)
+    when = {"op": "task", "quant": quant, "task": task, "state": state}
+    assert holds(when, members) == expected
+
+
+@settings(max_examples=150, deadline=None)
+@given(jobs, st.sampled_from(sorted(CMP)), st.integers(0, 2),
+       st.sampled_from([None, "pending", "running", "succeeded", "failed"]))
+def test_task_counts(members: list, cmp: str, value: int, state: str | None) -> None:
+    n = sum(1 for s in task_states(members).values() if state is None or s == state)
+    when = {"op": "taskCount", "state": state, "cmp": cmp, "value": [str(value)]}
+    assert holds(when, members) == CMP[cmp](n, value)
+
+
+@settings(max_examples=150, deadline=None)
+@given(jobs, st.sampled_from(list(STATE_OF)), st.sampled_from(list(STATE_OF)))
+def test_and_or_not(members: list, one: str, other: str) -> None:
+    x, y = pods_cond("any", one), pods_cond("all", other)
+    hx, hy = holds(x, members), holds(y, members)
+    assert holds(both(x, y), members) == (hx and hy)
+    assert holds(either(x, y), members) == (hx or hy)
+    assert holds(negate(x), members) == (not hx)
+    assert holds(both(x, negate(y), either(y, x)), members) == (hx and not hy)
+
+
+def test_job_age_counts_from_the_start_time_else_the_creation() -> None:
+    # NOW is 300 s after T0
+    assert holds({"op": "jobAge", "longerThan": 300}, [], created=0)        # exactly as old
+    assert not holds({"op": "jobAge", "longerThan": 301}, [], created=0)
+    assert not holds({"op": "jobAge", "longerThan": 300}, [], created=1)
+    k = load_kind([verdict("Failed", {"op": "jobAge", "longerThan": 100}), verdict("Pending")])
+    started = job(created=0, status={"startTime": "2024-05-01T12:04:00Z"})     # 60 s ago
+    assert evaluator.evaluate(k, started, [], None, NOW).verdict.phase == "Pending"
+    no_times = job()
+    del no_times["metadata"]["creationTimestamp"]
+    assert evaluator.evaluate(k, no_times, [], None, NOW).verdict.phase == "Pending"
+
+
+def explained(when: dict, members: list[tuple[str, str]], **job_fields: Any) -> str:
+    k = load_kind([verdict("Failed", when), verdict("Pending")])
+    e = evaluator.evaluate(k, job(**job_fields), objects(members), None, NOW, explain=True)
+    [failed] = [f for f in e.explanation if f.name == "Failed"]
+    assert not failed.matched
+    return failed.why
+
+
+def test_why_a_condition_does_not_hold() -> None:
+    members = [("a", "Running"), ("b", "Failed")]
+    assert explained(pods_cond("all", "running"), members) == "all pods running: 1 of 2 pods match"
+    assert explained(count(">", "1", "failed"), members) == "count pods failed > 1: 1 of 2 pods match"
+    assert explained({"op": "taskCount", "state": "failed", "cmp": ">", "value": ["1"]}, members) == \
+        "count tasks failed > 1: 1 of 2 tasks match"
+    assert explained({"op": "task", "quant": "any", "task": "a", "state": "failed"}, members) == \
+        'task "a" failed: tasks a running, b failed'
+    assert explained({"op": "task", "quant": "any", "task": "a", "state": "failed"}, []) == \
+        'task "a" failed: tasks none'
+    assert explained(negate(pods_cond("any", "running")), members) == \
+        "not any pod running: any pod running holds"
+    assert explained(either(pods_cond("any", "succeeded"), pods_cond("all", "failed")), members) == \
+        "any pod succeeded: 0 of 2 pods match; all pods failed: 1 of 2 pods match"
+    assert explained(both(pods_cond("any", "running"), pods_cond("any", "succeeded")), members) == \
+        "any pod succeeded: 0 of 2 pods match"
+    assert explained({"op": "jobAge", "longerThan": 3600}, members) == \
+        "job running longer than 1h: age 300s"
