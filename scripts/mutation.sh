@@ -41,10 +41,10 @@ declare -A MUTATE=(
 ORDER=(evaluator conditions pods journal reconcile writeback mutator admission
        state intents actions patch templates functions checker lower expr emit)
 
-# The unit tests each module runs against: its own tests and those that read its answers.
-# Left out everywhere: the oracle's differential tests (a Go harness, a minute each), the
-# integration tests, and the evaluator's slow property tests (test_evaluator_props.py,
-# test_remembered.py: 20 to 40 s for every mutant that survives the rest).
+# The unit tests each module runs against: its own and those that read its answers. Left
+# out: the oracle's differential tests (a Go harness, a minute each), the integration tests,
+# the evaluator's slow property tests (test_evaluator_props.py, test_remembered.py: 20-40 s
+# for each mutant that survives the rest).
 u=tests/unit
 rt=$u/runtime
 eval_tests="$rt/test_evaluator.py $rt/test_evaluator_holds.py $rt/test_evaluator_policies.py
@@ -57,7 +57,7 @@ rulec_tests="$u/rulec/test_checker.py $u/rulec/test_checker_fuzz.py $u/rulec/tes
     $u/test_readme.py"
 declare -A TESTS=(
     [evaluator]="$eval_tests"
-    [conditions]="$eval_tests $rt/test_pods.py"
+    [conditions]="$rt/test_conditions.py $eval_tests $rt/test_pods.py"
     [pods]="$rt/test_pods.py $rt/test_pod_reading.py $eval_tests"
     [state]="$eval_tests $controller_tests"
     [intents]="$rt/test_intents.py $controller_tests"

@@ -10,7 +10,8 @@ from typing import Any, Callable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from builders import T0, both, count, either, job, load_kind, negate, pod, pods_cond, verdict
+from builders import (T0, both, count, either, job, load_kind, negate, pod, pods_cond, terminated,
+                      verdict)
 from runtime import evaluator
 
 NOW = T0 + timedelta(minutes=5)
@@ -150,3 +151,78 @@ def test_why_a_condition_does_not_hold() -> None:
         "any pod succeeded: 0 of 2 pods match"
     assert explained({"op": "jobAge", "longerThan": 3600}, members) == \
         "job running longer than 1h: age 300s"
+
+
+# -- what decided a condition: the pod and container a verdict's message names --------------------
+
+def said(when: dict, objs: list[dict], message: str = "{pod}/{container}: {exit_code}") -> str | None:
+    k = load_kind([verdict("Failed", when, reason="R", message=message), verdict("Pending")])
+    e = evaluator.evaluate(k, job(), objs, None, NOW)
+    assert e.verdict.phase == "Failed"
+    return e.verdict.message
+
+
+TWO_EXITS = [terminated("ok", 0, finished=40), terminated("bad", 3, finished=50)]
+
+
+def test_a_failure_names_the_container_that_failed() -> None:
+    failed = pod("p0", "Failed", task="a", containers=TWO_EXITS)
+    others = [pod("p1", task="b")]
+    assert said(pods_cond("any", "failed"), [failed, *others]) == "p0/bad: 3"
+    assert said(count(">=", "1", "failed"), [failed, *others]) == "p0/bad: 3"
+    assert said({"op": "task", "quant": "any", "task": "a", "state": "failed"}, [failed, *others]) == "p0/bad: 3"
+    assert said({"op": "taskCount", "state": "failed", "cmp": ">=", "value": ["1"]}, [failed, *others]) == "p0/bad: 3"
+
+
+def test_the_first_to_fail_decides_and_the_last_to_succeed() -> None:
+    early = pod("p0", "Failed", task="a", containers=[terminated("main", 1, finished=30)])
+    late = pod("p1", "Failed", task="a", containers=[terminated("main", 2, finished=90)])
+    assert said(pods_cond("any", "failed"), [late, early]) == "p0/main: 1"
+    assert said({"op": "task", "quant": "any", "task": "a", "state": "failed"}, [late, early]) == "p0/main: 1"
+    done = [pod("p0", "Succeeded", containers=[terminated("main", 0, finished=30)]),
+            pod("p1", "Succeeded", containers=[terminated("main", 0, finished=90)])]
+    assert said(pods_cond("all", "succeeded"), done, "{pod}") == "p1"
+    assert said({"op": "task", "quant": "all", "state": "succeeded"}, done, "{pod}") == "p1"
+    assert said({"op": "taskCount", "state": "succeeded", "cmp": ">=", "value": ["1"]}, done, "{pod}") == "p1"
+
+
+def test_a_count_read_from_the_job_sees_the_jobs_variables() -> None:
+    k = load_kind([verdict("Failed", count(">=", "{job}", "failed")), verdict("Pending")])
+    # "{job}" renders the job's name: no number, so it never holds
+    e = evaluator.evaluate(k, job(), [pod("p0", "Failed")], None, NOW)
+    assert e.verdict.phase == "Pending" and e.problems == ()
+
+
+# -- when time alone changes a condition ---------------------------------------------------------
+
+def wake(when: dict, objs: list[dict], **job_fields: Any):
+    k = load_kind([verdict("Failed", when), verdict("Pending")])
+    return evaluator.evaluate(k, job(**job_fields), objs, None, NOW).wake_at
+
+
+def test_a_duration_counts_from_when_the_pod_entered_the_state_in_its_scope() -> None:
+    pending_a = pod("p0", "Pending", task="a", created=60)
+    pending_b = pod("p1", "Pending", task="b", created=10)
+    assert wake(pods_cond("any", "pending", task="a", for_=600), [pending_a, pending_b]) == T0 + timedelta(seconds=660)
+    assert wake(pods_cond("any", None, task="a", for_=600), [pending_a, pending_b]) == T0 + timedelta(seconds=660)
+    inside = both(negate(pods_cond("any", "running")), either(pods_cond("any", "pending", task="a", for_=600)))
+    assert wake(inside, [pending_a, pending_b]) == T0 + timedelta(seconds=660)
+    assert wake(negate(pods_cond("none", "pending", task="a", for_=600)), [pending_a, pending_b]) == \
+        T0 + timedelta(seconds=660)
+    assert wake({"op": "jobAge", "longerThan": 3600}, [], created=100) == T0 + timedelta(seconds=3700)
+    assert wake(pods_cond("any", "pending", task="a", for_=600), [pod("p0", task="a")]) is None
+
+
+def test_a_duration_holds_from_its_exact_end() -> None:
+    # NOW is 300 s after T0; the pod has been pending since T0 + 60
+    pending = [pod("p0", "Pending", created=60)]
+    assert holds_objs(pods_cond("any", "pending", for_=240), pending)
+    assert not holds_objs(pods_cond("any", "pending", for_=241), pending)
+    assert holds_objs(pods_cond("any", None, for_=240), pending)
+    assert holds_objs(pods_cond("none", "pending", for_=241), pending)
+    assert not holds_objs(pods_cond("none", "pending", for_=240), pending)
+
+
+def holds_objs(when: dict, objs: list[dict]) -> bool:
+    k = load_kind([verdict("Failed", when), verdict("Pending")])
+    return evaluator.evaluate(k, job(), objs, None, NOW).verdict.phase == "Failed"
