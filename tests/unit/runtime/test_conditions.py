@@ -50,7 +50,7 @@ def task_states(members: list[tuple[str, str]]) -> dict[str, str]:
     return out
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(jobs, st.sampled_from(["any", "all", "none"]), st.sampled_from([None, *STATE_OF]),
        st.sampled_from([None, "a"]))
 def test_pod_quantifiers(members: list, quant: str, state: str | None, task: str | None) -> None:
@@ -61,7 +61,7 @@ def test_pod_quantifiers(members: list, quant: str, state: str | None, task: str
     assert holds(pods_cond(quant, state, task=task), members) == expected
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(jobs, st.sampled_from(sorted(CMP)), st.integers(0, 3), st.sampled_from([None, *STATE_OF]),
        st.sampled_from([None, "b"]))
 def test_pod_counts(members: list, cmp: str, value: int, state: str | None, task: str | None) -> None:
@@ -80,7 +80,7 @@ def test_a_count_compared_with_a_value_read_from_the_job() -> None:
         assert not holds(count("<", "<<spec.limit>>", "failed"), members, spec={"limit": limit})
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(jobs, st.sampled_from(["any", "all"]), st.sampled_from(["pending", "running", "succeeded", "failed"]),
        st.sampled_from([None, "a"]))
 def test_task_states(members: list, quant: str, state: str, task: str | None) -> None:
@@ -92,7 +92,7 @@ def test_task_states(members: list, quant: str, state: str, task: str | None) ->
     assert holds(when, members) == expected
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(jobs, st.sampled_from(sorted(CMP)), st.integers(0, 2),
        st.sampled_from([None, "pending", "running", "succeeded", "failed"]))
 def test_task_counts(members: list, cmp: str, value: int, state: str | None) -> None:
@@ -101,7 +101,7 @@ def test_task_counts(members: list, cmp: str, value: int, state: str | None) -> 
     assert holds(when, members) == CMP[cmp](n, value)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(jobs, st.sampled_from(list(STATE_OF)), st.sampled_from(list(STATE_OF)))
 def test_and_or_not(members: list, one: str, other: str) -> None:
     x, y = pods_cond("any", one), pods_cond("all", other)
