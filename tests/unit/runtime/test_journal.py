@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from runtime import intents, journal, objects, plan, reconcile, vocabulary
+from runtime import intents, journal, objects, plan, pods, reconcile, state, vocabulary
 from runtime.controller import kube
 from tests.unit.runtime import corpus
 from tests.unit.runtime.controller.fakeapi import FakeApi
@@ -143,6 +143,7 @@ def test_a_step_with_effects_elsewhere_is_followed_by_a_patch_of_the_cursor() ->
     assert isinstance(todo, journal.Send) and todo.method == "POST" and todo.path.endswith("/commands")
     progress, todo, _ = journal.advance(run, progress, job, journal.Answer(200))
     assert isinstance(todo, journal.Send) and todo.part == "journal" and not todo.clear
+    assert (todo.method, todo.path, todo.resource_version) == ("PATCH", path, job["metadata"]["resourceVersion"])
     [moved] = intents.decode(todo.body["metadata"]["annotations"][vocabulary.INTENTS_ANNOTATION]).intents
     assert moved.step == 1
 
@@ -351,3 +352,30 @@ def test_reconcile_opens_what_the_machine_carries_out() -> None:
     one_pass(kind, api, path)
     assert [r.path for r in api.sent("DELETE")] == ["/api/v1/namespaces/ns/pods/p-0"]
     assert opened.targets == (("p-0", "pod-0"),)
+
+
+# ---------------------------------------------------------------------------------------------
+# Several intents in one pass, and what a dropped one leaves for the next evaluation
+
+
+@pytest.mark.parametrize("order", ["await first", "refused first"])
+def test_the_pass_stops_with_the_soonest_wait_of_its_intents(order: str) -> None:
+    awaiting = intent("restartJob", id="i-await", step=1, since="2026-01-01T12:00:00Z")   # polled every 2 s
+    refused = intent("restartPod", id="i-refused", pod="p-0", uid="pod-0", targets=(("p-0", "pod-0"),))
+    both = (awaiting, refused) if order == "await first" else (refused, awaiting)
+    api, path, _ = world(BATCH, journal_=both)
+    api.fail("DELETE", r"/pods/p-0$", 403, times=-1, message="pods is forbidden")
+    assert one_pass(BATCH, api, path, NOW + timedelta(minutes=1)) == journal.Stop(wait=1.0, open=2)
+
+
+def test_a_dropped_action_leaves_what_it_held_in_the_stored_state() -> None:
+    dropped = intent("restartPod", pod="p-0", uid="pod-0", task="worker", attempts=journal.MAX_ATTEMPTS - 1,
+                     targets=(("p-0", "pod-0"), ("p-1", "pod-1")))
+    api, path, _ = world(BATCH, journal_=(dropped,))
+    api.fail("DELETE", r"/pods/p-0$", 403, times=-1, message="pods is forbidden")
+    assert one_pass(BATCH, api, path) == journal.Stop(wait=0.0, open=0)   # the fallback's turn at once
+    stored = state.decode(objects.annotation(api.get(path), vocabulary.STATE_ANNOTATION)).state
+    assert stored.released == (state.Released(
+        "p#0", "restartPod", "worker", "p-0", pods.digest("pod-0"),
+        tuple(sorted({pods.digest("pod-0"), pods.digest("pod-1")})),
+        "DELETE /api/v1/namespaces/ns/pods/p-0: 403 Planted: pods is forbidden"),)
