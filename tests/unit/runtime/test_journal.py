@@ -379,3 +379,23 @@ def test_a_dropped_action_leaves_what_it_held_in_the_stored_state() -> None:
         "p#0", "restartPod", "worker", "p-0", pods.digest("pod-0"),
         tuple(sorted({pods.digest("pod-0"), pods.digest("pod-1")})),
         "DELETE /api/v1/namespaces/ns/pods/p-0: 403 Planted: pods is forbidden"),)
+
+
+def test_a_step_that_patches_the_job_needs_no_patch_of_the_cursor_after_it() -> None:
+    """docs/controller.md: the advanced cursor rides in the step's own patch of the job, so the
+    pass sends that one patch and then waits on the next step (an await): no second write."""
+    i = intent("restartJob")
+    api, path, _ = world(BATCH, journal_=(i,))
+    job = api.get(path)
+    run = journal.Pass(BATCH, pods_of(api), NOW, path, True)
+    progress, answer, sent = journal.start((i,)), None, []
+    while True:
+        progress, todo, _ = journal.advance(run, progress, job, answer)
+        if isinstance(todo, journal.Stop):
+            break
+        sent.append((todo.method, todo.path, todo.part))
+        job = api.merge_patch(todo.path, todo.body, resource_version=todo.resource_version)
+        answer = journal.Answer(200)
+    assert sent == [("PATCH", path, "effect")]
+    assert todo == journal.Stop(wait=2.0, open=1)
+    assert [(c.id, c.step) for c in journal_on(api, path)] == [("i1", 1)]
