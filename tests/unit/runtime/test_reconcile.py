@@ -15,6 +15,7 @@ import yaml
 from rulec import api, emit
 from rulec.commands import suite
 from runtime import functions, intents, plan, reconcile, writeback
+from runtime import pods as pods_lib
 
 HERE = Path(__file__).resolve().parent / "reconcile"
 ROOT = Path(__file__).resolve().parents[3]
@@ -189,3 +190,69 @@ def test_a_journal_that_cannot_be_read_is_let_go_of_and_said(tmp_path: Path) -> 
     assert writes.journal_error is not None and writes.journal_error.startswith("intents are not JSON")
     assert writes.state_error is None
     assert any(writes.journal_error in (e.note or "") for e in writes.events)
+
+
+def _committed(job: dict[str, Any], writes: reconcile.Writes) -> dict[str, Any]:
+    for patch in (writes.commit, writes.status):
+        if patch is not None:
+            job = merge(job, patch)
+    return job
+
+
+def test_an_unreadable_journal_lets_go_of_every_pod_its_actions_held(tmp_path: Path) -> None:
+    kind = _kind(TASKS, tmp_path)
+    pods = [_pod("w-0", "worker", "Failed"), _pod("w-1", "worker")]
+    first = reconcile.reconcile(kind, _job(), pods, NOW)
+    assert any(r.ours for r in first.evaluation.state.pods.values())
+    job = _committed(_job(), first)
+    job["metadata"]["annotations"][intents.ANNOTATION] = "[]"
+    writes = reconcile.reconcile(kind, job, pods, NOW)
+    assert writes.journal_error == "intents ignored: intents: expected an object, got list"
+    assert not any(r.ours for r in writes.evaluation.state.pods.values())
+
+
+def test_a_pod_the_cache_lost_is_looked_for_in_a_live_list(tmp_path: Path) -> None:
+    """docs/controller.md: a pod relabelled out of the pod watch looks deleted in the cache; the
+    reconcile is decided again over a live list, where a pod that still exists is not gone."""
+    kind = _kind(TASKS, tmp_path)
+    running = _pod("w-0", "worker")
+    job = _committed(_job(), reconcile.reconcile(kind, _job(), [running], NOW))
+    relabelled = copy.deepcopy(running)
+    relabelled["metadata"]["labels"] = {}
+    relabelled["metadata"]["ownerReferences"] = []
+    asked: list[int] = []
+
+    def live(found: list[dict[str, Any]]) -> Any:
+        return lambda: asked.append(1) or found
+
+    # the cache has no pod: restart the pod it lost, unless a live list still has it
+    lost = reconcile.reconcile(kind, job, [], NOW)
+    # (a pod gone is named by its digest: the stored state knows no more of it)
+    assert [(i.action, i.pod, i.uid) for i in lost.new] == [("restartPod", None, pods_lib.digest("uid-w-0"))]
+    assert lost.needs_live_pods
+    kept = reconcile.sync(kind, job, [], NOW, live([relabelled]))
+    assert asked == [1] and kept.new == () and not kept.needs_live_pods
+    gone = reconcile.sync(kind, job, [], NOW, live([]))
+    assert [(i.action, i.uid) for i in gone.new] == [("restartPod", pods_lib.digest("uid-w-0"))]
+    # a live list keeps only the pods the stored state knows
+    stranger = _pod("x-0", "worker")
+    stranger["metadata"]["ownerReferences"] = []
+    assert [objects_name(p) for p in reconcile.reconcile(kind, job, [relabelled, stranger], NOW, live=True).pods] == ["w-0"]
+    # nothing lost: no live list asked for
+    asked.clear()
+    assert reconcile.sync(kind, job, [running], NOW, live([running])).new == () and asked == []
+
+
+def objects_name(p: dict[str, Any]) -> str:
+    return p["metadata"]["name"]
+
+
+def test_explain_is_passed_through_and_changes_nothing_else(tmp_path: Path) -> None:
+    kind = _kind(TASKS, tmp_path)
+    pods = [_pod("w-0", "worker", "Failed"), _pod("w-1", "worker")]
+    plain = reconcile.sync(kind, _job(), pods, NOW, lambda: pods)
+    explained = reconcile.sync(kind, _job(), pods, NOW, lambda: pods, explain=True)
+    assert plain.evaluation.explanation == () and explained.evaluation.explanation != ()
+    assert (explained.commit, explained.status, explained.new) == (plain.commit, plain.status, plain.new)
+    assert reconcile.reconcile(kind, _job(), pods, NOW).evaluation.explanation == ()
+    assert reconcile.reconcile(kind, _job(), pods, NOW, explain=True).evaluation.explanation != ()
