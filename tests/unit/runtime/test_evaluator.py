@@ -276,3 +276,25 @@ def test_policies_wake_the_job_when_their_durations_pass() -> None:
     # exactly due: it fires now, and nothing is left to wake for
     fired = evaluator.evaluate(k, job(created=100), [], None, T0 + timedelta(seconds=3700))
     assert [a.action for a in fired.actions] == ["failJob"] and fired.wake_at is None
+
+
+def test_a_job_without_rules_is_told_why() -> None:
+    p = load(kind([verdict("Failed")], name="scoped", selector=[{"key": "team", "operator": "In", "values": ["ml"]}],
+                  namespaces=["ml", "research"]))
+    with pytest.raises(evaluator.UnknownKind) as err:
+        evaluator.evaluate(p, job(kind="CronJob"), [], None, NOW)
+    assert str(err.value) == "no rules for batch.volcano.sh/v1alpha1 CronJob"
+    with pytest.raises(evaluator.UnknownKind) as err:
+        evaluator.evaluate(p, job(), [], None, NOW)
+    assert str(err.value) == ("no rules for this Job: it is outside the scope of kind scoped "
+                              "(label selector team=ml; namespaces ml, research)")
+    labelled = job()
+    labelled["metadata"]["labels"] = {"team": "ml"}
+    assert evaluator.evaluate(p, labelled, [], None, NOW).verdict.phase == "Failed"
+    labelled["metadata"]["namespace"] = "other"
+    with pytest.raises(evaluator.UnknownKind):
+        evaluator.evaluate(p, labelled, [], None, NOW)
+    only_namespaces = load(kind([verdict("Failed")], name="ns", namespaces=["research"]))
+    with pytest.raises(evaluator.UnknownKind) as err:
+        evaluator.evaluate(only_namespaces, job(), [], None, NOW)
+    assert str(err.value).endswith("outside the scope of kind ns (namespaces research)")
