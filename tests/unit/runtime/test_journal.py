@@ -399,3 +399,15 @@ def test_a_step_that_patches_the_job_needs_no_patch_of_the_cursor_after_it() -> 
     assert sent == [("PATCH", path, "effect")]
     assert todo == journal.Stop(wait=2.0, open=1)
     assert [(c.id, c.step) for c in journal_on(api, path)] == [("i1", 1)]
+
+
+def test_an_intent_that_waits_after_a_step_does_not_hold_up_the_next_one() -> None:
+    """The job's restart patches the job, then waits on its await; the pod restart after it in
+    the journal is carried out in the same pass."""
+    first = intent("restartJob", id="i-job")
+    second = intent("restartPod", id="i-pod", pod="p-0", uid="pod-0", targets=(("p-0", "pod-0"),))
+    api, path, _ = world(BATCH, journal_=(first, second))
+    stop = one_pass(BATCH, api, path)
+    assert [r.path for r in api.sent("DELETE")] == ["/api/v1/namespaces/ns/pods/p-0"]
+    assert stop == journal.Stop(wait=2.0, open=1)
+    assert [(i.id, i.step) for i in journal_on(api, path)] == [("i-job", 1)]
