@@ -298,3 +298,13 @@ def test_a_job_without_rules_is_told_why() -> None:
     with pytest.raises(evaluator.UnknownKind) as err:
         evaluator.evaluate(only_namespaces, job(), [], None, NOW)
     assert str(err.value).endswith("outside the scope of kind ns (namespaces research)")
+
+
+def test_templates_read_values_as_compact_sorted_json_and_know_the_rules_functions() -> None:
+    k = load_kind([verdict("Failed", jp("spec.fail"), reason="R",
+                           message="at <<now()>>: <<spec.detail>> <<abs(spec.bad)>>|")], [])
+    e = evaluator.evaluate(k, job(spec={"fail": True, "detail": {"z": 1, "a": "é", "m": [1, None]}, "bad": "x"}),
+                           [], None, NOW)
+    assert e.verdict.message == 'at 2024-05-01T12:05:00Z: {"a":"é","m":[1,null],"z":1} |'
+    [problem] = e.problems
+    assert problem.startswith("t.rules:") and "abs(spec.bad)" in problem and "invalid type" in problem
