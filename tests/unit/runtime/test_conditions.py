@@ -10,8 +10,8 @@ from typing import Any, Callable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from builders import (T0, both, count, either, job, load_kind, negate, pod, pods_cond, terminated,
-                      verdict)
+from builders import (T0, both, count, either, exit_in, job, jp, load_kind, negate, pod, pods_cond,
+                      terminated, verdict)
 from runtime import evaluator
 
 NOW = T0 + timedelta(minutes=5)
@@ -162,16 +162,17 @@ def said(when: dict, objs: list[dict], message: str = "{pod}/{container}: {exit_
     return e.verdict.message
 
 
-TWO_EXITS = [terminated("ok", 0, finished=40), terminated("bad", 3, finished=50)]
+# the failing container is neither the first by name nor the last to finish
+TWO_EXITS = [terminated("a-ok", 0, finished=50), terminated("z-bad", 3, finished=40)]
 
 
 def test_a_failure_names_the_container_that_failed() -> None:
     failed = pod("p0", "Failed", task="a", containers=TWO_EXITS)
     others = [pod("p1", task="b")]
-    assert said(pods_cond("any", "failed"), [failed, *others]) == "p0/bad: 3"
-    assert said(count(">=", "1", "failed"), [failed, *others]) == "p0/bad: 3"
-    assert said({"op": "task", "quant": "any", "task": "a", "state": "failed"}, [failed, *others]) == "p0/bad: 3"
-    assert said({"op": "taskCount", "state": "failed", "cmp": ">=", "value": ["1"]}, [failed, *others]) == "p0/bad: 3"
+    assert said(pods_cond("any", "failed"), [failed, *others]) == "p0/z-bad: 3"
+    assert said(count(">=", "1", "failed"), [failed, *others]) == "p0/z-bad: 3"
+    assert said({"op": "task", "quant": "any", "task": "a", "state": "failed"}, [failed, *others]) == "p0/z-bad: 3"
+    assert said({"op": "taskCount", "state": "failed", "cmp": ">=", "value": ["1"]}, [failed, *others]) == "p0/z-bad: 3"
 
 
 def test_the_first_to_fail_decides_and_the_last_to_succeed() -> None:
@@ -226,3 +227,37 @@ def test_a_duration_holds_from_its_exact_end() -> None:
 def holds_objs(when: dict, objs: list[dict]) -> bool:
     k = load_kind([verdict("Failed", when), verdict("Pending")])
     return evaluator.evaluate(k, job(), objs, None, NOW).verdict.phase == "Failed"
+
+
+def test_a_task_condition_counts_the_pods_of_its_task_in_that_state() -> None:
+    objs = [pod("p0", "Failed", task="a", containers=TWO_EXITS), pod("p1", task="a"), pod("p2", task="b")]
+    message = "{pod}/{container}: {exit_code} {count}/{total}"
+    assert said({"op": "task", "quant": "any", "task": "a", "state": "failed"}, objs, message) == "p0/z-bad: 3 1/2"
+    pending = [pod("p0", "Pending", task="a"), pod("p1", "Pending", task="a"), pod("p2", task="b")]
+    assert said({"op": "task", "quant": "any", "task": "a", "state": "pending"}, pending, "{pod} {count}/{total}") == \
+        "p0 2/2"
+    running = [pod("p0", "Pending", task="a"), pod("p1", task="a"), pod("p2", task="b")]
+    assert said({"op": "task", "quant": "any", "task": "a", "state": "running"}, running, "{pod} {count}/{total}") == \
+        "p1 1/2"
+
+
+def test_a_filter_on_a_failure_reads_the_containers_that_failed() -> None:
+    failed = pod("p0", "Failed", containers=TWO_EXITS)
+    assert holds_objs(pods_cond("any", "failed", filter=exit_in(3)), [failed])
+    assert not holds_objs(pods_cond("any", "failed", filter=exit_in(3, negate=True)), [failed])
+    assert said(pods_cond("any", "failed", filter=exit_in(3)), [failed]) == "p0/z-bad: 3"
+
+
+def test_a_pod_that_no_filter_chose_a_container_for_speaks_through_its_first() -> None:
+    assert said(pods_cond("any", "running"), [pod("p0")], "{pod}/{container}") == "p0/main"
+
+
+def test_why_an_expression_or_an_age_does_not_hold() -> None:
+    assert explained(jp("spec.flag"), [], spec={"flag": False}) == "<<spec.flag>> is false"
+    assert explained(jp("spec.flag"), [], spec={"flag": []}) == "<<spec.flag>> is []"
+    assert explained(jp("spec.flag"), []) == "<<spec.flag>> is null"
+    k = load_kind([verdict("Failed", {"op": "jobAge", "longerThan": 60}), verdict("Pending")])
+    timeless = job()
+    del timeless["metadata"]["creationTimestamp"]
+    e = evaluator.evaluate(k, timeless, [], None, NOW, explain=True)
+    assert [f.why for f in e.explanation if f.name == "Failed"] == ["job running longer than 1m: age unknown"]
