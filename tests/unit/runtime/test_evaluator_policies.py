@@ -905,3 +905,74 @@ def test_a_terminal_verdict_of_an_action_given_up_is_over() -> None:
     # given up by another policy: the verdict holds
     prior = replace(first.state, released=(state.Released("other", "failJob", None, None, None, (), "x"),))
     assert run(pol, [pod("a", "Failed"), pod("b")], prior, verdicts=quiet).verdict.phase == "Failed"
+
+
+# -- every field of the actions reported, as docs/evaluation.md lists them ------------------------
+
+def _rule(p: dict) -> str:
+    return f"t.rules:{p['span']['line']}:5"
+
+
+def test_a_cancelled_action_names_its_policy_event_rule_target_and_due() -> None:
+    first = run(DELAYED, [pod("a", "Failed")])
+    [scheduled] = first.actions
+    e = run(DELAYED, [pod("a", uid="uid-a2")], first.state, now=scheduled.due)
+    [cancelled] = e.actions
+    assert cancelled == evaluator.Action("restartTask", "cancelled", "retry", "podFailed", _rule(DELAYED[0]),
+                                         None, None, evaluator.Target("train", "ml", "worker", "a", pods.digest("uid-a")),
+                                         scheduled.due)
+
+
+def test_a_fired_delayed_action_keeps_its_due_and_names_its_pod() -> None:
+    first = run(DELAYED, [pod("a", "Failed")])
+    [scheduled] = first.actions
+    e = run(DELAYED, [pod("a", "Failed")], first.state, now=scheduled.due + timedelta(seconds=5))
+    [fired] = e.actions
+    assert (fired.status, fired.due, fired.target, fired.event) == ("run", scheduled.due, scheduled.target, "podFailed")
+
+
+def test_a_spent_action_says_so_with_its_budget() -> None:
+    pol = [policy("podFailed", action("restartPod", max=1), id="once")]
+    e = run(pol, [pod("a", "Failed")], state.State(verdict="Running", budgets={"once": 1}))
+    [spent] = e.actions
+    assert spent == evaluator.Action("restartPod", "spent", "once", "podFailed", _rule(pol[0]),
+                                     "restart budget 1/1 for pod failed spent", None,
+                                     evaluator.Target("train", "ml", "worker", "a", "uid-a"), None,
+                                     evaluator.BudgetUse("once", 1, 1))
+
+
+def test_an_action_reads_its_budget_in_its_text() -> None:
+    pol = [policy("podFailed", action("restartPod", max=3, reason="Try{budget_used}", message="{budget_used} of {budget_max}"),
+                  id="b")]
+    e = run(pol, [pod("a", "Failed")], state.State(verdict="Running", budgets={"b": 1}))
+    [a] = e.actions
+    assert (a.reason, a.message, a.budget) == ("Try2", "2 of 3", evaluator.BudgetUse("b", 2, 3))
+    spent = [policy("podFailed", action("restartPod", max=1, then=action("failJob", message="{budget_used}/{budget_max} {task}")),
+                    id="s")]
+    e = run(spent, [pod("a", "Failed")], state.State(verdict="Running", budgets={"s": 1}))
+    assert [(a.action, a.message) for a in e.actions] == [("failJob", "1/1 worker")]
+
+
+def test_an_audited_delayed_action_says_what_it_would_have_done() -> None:
+    pol = [audited(policy("podFailed", action("restartPod", reason="R {pod}", message="M {exit_code}", delay=30), id="later"))]
+    verdicts = [verdict("Restarting", pods_cond("any", "failed")), *RULES]
+    first = run(pol, [pod("a", "Failed")], verdicts=verdicts)
+    [scheduled] = first.actions
+    e = run(pol, [pod("a", "Failed")], first.state, now=scheduled.due, verdicts=verdicts)
+    [done] = e.actions
+    assert (done.status, done.policy, done.event, done.rule, done.reason, done.message, done.due) == (
+        "audited", "later", "podFailed", _rule(pol[0]), "R a", "M 1", scheduled.due)
+
+
+def test_a_fallback_of_an_action_given_up_reads_its_pod() -> None:
+    pol = [policy("podFailed", action("restartPod", max=3, then=action("failJob", reason="Gave{task}",
+                                                                          message="{pod} exit {exit_code} on {event}")),
+                  id="retry")]
+    quiet = [verdict("Running", pods_cond("any", "running")), verdict("Pending")]
+    first = run(pol, [pod("a", "Failed"), pod("b")], verdicts=quiet)
+    d = _digest(first)
+    prior = replace(first.state, released=(state.Released("retry", "restartPod", "worker", "a", d, (d,), "x"),))
+    e = run(pol, [pod("a", "Failed"), pod("b")], prior, verdicts=quiet)
+    [fell_back] = e.actions
+    assert (fell_back.action, fell_back.reason, fell_back.message) == ("failJob", "Gaveworker", "a exit 1 on podFailed")
+    assert fell_back.target == evaluator.Target("train", "ml", "worker", "a", d)
