@@ -124,9 +124,9 @@ EOF
         echo "pytest_add_cli_args_test_selection ="; lines ${TESTS[$m]}
         echo "pytest_add_cli_args ="; lines -p no:cacheprovider
         echo "use_git_change_detection = false"
-        # A mutant that loops is stopped after 4x (its tests' CPU time + 2 s), not mutmut's 30x.
-        echo "timeout_multiplier = 2"
-        echo "timeout_constant = 2"
+        # A loop: (tests' time + 5 s) x 5 of wall clock (x10 CPU); load is no loop
+        echo "timeout_multiplier = 5"
+        echo "timeout_constant = 5"
     } > "$dir/setup.cfg.new"
     mv "$dir/setup.cfg.new" "$dir/setup.cfg"
 }
