@@ -84,7 +84,7 @@ case ${1:-} in
         done
         exit 0 ;;
     --report) mode=report; shift ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     -*) echo "unknown option $1" >&2; exit 2 ;;
 esac
 modules=("$@")
