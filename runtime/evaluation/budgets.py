@@ -57,15 +57,20 @@ def spent(inputs: Inputs, ledger: Ledger, budget: plan.Budget | None, target: Ta
         inputs, ledger, budget)
 
 
+# The longest delay: a due time must stay a date (year 9999 at most) that the state can write.
+MAX_DELAY = 100 * 365 * 86400.0
+
+
 def delay(ledger: Ledger, action: plan.Action, target: Target) -> float:
-    """`after D`, or with `doubling` D times 2 to the budget's uses so far (up to the cap)."""
+    """`after D`, or with `doubling` D times 2 to the budget's uses so far (up to the cap), and
+    never more than 100 years."""
     seconds = float(action.delay or 0)
     if action.doubling and action.budget is not None:
         used = ledger.budgets.get(key(action.budget, target), 0)
         seconds *= 2 ** min(used, 40)
         if action.delay_cap is not None:
             seconds = min(seconds, action.delay_cap)
-    return seconds
+    return min(seconds, MAX_DELAY)
 
 
 def spent_reason(action: plan.Action, use: BudgetUse, event: str) -> str:

@@ -378,3 +378,35 @@ def test_the_received_pod_is_not_modified() -> None:
     before = copy.deepcopy(req)
     decide(req)
     assert req == before
+
+
+# ---------------------------------------------------------------------------------------------
+# The exact words of a refusal, and bounds
+
+
+@pytest.mark.parametrize("body, message", [
+    (b"[]", "body is not a JSON object"),
+    (b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": []}', "request: expected an object"),
+    (review(request(uid="")), "request.uid: expected a non-empty string"),
+    (review(request(obj=[])), "request.object: expected the pod being created"),
+], ids=["body", "request", "uid", "object"])
+def test_a_bad_review_says_exactly_what_is_wrong(body: bytes, message: str) -> None:
+    with pytest.raises(admission.BadReview) as err:
+        admission.decode(body)
+    assert str(err.value) == message
+
+
+def test_texts_are_bounded_to_their_limit_with_an_ellipsis() -> None:
+    assert admission._bounded("abc", 3) == "abc"
+    assert admission._bounded("abcd", 3) == "ab…" and len(admission._bounded("x" * 5000, 1024)) == 1024
+
+
+def test_a_warning_has_no_unprintable_characters() -> None:
+    assert admission._warning("a\nb\tc") == admission._warning("a b c")
+    assert admission._warning("a\nb").endswith("a b") and admission._warning("a\nb").isprintable()
+
+
+@pytest.mark.parametrize("fields", [{"operation": "UPDATE"}, {}], ids=["skipped", "answered"])
+def test_a_dry_run_is_said_whatever_the_answer(fields: dict[str, Any]) -> None:
+    assert decide(request(**fields, dryRun=True)).dry_run is True
+    assert decide(request(**fields)).dry_run is False

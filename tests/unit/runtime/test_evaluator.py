@@ -225,3 +225,86 @@ def test_builders_load_as_a_plan() -> None:
     k = load_kind([verdict("Running", pods_cond("any", "running")), verdict("Pending")],
                   [policy("podFailed", action("restartPod", max=2))])
     assert k.verdicts[0].phase == "Running" and k.policies[0].action.budget.max == 2
+
+
+# -- the `rulec eval` output contract (docs/evaluation.md), its explanation, and wake times ------
+
+def test_the_json_of_an_evaluation_names_every_part() -> None:
+    pol = policy("podFailed", action("restartPod", reason="Retry", message="pod {pod}", max=2, delay=30), id="retry")
+    k = load_kind([verdict("Failed", jp("abs(metadata.name)")), verdict("Running", pods_cond("any", "running")),
+                   verdict("Pending")], [pol])
+    e = evaluator.evaluate(k, job(), [pod("a", "Failed"), pod("b")], None, NOW, explain=True)
+    out = evaluator.to_json(e)
+    [scheduled] = out["actions"]
+    assert scheduled == {"action": "restartPod", "status": "scheduled", "policy": "retry", "event": "podFailed",
+                         "rule": f"t.rules:{pol['span']['line']}:5", "reason": "Retry", "message": "pod a",
+                         "target": {"job": "train", "namespace": "ml", "task": "worker", "pod": "a", "uid": "uid-a"},
+                         "due": "2024-05-01T12:05:30Z"}
+    assert len(out["problems"]) == 1 and "abs(metadata.name)" in out["problems"][0]
+    assert [(f["what"], f["name"], f["matched"]) for f in out["explain"]][:3] == [
+        ("verdict", "Failed", False), ("verdict", "Running", True), ("verdict", "Pending", True)]
+    assert out["wakeAt"] == "2024-05-01T12:05:30Z"
+    quiet = evaluator.to_json(evaluator.evaluate(load_kind([verdict("Pending")]), job(), [pod("b")], None, NOW))
+    assert "problems" not in quiet and "explain" not in quiet
+
+
+def test_the_explanation_of_rules_and_policies() -> None:
+    pols = [policy("podFailed", action("ignore"), id="watch", task="worker"),
+            policy("podEvicted", action("failJob"), id="evict")]
+    k = load_kind([verdict("Running", pods_cond("any", "running")), verdict("Running", pods_cond("any", "running")),
+                   verdict("Pending")], pols)
+    e = evaluator.evaluate(k, job(), [pod("a")], None, NOW, explain=True)
+    verdicts = [(f.name, f.matched, f.why) for f in e.explanation if f.what == "verdict"]
+    assert verdicts == [("Running", True, "holds"), ("Running", True, "holds, but an earlier rule decided"),
+                        ("Pending", True, "otherwise, but an earlier rule decided")]
+    policies = [f for f in e.explanation if f.what == "policy"]
+    assert [(f.name, f.matched) for f in policies] == [("watch", False), ("evict", False)]
+    assert all(f.rule.startswith("t.rules:") for f in policies)
+    assert "for task worker" in policies[0].why
+    pending = evaluator.evaluate(k, job(), [], None, NOW, explain=True)
+    assert [f.why for f in pending.explanation if f.what == "verdict"][-1] == "otherwise"
+
+
+def test_policies_wake_the_job_when_their_durations_pass() -> None:
+    pending = [policy("podPending", action("failJob"), for_=600, id="slow")]
+    k = load_kind([verdict("Pending")], pending)
+    e = evaluator.evaluate(k, job(), [pod("a", "Pending", created=60), pod("b")], None, NOW)
+    assert e.wake_at == T0 + timedelta(seconds=660)
+    long = [policy("jobRunningLongerThan", action("failJob"), for_=3600, id="long")]
+    k = load_kind([verdict("Pending")], long)
+    assert evaluator.evaluate(k, job(created=100), [], None, NOW).wake_at == T0 + timedelta(seconds=3700)
+    # exactly due: it fires now, and nothing is left to wake for
+    fired = evaluator.evaluate(k, job(created=100), [], None, T0 + timedelta(seconds=3700))
+    assert [a.action for a in fired.actions] == ["failJob"] and fired.wake_at is None
+
+
+def test_a_job_without_rules_is_told_why() -> None:
+    p = load(kind([verdict("Failed")], name="scoped", selector=[{"key": "team", "operator": "In", "values": ["ml"]}],
+                  namespaces=["ml", "research"]))
+    with pytest.raises(evaluator.UnknownKind) as err:
+        evaluator.evaluate(p, job(kind="CronJob"), [], None, NOW)
+    assert str(err.value) == "no rules for batch.volcano.sh/v1alpha1 CronJob"
+    with pytest.raises(evaluator.UnknownKind) as err:
+        evaluator.evaluate(p, job(), [], None, NOW)
+    assert str(err.value) == ("no rules for this Job: it is outside the scope of kind scoped "
+                              "(label selector team=ml; namespaces ml, research)")
+    labelled = job()
+    labelled["metadata"]["labels"] = {"team": "ml"}
+    assert evaluator.evaluate(p, labelled, [], None, NOW).verdict.phase == "Failed"
+    labelled["metadata"]["namespace"] = "other"
+    with pytest.raises(evaluator.UnknownKind):
+        evaluator.evaluate(p, labelled, [], None, NOW)
+    only_namespaces = load(kind([verdict("Failed")], name="ns", namespaces=["research"]))
+    with pytest.raises(evaluator.UnknownKind) as err:
+        evaluator.evaluate(only_namespaces, job(), [], None, NOW)
+    assert str(err.value).endswith("outside the scope of kind ns (namespaces research)")
+
+
+def test_templates_read_values_as_compact_sorted_json_and_know_the_rules_functions() -> None:
+    k = load_kind([verdict("Failed", jp("spec.fail"), reason="R",
+                           message="at <<now()>>: <<spec.detail>> <<abs(spec.bad)>>|")], [])
+    e = evaluator.evaluate(k, job(spec={"fail": True, "detail": {"z": 1, "a": "é", "m": [1, None]}, "bad": "x"}),
+                           [], None, NOW)
+    assert e.verdict.message == 'at 2024-05-01T12:05:00Z: {"a":"é","m":[1,null],"z":1} |'
+    [problem] = e.problems
+    assert problem.startswith("t.rules:") and "abs(spec.bad)" in problem and "invalid type" in problem

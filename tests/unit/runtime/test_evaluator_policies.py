@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -615,3 +616,363 @@ def test_a_terminal_verdict_read_from_pods_still_comes_after_the_policies() -> N
     pol = [policy("podFailed", action("restartPod", max=1), id="retry")]
     e = run(pol, [pod("a", "Failed")])
     assert ran(e) == [("restartPod", "run")] and e.verdict.phase == "Restarting"
+
+
+# -- recovery of a delayed action, as docs/evaluation.md ("Delays") words it -------------------
+
+def _side(state_: dict) -> dict:
+    return {"name": "side", "restartCount": 0, "ready": False, "state": state_}
+
+
+RUNNING_MAIN = running("main")
+RECOVERY = [
+    # at the due time the pod (or a replacement of the same name) is Running or Succeeded ...
+    ("replacement running", [pod("a", uid="uid-a2")], "cancelled"),
+    ("replacement succeeded", [pod("a", "Succeeded", uid="uid-a2")], "cancelled"),
+    ("replacement pending", [pod("a", "Pending", uid="uid-a2")], "run"),
+    ("still failed", [pod("a", "Failed")], "run"),
+    ("gone", [], "run"),
+    ("still failed beside a healthy pod", [pod("a", "Failed"), pod("b")], "run"),
+    # ... not evicted or deleting ...
+    ("replacement running but deleting", [pod("a", uid="uid-a2", deleting=100)], "run"),
+    ("replacement running but disrupted", [pod("a", uid="uid-a2", conditions=[
+        condition("DisruptionTarget", "PreemptionByScheduler")])], "run"),
+    # ... no counted container waiting on an error or exited non-zero
+    ("a container in crash loop", [pod("a", uid="uid-a2", containers=[RUNNING_MAIN, waiting("side")])], "run"),
+    ("a container still being created", [pod("a", uid="uid-a2", containers=[
+        RUNNING_MAIN, waiting("side", "ContainerCreating")])], "cancelled"),
+    ("a container still initializing", [pod("a", uid="uid-a2", containers=[
+        RUNNING_MAIN, waiting("side", "PodInitializing")])], "cancelled"),
+    ("a container waiting for no reason given", [pod("a", uid="uid-a2", containers=[
+        RUNNING_MAIN, _side({"waiting": {}})])], "cancelled"),
+    ("a container exited non-zero", [pod("a", uid="uid-a2", containers=[
+        RUNNING_MAIN, terminated("side", 1)])], "run"),
+    ("a container exited zero", [pod("a", uid="uid-a2", containers=[
+        RUNNING_MAIN, terminated("side", 0)])], "cancelled"),
+]
+
+
+@pytest.mark.parametrize("at_due, expected", [row[1:] for row in RECOVERY], ids=[row[0] for row in RECOVERY])
+def test_a_delayed_failure_action_is_cancelled_only_when_the_pod_recovered(at_due: list, expected: str) -> None:
+    first = run(DELAYED, [pod("a", "Failed")])
+    [scheduled] = first.actions
+    # exactly at the due time: it is decided now, fired or cancelled, not kept waiting
+    e = run(DELAYED, at_due, first.state, now=scheduled.due)
+    assert ran(e) == [("restartTask", expected)] and e.state.delayed == ()
+
+
+def test_a_delayed_failure_action_waits_however_the_pod_does_before_its_due_time() -> None:
+    first = run(DELAYED, [pod("a", "Failed")])
+    e = run(DELAYED, [pod("a", uid="uid-a2")], first.state, now=first.actions[0].due - timedelta(seconds=1))
+    assert e.actions == () and len(e.state.delayed) == 1
+
+
+def test_a_delayed_pending_action_waits_while_the_same_pod_is_pending() -> None:
+    pol = [policy("podPending", action("failJob", delay=600))]
+    first = run(pol, [pod("a", "Pending")])
+    assert run(pol, [pod("a", "Pending")], first.state, now=NOW + timedelta(seconds=5)).actions == ()
+    # no pod at all, or a new pending incarnation of that name (scheduled afresh): the pending
+    # pod is gone
+    e = run(pol, [], first.state, now=NOW + timedelta(seconds=5))
+    assert ran(e) == [("failJob", "cancelled")]
+    e = run(pol, [pod("a", "Pending", uid="uid-a2")], first.state, now=NOW + timedelta(seconds=5))
+    assert ran(e) == [("failJob", "cancelled"), ("failJob", "scheduled")]
+
+
+def test_a_delayed_task_action_is_cancelled_when_the_task_is_no_longer_failed() -> None:
+    verdicts = [verdict("Failed", {"op": "taskCount", "state": "failed", "cmp": ">",
+                                   "value": [{"expr": "`5`", "span": {
+                                       "path": "t", "line": 1, "column": 1, "endLine": 1,
+                                       "endColumn": 2}}]}),
+                verdict("Running", pods_cond("any", "running")), verdict("Pending")]
+    pol = [policy("taskFailed", action("restartTask", delay=30), id="later")]
+    first = run(pol, [pod("a", "Failed")], verdicts=verdicts)
+    [scheduled] = first.actions
+    assert (scheduled.status, scheduled.target.task) == ("scheduled", "worker")
+    still = run(pol, [pod("a", "Failed")], first.state, now=scheduled.due, verdicts=verdicts)
+    assert ran(still) == [("restartTask", "run")]
+    recovered = run(pol, [pod("a", uid="uid-a2")], first.state, now=scheduled.due, verdicts=verdicts)
+    assert ran(recovered) == [("restartTask", "cancelled")]
+
+
+# -- what an action says without a reason or message of its own --------------------------------
+
+SAYS = [
+    ("podFailed", [pod("a", "Failed")], "PodFailed", "pod a failed: fail job (t.rules:{line}:5)"),
+    ("containerRestarted", [pod("a", containers=[running("main", restarts=1, last_exit=1)])],
+     "ContainerRestarted", "pod a: container restarted: fail job (t.rules:{line}:5)"),
+    ("taskFailed", [pod("a", "Failed")], "TaskFailed", "task worker failed: fail job (t.rules:{line}:5)"),
+]
+
+
+@pytest.mark.parametrize("event, objects, reason, message", SAYS,
+                         ids=[r[0] for r in SAYS])
+def test_a_terminal_action_names_what_happened(event: str, objects: list, reason: str, message: str) -> None:
+    pol = policy(event, action("failJob"))
+    e = run([pol], objects, verdicts=[verdict("Running", pods_cond("any", "running")), verdict("Pending")])
+    assert (e.verdict.phase, e.verdict.reason) == ("Failed", reason)
+    assert e.verdict.message == message.format(line=pol["span"]["line"])
+
+
+def test_a_restart_names_what_happened_and_when_it_is_due() -> None:
+    pol = policy("podFailed", action("restartPod", delay=30))
+    e = run([pol], [pod("a", "Failed")], verdicts=[verdict("Running", pods_cond("any", "running")),
+                                                   verdict("Pending")])
+    assert (e.verdict.phase, e.verdict.reason) == ("Restarting", "PodFailed")
+    assert e.verdict.message == (f"pod a failed: restart pod at 2024-05-01T12:05:30Z "
+                                 f"(t.rules:{pol['span']['line']}:5)")
+    e = run([policy("podFailed", action("restartPod"))], [pod("a", "Failed")],
+            verdicts=[verdict("Running", pods_cond("any", "running")), verdict("Pending")])
+    assert e.verdict.message.startswith("pod a failed: restart pod (t.rules:")
+
+
+# -- budgets read from the job, and delays -----------------------------------------------------
+
+def _read_budget(act: dict) -> dict:
+    act["budget"]["max"] = {"expr": "spec.backoffLimit", "span": {
+        "path": "t.rules", "line": 3, "column": 9, "endLine": 3, "endColumn": 10}}
+    return act
+
+
+@pytest.mark.parametrize("limit, outcome", [
+    (0, [("failJob", "run")]), (1, [("count", "counted")]), (2.0, [("count", "counted")]),
+])
+def test_a_budget_read_from_the_job_takes_any_whole_number_from_0(limit: float, outcome: list) -> None:
+    pol = [policy("podFailed", _read_budget(action("count", max=1, then=action("failJob"))))]
+    e = evaluator.evaluate(load_kind(RULES, pol), job(spec={"backoffLimit": limit}), [pod("a", "Failed")], None, NOW)
+    assert ran(e) == outcome and e.problems == ()
+
+
+@pytest.mark.parametrize("limit", [-1, 2.5, True, "3"])
+def test_a_budget_read_from_the_job_that_is_no_whole_number_from_0_is_spent(limit: object) -> None:
+    pol = [policy("podFailed", _read_budget(action("count", max=1, then=action("failJob"))))]
+    e = evaluator.evaluate(load_kind(RULES, pol), job(spec={"backoffLimit": limit}), [pod("a", "Failed")], None, NOW)
+    assert ran(e) == [("failJob", "run")]
+    assert e.problems == (f"t.rules:3:9: <<spec.backoffLimit>>: {limit!r} is not a budget (a whole "
+                          "number, 0 or more); the budget counts as spent",)
+
+
+def test_an_unreadable_budget_of_a_delayed_action_falls_back_at_once() -> None:
+    pol = [policy("podFailed", _read_budget(action("restartPod", max=1, delay=30, then=action("failJob"))))]
+    e = evaluator.evaluate(load_kind(RULES, pol), job(spec={"backoffLimit": -1}), [pod("a", "Failed")], None, NOW)
+    assert ran(e) == [("failJob", "run")] and len(e.problems) == 1
+
+
+def test_the_last_use_of_a_budget_waits_out_its_delay() -> None:
+    pol = [policy("podFailed", action("restartPod", max=1, delay=10, then=action("failJob")), id="once")]
+    e = run(pol, [pod("a", "Failed")])
+    assert ran(e) == [("restartPod", "scheduled")]
+
+
+def _dues(pol: list, uses: dict[str, int], failed: list[str]) -> list[float]:
+    e = run(pol, [pod(n, "Failed") for n in failed], state.State(verdict="Running", budgets=uses))
+    return [(a.due - NOW).total_seconds() for a in e.actions if a.status == "scheduled"]
+
+
+def test_a_delay_doubles_only_with_doubling() -> None:
+    plain = [policy("podFailed", action("restartPod", max=99, delay=10), id="b")]
+    assert _dues(plain, {"b": 3}, ["a"]) == [10]
+    act = action("restartPod", max=99, delay=10)
+    act.update(doubling=True)
+    assert _dues([policy("podFailed", act, id="b")], {"b": 3}, ["a"]) == [80]
+
+
+def test_a_doubling_delay_counts_the_uses_of_its_own_pod() -> None:
+    act = action("restartPod", max=99, per="pod", delay=10)
+    act.update(doubling=True)
+    pol = [policy("podFailed", act, id="b")]
+    assert _dues(pol, {"b[a]": 2}, ["a", "c"]) == [40, 10]
+
+
+@pytest.mark.parametrize("delay, uses, due", [
+    (1, 20, 2.0 ** 20),
+    (1, 45, 100 * 365 * 86400),      # a due time past year 9999 could not be computed nor stored
+    (3600, 40, 100 * 365 * 86400),   # nor could a delay past timedelta's 999,999,999 days
+])
+def test_a_doubling_delay_without_a_cap_stops_at_100_years(delay: int, uses: int, due: float) -> None:
+    act = action("restartPod", max=99, delay=delay)
+    act.update(doubling=True)
+    e = run([policy("podFailed", act, id="b")], [pod("a", "Failed")], state.State(verdict="Running", budgets={"b": uses}))
+    [scheduled] = e.actions
+    assert (scheduled.due - NOW).total_seconds() == due
+    again = run([policy("podFailed", act, id="b")], [pod("a", "Failed")], e.state)
+    assert again.state.delayed == e.state.delayed   # and the state writes it and reads it back
+
+
+def test_a_delayed_action_says_what_its_pod_did_when_scheduled_and_when_it_fires() -> None:
+    pol = [policy("podFailed", action("failJob", reason="Retried{task}",
+                                      message="{pod}: {container} exited {exit_code} ({container_reason}), "
+                                              "{restarts} restarts, {pod_reason}", delay=30))]
+    failed = pod("a", "Failed", reason="OOMKilled", containers=[terminated("main", 137, "OOMKilled", restarts=2)])
+    quiet = [verdict("Running", pods_cond("any", "running")), verdict("Pending")]
+    first = run(pol, [failed], verdicts=quiet)
+    [scheduled] = first.actions
+    said = ("Retriedworker", "a: main exited 137 (OOMKilled), 2 restarts, OOMKilled")
+    assert (scheduled.reason, scheduled.message, scheduled.target.pod) == (*said, "a")
+    # the pod is gone when it fires: what it did is remembered with the delayed action
+    fired = run(pol, [], first.state, now=scheduled.due, verdicts=quiet)
+    [done] = fired.actions
+    assert (done.status, done.reason, done.message) == ("run", *said)
+    assert (fired.verdict.reason, fired.verdict.message) == said
+
+
+def test_each_pod_is_scheduled_once() -> None:
+    pol = [policy("podFailed", action("restartPod", delay=30), id="one")]
+    failed = [pod("a", "Failed"), pod("b", "Failed")]
+    first = run(pol, failed)
+    assert sorted((a.policy, a.target.pod, a.status) for a in first.actions) == [
+        ("one", "a", "scheduled"), ("one", "b", "scheduled")]
+    assert len(first.state.delayed) == 2
+    # evaluated again before they are due: nothing new
+    again = run(pol, failed, first.state, now=NOW + timedelta(seconds=10))
+    assert again.actions == () and again.state.delayed == first.state.delayed
+
+
+# -- actions the controller gave up (state.released), as docs/evaluation.md words it ------------
+
+GIVE_UP = [policy("podFailed", action("restartPod", max=3, then=action("failJob")), id="retry")]
+
+
+def _given_up(pol: list, objects: list, released: list) -> tuple[evaluator.Evaluation, evaluator.Evaluation]:
+    first = run(pol, objects)
+    prior = replace(first.state, released=tuple(released))
+    return first, run(pol, objects, prior, now=NOW + timedelta(seconds=5))
+
+
+def _digest(e: evaluator.Evaluation) -> str:
+    """The pod the evaluation's action holds (ours)."""
+    return next(d for d, r in e.state.pods.items() if r.ours)
+
+
+def test_a_restart_given_up_runs_the_fallback_saying_why() -> None:
+    first = run(GIVE_UP, [pod("a", "Failed")])
+    assert ran(first) == [("restartPod", "run")] and first.verdict.phase == "Restarting"
+    d = _digest(first)
+    _, e = _given_up(GIVE_UP, [pod("a", "Failed")],
+                     [state.Released("retry", "restartPod", "worker", "a", d, (d,), "refused: forbidden")])
+    assert ran(e) == [("failJob", "run")]
+    line = GIVE_UP[0]["span"]["line"]
+    assert (e.verdict.phase, e.verdict.reason, e.verdict.message) == (
+        "Failed", "PodFailed",
+        f"pod a failed: restart pod given up (refused: forbidden): fail job (t.rules:{line}:5)")
+    assert e.state.restarting is None and e.state.released == ()
+
+
+def test_a_fallback_is_found_down_the_chain_of_fallbacks() -> None:
+    pol = [policy("podFailed", action("restartPod", max=1, then=action("restartTask", max=1, then=action("failJob"))),
+                  id="chain")]
+    first = run(pol, [pod("a", "Failed")])
+    d = _digest(first)
+    _, e = _given_up(pol, [pod("a", "Failed")], [state.Released("chain", "restartTask", "worker", "a", d, (d,), "x")])
+    assert ran(e) == [("failJob", "run")]
+    _, e = _given_up(pol, [pod("a", "Failed")], [state.Released("chain", "restartPod", "worker", "a", d, (d,), "x")])
+    assert ran(e) == [("restartTask", "run")]
+
+
+def test_a_restart_given_up_lets_go_of_its_pods_and_its_restart() -> None:
+    first = run(GIVE_UP, [pod("a", "Failed"), pod("b")])
+    d = _digest(first)
+    assert first.state.restarting is not None and first.state.pods[d].ours
+    no_fallback = [policy("podFailed", action("restartPod", max=3), id="retry")]
+    _, e = _given_up(no_fallback, [pod("a", "Failed"), pod("b")],
+                     [state.Released("retry", "restartPod", "worker", "a", d, (d,), "x")])
+    assert e.actions == () and e.state.restarting is None and not e.state.pods[d].ours
+    assert e.verdict.phase == "Failed"   # the rules decide again: a pod failed
+
+
+def test_every_action_given_up_at_once_lets_go_of_everything_and_falls_back_on_nothing() -> None:
+    first = run(GIVE_UP, [pod("a", "Failed")])
+    d = _digest(first)
+    _, e = _given_up(GIVE_UP, [pod("a", "Failed")], [state.Released(None)])
+    assert e.actions == () and e.state.restarting is None and not e.state.pods[d].ours
+
+
+def test_an_action_given_up_that_held_nothing_lets_go_of_nothing_else() -> None:
+    first = run(GIVE_UP, [pod("a", "Failed")])
+    d = _digest(first)
+    _, e = _given_up(GIVE_UP, [pod("a", "Failed")], [state.Released("other", "restartPod", "worker", "z", "zz", ("zz",), "x")])
+    assert e.state.pods[d].ours and e.state.restarting == first.state.restarting and e.actions == ()
+
+
+def test_a_terminal_verdict_of_an_action_given_up_is_over() -> None:
+    pol = [policy("podFailed", action("failJob"), id="fail")]
+    quiet = [verdict("Running", pods_cond("any", "running")), verdict("Pending")]
+    first = run(pol, [pod("a", "Failed"), pod("b")], verdicts=quiet)
+    assert first.verdict.final and first.state.final is not None
+    prior = replace(first.state, released=(state.Released("fail", "failJob", "worker", "a", None, (), "x"),))
+    e = run(pol, [pod("a", "Failed"), pod("b")], prior, verdicts=quiet)
+    assert e.state.final is None and e.verdict.phase == "Running"
+    # given up by another policy: the verdict holds
+    prior = replace(first.state, released=(state.Released("other", "failJob", None, None, None, (), "x"),))
+    assert run(pol, [pod("a", "Failed"), pod("b")], prior, verdicts=quiet).verdict.phase == "Failed"
+
+
+# -- every field of the actions reported, as docs/evaluation.md lists them ------------------------
+
+def _rule(p: dict) -> str:
+    return f"t.rules:{p['span']['line']}:5"
+
+
+def test_a_cancelled_action_names_its_policy_event_rule_target_and_due() -> None:
+    first = run(DELAYED, [pod("a", "Failed")])
+    [scheduled] = first.actions
+    e = run(DELAYED, [pod("a", uid="uid-a2")], first.state, now=scheduled.due)
+    [cancelled] = e.actions
+    assert cancelled == evaluator.Action("restartTask", "cancelled", "retry", "podFailed", _rule(DELAYED[0]),
+                                         None, None, evaluator.Target("train", "ml", "worker", "a", pods.digest("uid-a")),
+                                         scheduled.due)
+
+
+def test_a_fired_delayed_action_keeps_its_due_and_names_its_pod() -> None:
+    first = run(DELAYED, [pod("a", "Failed")])
+    [scheduled] = first.actions
+    e = run(DELAYED, [pod("a", "Failed")], first.state, now=scheduled.due + timedelta(seconds=5))
+    [fired] = e.actions
+    assert (fired.status, fired.due, fired.target, fired.event) == ("run", scheduled.due, scheduled.target, "podFailed")
+
+
+def test_a_spent_action_says_so_with_its_budget() -> None:
+    pol = [policy("podFailed", action("restartPod", max=1), id="once")]
+    e = run(pol, [pod("a", "Failed")], state.State(verdict="Running", budgets={"once": 1}))
+    [spent] = e.actions
+    assert spent == evaluator.Action("restartPod", "spent", "once", "podFailed", _rule(pol[0]),
+                                     "restart budget 1/1 for pod failed spent", None,
+                                     evaluator.Target("train", "ml", "worker", "a", "uid-a"), None,
+                                     evaluator.BudgetUse("once", 1, 1))
+
+
+def test_an_action_reads_its_budget_in_its_text() -> None:
+    pol = [policy("podFailed", action("restartPod", max=3, reason="Try{budget_used}", message="{budget_used} of {budget_max}"),
+                  id="b")]
+    e = run(pol, [pod("a", "Failed")], state.State(verdict="Running", budgets={"b": 1}))
+    [a] = e.actions
+    assert (a.reason, a.message, a.budget) == ("Try2", "2 of 3", evaluator.BudgetUse("b", 2, 3))
+    spent = [policy("podFailed", action("restartPod", max=1, then=action("failJob", message="{budget_used}/{budget_max} {task}")),
+                    id="s")]
+    e = run(spent, [pod("a", "Failed")], state.State(verdict="Running", budgets={"s": 1}))
+    assert [(a.action, a.message) for a in e.actions] == [("failJob", "1/1 worker")]
+
+
+def test_an_audited_delayed_action_says_what_it_would_have_done() -> None:
+    pol = [audited(policy("podFailed", action("restartPod", reason="R {pod}", message="M {exit_code}", delay=30), id="later"))]
+    verdicts = [verdict("Restarting", pods_cond("any", "failed")), *RULES]
+    first = run(pol, [pod("a", "Failed")], verdicts=verdicts)
+    [scheduled] = first.actions
+    e = run(pol, [pod("a", "Failed")], first.state, now=scheduled.due, verdicts=verdicts)
+    [done] = e.actions
+    assert (done.status, done.policy, done.event, done.rule, done.reason, done.message, done.due) == (
+        "audited", "later", "podFailed", _rule(pol[0]), "R a", "M 1", scheduled.due)
+
+
+def test_a_fallback_of_an_action_given_up_reads_its_pod() -> None:
+    pol = [policy("podFailed", action("restartPod", max=3, then=action("failJob", reason="Gave{task}",
+                                                                          message="{pod} exit {exit_code} on {event}")),
+                  id="retry")]
+    quiet = [verdict("Running", pods_cond("any", "running")), verdict("Pending")]
+    first = run(pol, [pod("a", "Failed"), pod("b")], verdicts=quiet)
+    d = _digest(first)
+    prior = replace(first.state, released=(state.Released("retry", "restartPod", "worker", "a", d, (d,), "x"),))
+    e = run(pol, [pod("a", "Failed"), pod("b")], prior, verdicts=quiet)
+    [fell_back] = e.actions
+    assert (fell_back.action, fell_back.reason, fell_back.message) == ("failJob", "Gaveworker", "a exit 1 on podFailed")
+    assert fell_back.target == evaluator.Target("train", "ml", "worker", "a", d)

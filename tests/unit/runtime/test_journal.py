@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from runtime import intents, journal, objects, plan, reconcile, vocabulary
+from runtime import intents, journal, objects, plan, pods, reconcile, state, vocabulary
 from runtime.controller import kube
 from tests.unit.runtime import corpus
 from tests.unit.runtime.controller.fakeapi import FakeApi
@@ -144,6 +144,7 @@ def test_a_step_with_effects_elsewhere_is_followed_by_a_patch_of_the_cursor() ->
     assert isinstance(todo, journal.Send) and todo.method == "POST" and todo.path.endswith("/commands")
     progress, todo, _ = journal.advance(run, progress, job, journal.Answer(200))
     assert isinstance(todo, journal.Send) and todo.part == "journal" and not todo.clear
+    assert (todo.method, todo.path, todo.resource_version) == ("PATCH", path, job["metadata"]["resourceVersion"])
     [moved] = intents.decode(todo.body["metadata"]["annotations"][vocabulary.INTENTS_ANNOTATION]).intents
     assert moved.step == 1
 
@@ -352,3 +353,62 @@ def test_reconcile_opens_what_the_machine_carries_out() -> None:
     one_pass(kind, api, path)
     assert [r.path for r in api.sent("DELETE")] == ["/api/v1/namespaces/ns/pods/p-0"]
     assert opened.targets == (("p-0", "pod-0"),)
+
+
+# ---------------------------------------------------------------------------------------------
+# Several intents in one pass, and what a dropped one leaves for the next evaluation
+
+
+@pytest.mark.parametrize("order", ["await first", "refused first"])
+def test_the_pass_stops_with_the_soonest_wait_of_its_intents(order: str) -> None:
+    awaiting = intent("restartJob", id="i-await", step=1, since="2026-01-01T12:00:00Z")   # polled every 2 s
+    refused = intent("restartPod", id="i-refused", pod="p-0", uid="pod-0", targets=(("p-0", "pod-0"),))
+    both = (awaiting, refused) if order == "await first" else (refused, awaiting)
+    api, path, _ = world(BATCH, journal_=both)
+    api.fail("DELETE", r"/pods/p-0$", 403, times=-1, message="pods is forbidden")
+    assert one_pass(BATCH, api, path, NOW + timedelta(minutes=1)) == journal.Stop(wait=1.0, open=2)
+
+
+def test_a_dropped_action_leaves_what_it_held_in_the_stored_state() -> None:
+    dropped = intent("restartPod", pod="p-0", uid="pod-0", task="worker", attempts=journal.MAX_ATTEMPTS - 1,
+                     targets=(("p-0", "pod-0"), ("p-1", "pod-1")))
+    api, path, _ = world(BATCH, journal_=(dropped,))
+    api.fail("DELETE", r"/pods/p-0$", 403, times=-1, message="pods is forbidden")
+    assert one_pass(BATCH, api, path) == journal.Stop(wait=0.0, open=0)   # the fallback's turn at once
+    stored = state.decode(objects.annotation(api.get(path), vocabulary.STATE_ANNOTATION)).state
+    assert stored.released == (state.Released(
+        "p#0", "restartPod", "worker", "p-0", pods.digest("pod-0"),
+        tuple(sorted({pods.digest("pod-0"), pods.digest("pod-1")})),
+        "DELETE /api/v1/namespaces/ns/pods/p-0: 403 Planted: pods is forbidden"),)
+
+
+def test_a_step_that_patches_the_job_needs_no_patch_of_the_cursor_after_it() -> None:
+    """docs/controller.md: the advanced cursor rides in the step's own patch of the job, so the
+    pass sends that one patch and then waits on the next step (an await): no second write."""
+    i = intent("restartJob")
+    api, path, _ = world(BATCH, journal_=(i,))
+    job = api.get(path)
+    run = journal.Pass(BATCH, pods_of(api), NOW, path, True)
+    progress, answer, sent = journal.start((i,)), None, []
+    while True:
+        progress, todo, _ = journal.advance(run, progress, job, answer)
+        if isinstance(todo, journal.Stop):
+            break
+        sent.append((todo.method, todo.path, todo.part))
+        job = api.merge_patch(todo.path, todo.body, resource_version=todo.resource_version)
+        answer = journal.Answer(200)
+    assert sent == [("PATCH", path, "effect")]
+    assert todo == journal.Stop(wait=2.0, open=1)
+    assert [(c.id, c.step) for c in journal_on(api, path)] == [("i1", 1)]
+
+
+def test_an_intent_that_waits_after_a_step_does_not_hold_up_the_next_one() -> None:
+    """The job's restart patches the job, then waits on its await; the pod restart after it in
+    the journal is carried out in the same pass."""
+    first = intent("restartJob", id="i-job")
+    second = intent("restartPod", id="i-pod", pod="p-0", uid="pod-0", targets=(("p-0", "pod-0"),))
+    api, path, _ = world(BATCH, journal_=(first, second))
+    stop = one_pass(BATCH, api, path)
+    assert [r.path for r in api.sent("DELETE")] == ["/api/v1/namespaces/ns/pods/p-0"]
+    assert stop == journal.Stop(wait=2.0, open=1)
+    assert [(i.id, i.step) for i in journal_on(api, path)] == [("i-job", 1)]

@@ -14,7 +14,8 @@ import yaml
 
 from rulec import api, emit
 from rulec.commands import suite
-from runtime import functions, plan, reconcile, writeback
+from runtime import functions, intents, plan, reconcile, writeback
+from runtime import pods as pods_lib
 
 HERE = Path(__file__).resolve().parent / "reconcile"
 ROOT = Path(__file__).resolve().parents[3]
@@ -87,3 +88,171 @@ def test_case(case: dict[str, Any], tmp_path: Path) -> None:
         job["metadata"]["resourceVersion"] = str(rv)
         ok, diff, _ = suite.compare(step["expect"], _seen(writes, job), str(HERE))
         assert ok, f"step {number} ({step['now']}):\n{diff}"
+
+
+# -- the parts of one reconcile, one by one -----------------------------------------------------
+
+@pytest.mark.parametrize("commit, status, same, expected", [
+    (None, None, True, ()),
+    ({"a": 1}, None, True, (("/job", {"a": 1}),)),
+    (None, {"s": 2}, True, (("/job", {"s": 2}),)),
+    ({"a": 1, "m": {"x": 1}}, {"s": 2, "m": {"y": 2}}, True, (("/job", {"a": 1, "s": 2, "m": {"x": 1, "y": 2}}),)),
+    (None, None, False, ()),
+    ({"a": 1}, None, False, (("/job", {"a": 1}),)),
+    (None, {"s": 2}, False, (("/job/status", {"s": 2}),)),
+    ({"a": 1}, {"s": 2}, False, (("/job", {"a": 1}), ("/job/status", {"s": 2}))),
+])
+def test_the_patches_one_reconcile_sends(commit: Any, status: Any, same: bool, expected: tuple) -> None:
+    """The commit, with the status fields when the kind has no /status subresource (one write),
+    else the status patch after it."""
+    writes = reconcile.Writes(commit, status, (), None, None, None)  # type: ignore[arg-type]
+    assert writes.patches("/job", "/job" if same else "/job/status") == expected
+
+
+TASKS = """job vcjob: batch.volcano.sh/v1alpha1 Job {
+    pods owned
+    task label "volcano.sh/task-spec"
+    failed when <<status.gone>>
+    running when any pod running
+    pending otherwise
+    on pod failed -> restart task max 3 reason "Retry" message "again {pod}"
+    on pod evicted -> restart pod max 3
+    actions {
+        restart task -> delete pods of task
+        restart pod -> delete pod
+    }
+}
+"""
+
+
+def _job(**meta: Any) -> dict[str, Any]:
+    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": "train", "namespace": "ml", "uid": "u-train", "resourceVersion": "1", **meta},
+            "spec": {}, "status": {"state": {"phase": "Running"}}}
+
+
+def _pod(name: str, task: str, phase: str = "Running", **meta: Any) -> dict[str, Any]:
+    status: dict[str, Any] = {"phase": phase}
+    if phase == "Failed":
+        status["containerStatuses"] = [{"name": "main", "restartCount": 0, "state": {"terminated": {
+            "exitCode": 1, "reason": "Error", "finishedAt": "2024-05-01T12:00:30Z"}}}]
+    return {"apiVersion": "v1", "kind": "Pod", "status": status,
+            "metadata": {"name": name, "namespace": "ml", "uid": f"uid-{name}",
+                         "creationTimestamp": "2024-05-01T12:00:00Z",
+                         "labels": {"volcano.sh/task-spec": task},
+                         "ownerReferences": [{"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+                                              "name": "train", "uid": "u-train", "controller": True}], **meta}}
+
+
+NOW = datetime.fromisoformat("2024-05-01T12:05:00+00:00")
+
+
+def test_an_intent_records_its_action_and_the_pods_it_may_delete(tmp_path: Path) -> None:
+    kind = _kind(TASKS, tmp_path)
+    pods = [_pod("w-0", "worker", "Failed"), _pod("w-1", "worker"),
+            _pod("w-2", "worker", deletionTimestamp="2024-05-01T12:04:00Z"), _pod("m-0", "master")]
+    writes = reconcile.reconcile(kind, _job(), pods, NOW)
+    assert writes.journal == writes.new
+    by_action = {i.action: i for i in writes.new}
+    # the pod being deleted raised podEvicted: its restart may delete nothing (it is going away)
+    assert (by_action["restartPod"].pod, by_action["restartPod"].targets) == ("w-2", ())
+    i = by_action["restartTask"]
+    assert (i.action, i.policy, i.reason, i.message, i.task, i.pod, i.uid) == (
+        "restartTask", i.policy, "Retry", "again w-0", "worker", "w-0", "uid-w-0")
+    assert i.targets == (("w-0", "uid-w-0"), ("w-1", "uid-w-1"))     # its task's pods, not one going away
+    assert i.since == "2024-05-01T12:05:00Z"
+    assert i.observed == {"status": intents.status_digest(_job())}
+    assert i.id == intents.intent_id("u-train", None, i.policy, "uid-w-0")
+    assert i.rule.startswith("j.rules:")
+    # decided again from the same stored state: the same id (a replay after a crash names it again)
+    assert {j.id for j in reconcile.reconcile(kind, _job(), pods, NOW).new} == {j.id for j in writes.new}
+
+
+def test_a_pod_action_may_delete_its_own_pod_only(tmp_path: Path) -> None:
+    kind = _kind(TASKS, tmp_path)
+    evicted = _pod("w-0", "worker", "Failed")
+    evicted["status"]["reason"] = "Evicted"
+    writes = reconcile.reconcile(kind, _job(), [evicted, _pod("w-1", "worker")], NOW)
+    [i] = writes.new
+    assert (i.action, i.targets) == ("restartPod", (("w-0", "uid-w-0"),))
+
+
+def test_a_job_going_away_or_out_of_scope_is_left_alone(tmp_path: Path) -> None:
+    kind = _kind(TASKS, tmp_path)
+    assert reconcile.left_alone(kind, _job()) is None
+    assert reconcile.left_alone(kind, _job(deletionTimestamp="2024-05-01T12:00:00Z")) == "it is being deleted"
+
+
+def test_a_journal_that_cannot_be_read_is_let_go_of_and_said(tmp_path: Path) -> None:
+    kind = _kind(TASKS, tmp_path)
+    job = _job(annotations={intents.ANNOTATION: "{not json"})
+    writes = reconcile.reconcile(kind, job, [_pod("w-1", "worker")], NOW)
+    assert writes.journal_error is not None and writes.journal_error.startswith("intents are not JSON")
+    assert writes.state_error is None
+    assert any(writes.journal_error in (e.note or "") for e in writes.events)
+
+
+def _committed(job: dict[str, Any], writes: reconcile.Writes) -> dict[str, Any]:
+    for patch in (writes.commit, writes.status):
+        if patch is not None:
+            job = merge(job, patch)
+    return job
+
+
+def test_an_unreadable_journal_lets_go_of_every_pod_its_actions_held(tmp_path: Path) -> None:
+    kind = _kind(TASKS, tmp_path)
+    pods = [_pod("w-0", "worker", "Failed"), _pod("w-1", "worker")]
+    first = reconcile.reconcile(kind, _job(), pods, NOW)
+    assert any(r.ours for r in first.evaluation.state.pods.values())
+    job = _committed(_job(), first)
+    job["metadata"]["annotations"][intents.ANNOTATION] = "[]"
+    writes = reconcile.reconcile(kind, job, pods, NOW)
+    assert writes.journal_error == "intents ignored: intents: expected an object, got list"
+    assert not any(r.ours for r in writes.evaluation.state.pods.values())
+
+
+def test_a_pod_the_cache_lost_is_looked_for_in_a_live_list(tmp_path: Path) -> None:
+    """docs/controller.md: a pod relabelled out of the pod watch looks deleted in the cache; the
+    reconcile is decided again over a live list, where a pod that still exists is not gone."""
+    kind = _kind(TASKS, tmp_path)
+    running = _pod("w-0", "worker")
+    job = _committed(_job(), reconcile.reconcile(kind, _job(), [running], NOW))
+    relabelled = copy.deepcopy(running)
+    relabelled["metadata"]["labels"] = {}
+    relabelled["metadata"]["ownerReferences"] = []
+    asked: list[int] = []
+
+    def live(found: list[dict[str, Any]]) -> Any:
+        return lambda: asked.append(1) or found
+
+    # the cache has no pod: restart the pod it lost, unless a live list still has it
+    lost = reconcile.reconcile(kind, job, [], NOW)
+    # (a pod gone is named by its digest: the stored state knows no more of it)
+    assert [(i.action, i.pod, i.uid) for i in lost.new] == [("restartPod", None, pods_lib.digest("uid-w-0"))]
+    assert lost.needs_live_pods
+    kept = reconcile.sync(kind, job, [], NOW, live([relabelled]))
+    assert asked == [1] and kept.new == () and not kept.needs_live_pods
+    gone = reconcile.sync(kind, job, [], NOW, live([]))
+    assert [(i.action, i.uid) for i in gone.new] == [("restartPod", pods_lib.digest("uid-w-0"))]
+    # a live list keeps only the pods the stored state knows
+    stranger = _pod("x-0", "worker")
+    stranger["metadata"]["ownerReferences"] = []
+    assert [objects_name(p) for p in reconcile.reconcile(kind, job, [relabelled, stranger], NOW, live=True).pods] == ["w-0"]
+    # nothing lost: no live list asked for
+    asked.clear()
+    assert reconcile.sync(kind, job, [running], NOW, live([running])).new == () and asked == []
+
+
+def objects_name(p: dict[str, Any]) -> str:
+    return p["metadata"]["name"]
+
+
+def test_explain_is_passed_through_and_changes_nothing_else(tmp_path: Path) -> None:
+    kind = _kind(TASKS, tmp_path)
+    pods = [_pod("w-0", "worker", "Failed"), _pod("w-1", "worker")]
+    plain = reconcile.sync(kind, _job(), pods, NOW, lambda: pods)
+    explained = reconcile.sync(kind, _job(), pods, NOW, lambda: pods, explain=True)
+    assert plain.evaluation.explanation == () and explained.evaluation.explanation != ()
+    assert (explained.commit, explained.status, explained.new) == (plain.commit, plain.status, plain.new)
+    assert reconcile.reconcile(kind, _job(), pods, NOW).evaluation.explanation == ()
+    assert reconcile.reconcile(kind, _job(), pods, NOW, explain=True).evaluation.explanation != ()
