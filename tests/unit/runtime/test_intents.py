@@ -54,10 +54,13 @@ def test_ids_are_stable_across_versions() -> None:
 
 
 def test_status_digest_ignores_key_order() -> None:
+    from builders import load_kind
+
+    kind = load_kind()
     a = {"status": {"phase": "Running", "active": 1}}
     b = {"status": {"active": 1, "phase": "Running"}}
-    assert intents.status_digest(a) == intents.status_digest(b) == "e924fb1750b9e723"
-    assert intents.status_digest({}) == intents.status_digest({"status": None})
+    assert intents.status_digest(kind, a) == intents.status_digest(kind, b) == "e924fb1750b9e723"
+    assert intents.status_digest(kind, {}) == intents.status_digest(kind, {"status": None})
 
 
 def _one(**fields: object) -> str:

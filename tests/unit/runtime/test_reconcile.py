@@ -161,7 +161,7 @@ def test_an_intent_records_its_action_and_the_pods_it_may_delete(tmp_path: Path)
         "restartTask", i.policy, "Retry", "again w-0", "worker", "w-0", "uid-w-0")
     assert i.targets == (("w-0", "uid-w-0"), ("w-1", "uid-w-1"))     # its task's pods, not one going away
     assert i.since == "2024-05-01T12:05:00Z"
-    assert i.observed == {"status": intents.status_digest(_job())}
+    assert i.observed == {"status": intents.status_digest(kind, _job())}
     assert i.id == intents.intent_id("u-train", None, i.policy, "uid-w-0")
     assert i.rule.startswith("j.rules:")
     # decided again from the same stored state: the same id (a replay after a crash names it again)
