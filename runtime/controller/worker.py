@@ -248,7 +248,7 @@ class Worker:
         """The commit is written: what it decided is news, logged once (a replay after a crash
         may log it again; nothing before the write is logged as done)."""
         received = self._pending.pop(key, None)
-        job = f"{kind.spec.name} {key[1]}/{key[2]}"
+        job = _named(kind, *key[1:])
         if writes.verdict_changed:
             verdict = writes.evaluation.verdict
             log.info("%s: verdict %s%s (reason %s, rule %s)", job,
@@ -275,8 +275,12 @@ class Worker:
 
 
 def _job(kind: cacheslib.Watched, job: Mapping[str, Any]) -> str:
+    return _named(kind, objects.namespace(job), objects.name(job))
+
+
+def _named(kind: cacheslib.Watched, namespace: Any, name: Any) -> str:
     """How the log names a job: its kind's name in the rules, then namespace/name."""
-    return f"{kind.spec.name} {objects.namespace(job)}/{objects.name(job)}"
+    return f"{kind.spec.name} {namespace}/{name}"
 
 
 def _cause(intent: intents.Intent) -> str:

@@ -69,15 +69,13 @@ def decided_by_the_job(inputs: Inputs, ledger: Ledger) -> None:
     controller honours a FailureTarget it finds, whatever the pods say)."""
     if ledger.final is not None:
         return
-    for rule in inputs.kind.verdicts:
-        ok = rule.when is not None and ledger.pre.holds(rule.when)[0]
-        if not ok:
-            continue
-        if rule.phase in vocabulary.TERMINAL_PHASES and _reads_the_job_alone(rule.when):
-            said = rules_verdict(inputs, ledger)
-            ledger.final = state.Final(said.phase, said.reason, said.message, said.rule or "",
-                                       "verdict", inputs.run)
+    said = rules_verdict(inputs, ledger)   # worked out once: the evaluation reads it later too
+    if said.phase not in vocabulary.TERMINAL_PHASES:
         return
+    rule = next(r for r in inputs.kind.verdicts if str(r.span) == said.rule)
+    if _reads_the_job_alone(rule.when):
+        ledger.final = state.Final(said.phase, said.reason, said.message, said.rule or "",
+                                   "verdict", inputs.run)
 
 
 def _reads_the_job_alone(condition: plan.Condition | None) -> bool:

@@ -1,6 +1,6 @@
 """A policy in audit, on the real control plane: its Events and metrics are made, and the API
 server's audit log shows no request that removes a pod, creates an object, or changes the job
-beyond the verdict (our annotations and condition)."""
+beyond the verdict (our annotations and phase label)."""
 
 from __future__ import annotations
 
@@ -9,25 +9,19 @@ from typing import Any
 
 import pytest
 from support import apiserver, audit, controllers
+from test_controller_actions import EVICTIONS, VOLCANO
 
 pytestmark = pytest.mark.integration
 
-VOLCANO = apiserver.Resource("batch.volcano.sh/v1alpha1", "jobs")
-RULES = """
-job trainer: batch.volcano.sh/v1alpha1 Job {
-    pods owned
-    pods label "volcano.sh/job-name" = <<metadata.name>>
-    task label "volcano.sh/task-spec"
-    failed     when any pod failed
-               reason "PodFailed"
-    running    when any pod running
-    pending    otherwise
-    audit on pod evicted -> restart pod max 2 then restart job
-    actions {
-        restart job -> create bus.volcano.sh/v1alpha1 Command { action: "RestartJob", target: job }
-    }
-}
-"""
+# The exactly-once tests' Volcano rules, their eviction policy in audit, and a `restart job`
+# that creates a Command (so that a Command created would show in the audit log).
+RULES = EVICTIONS.replace(
+    'on pod evicted -> restart pod max 3 then fail job reason "TooManyEvictions"',
+    'audit on pod evicted -> restart pod max 2 then restart job\n'
+    '    actions {\n'
+    '        restart job -> create bus.volcano.sh/v1alpha1 Command { action: "RestartJob", target: job }\n'
+    '    }')
+assert RULES != EVICTIONS
 
 
 def audits(api: Any, namespace: str) -> list[str]:

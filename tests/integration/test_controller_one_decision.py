@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from support import apiserver, controllers
+from test_controller_actions import EVICTIONS
 from test_controller_kinds import WORKFLOWS, pod_of, set_status
 from test_controller_rbac import RESOURCES, Identity, install
 
@@ -90,21 +91,10 @@ def test_a_retried_workflow_leaves_failed(control_plane: Any, api: Any, namespac
         assert not controllers.verdict(controllers.wait_for_verdict(api, path, "Running"))["final"]
 
 
-RESTARTS = """
-job trainer: batch.volcano.sh/v1alpha1 Job {
-    pods owned
-    pods label "volcano.sh/job-name" = <<metadata.name>>
-    task label "volcano.sh/task-spec"
-    failed     when any pod failed
-               reason "PodFailed"
-    running    when any pod running
-    pending    otherwise
-    on pod evicted -> restart job max 3
-    status {
-        no condition
-    }
-}
-"""
+# The exactly-once tests' Volcano rules with `restart job` (which deletes every pod of the job).
+RESTARTS = EVICTIONS.replace(
+    'on pod evicted -> restart pod max 3 then fail job reason "TooManyEvictions"',
+    "on pod evicted -> restart job max 3")
 
 
 def set_pod_deletion(api: Any, identity: Identity, allowed: bool) -> None:
