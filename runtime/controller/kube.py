@@ -262,7 +262,6 @@ def default_namespace(kubeconfig: str | os.PathLike[str] | None, *,
     return namespace if isinstance(namespace, str) and namespace else None
 
 
-
 class Client:
     """Requests to one API server. Thread-safe (urllib3's pool); close it when done.
 
