@@ -1,8 +1,11 @@
 """The controller's Kubernetes transport: raw JSON over the official client's connection pool.
 
-Requests go through `ApiClient.param_serialize` (server URL, auth headers, refreshed tokens) and
-`call_api` (urllib3, unread responses), never through model classes: bodies are plain dicts and
-answers are decoded with orjson. What this module adds to the client:
+Requests go straight to the official client's urllib3 pool (its TLS settings, client
+certificates and proxy), with the client's own auth headers (`update_params_for_auth`, which
+re-reads a rotated token), never through model classes or its REST layer: bodies are plain dicts
+encoded and answers decoded with orjson. That layer cost a quarter of a request's CPU
+(bench/RESULTS.md), and requests are most of what a pod event costs the controller. What this
+module adds to the client:
 
 - explicit Content-Type and Accept headers (the client would silently send a dict meant as a JSON
   patch as a strategic-merge patch, which custom resources refuse);
@@ -31,12 +34,12 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from http import HTTPStatus
 from typing import Any, cast
+from urllib.parse import quote, urlencode
 
 import orjson
 import urllib3
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
-from kubernetes.client.exceptions import ApiException
 from kubernetes.utils.keepalive import tcp_keepalive_socket_options
 
 from runtime import about, objects
@@ -484,14 +487,15 @@ class Client:
     def _open(self, method: str, path: str, body: Any, query: Query, content_type: str,
               accept: str, timeout: float | tuple[float, float]) -> Any:
         """Send; the urllib3 response with its body unread."""
-        api = self._api
-        method, url, headers, _, _ = api.param_serialize(
-            method, path, query_params=list(query), auth_settings=["BearerToken"],
-            header_params={"Content-Type": content_type, "Accept": accept})
-        try:
-            return api.call_api(method, url, headers, body, None, _request_timeout=timeout).response
-        except ApiException as error:   # how the client reports a TLS failure (status 0)
-            raise TransportError(f"{method} {url}: {error.reason}") from error
+        headers = {"Content-Type": content_type, "Accept": accept, "User-Agent": self.user_agent}
+        queries = list(query)
+        self._api.update_params_for_auth(headers, queries, ["BearerToken"], path, method, body)
+        url = self.host + path + (f"?{urlencode(queries, quote_via=quote)}" if queries else "")
+        return self._api.rest_client.pool_manager.request(
+            method, url, body=None if body is None else orjson.dumps(body), headers=headers,
+            timeout=(urllib3.Timeout(total=timeout) if not isinstance(timeout, tuple)
+                     else urllib3.Timeout(connect=timeout[0], read=timeout[1])),
+            preload_content=False, retries=False)
 
     def _error(self, response: Any, data: bytes, method: str, path: str) -> ApiError:
         return api_error(response.status, _status_body(data),

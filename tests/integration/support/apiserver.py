@@ -297,6 +297,11 @@ def _conditions(*, ready: bool, reason: str = "", initialized: bool = True) -> l
             item("ContainersReady", ready, reason), item("Ready", ready, reason)]
 
 
+def ready_conditions(ready: bool) -> list[Obj]:
+    """A running pod's conditions as the kubelet writes them when its readiness flips."""
+    return _conditions(ready=ready, reason="" if ready else "ContainersNotReady")
+
+
 def set_status(api: Client, pod: Obj, status: Obj) -> Obj:
     """Merge ``status`` into the pod's status through ``pods/status``; return the stored pod."""
     meta = pod["metadata"]

@@ -9,6 +9,7 @@ import http.server
 import socket
 import struct
 import threading
+import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -353,3 +354,36 @@ def test_pooled_connections_have_tcp_keepalive() -> None:
     with serving(answer(200, b"{}")) as (server, client, _):
         client.get("/api/v1/pods")   # the connection stays open in the pool, idle
         assert _keepalive_timer(server.peers[0]) == "02"
+
+
+def test_the_bearer_token_and_the_query_are_sent_as_the_official_client_sends_them() -> None:
+    """Requests skip the official client's REST layer: its auth headers (a token the kubelet
+    rotates is read again through its hook) and its query encoding must still be there."""
+    tokens = iter(["first", "second"])
+    with serving(answer(200, b"{}")) as (server, client, calls):
+        client.configuration.api_key = {"BearerToken": "unused"}
+        client.configuration.api_key_prefix = {"BearerToken": "Bearer"}
+        client.configuration.refresh_api_key_hook = (
+            lambda config: config.api_key.update(BearerToken=next(tokens)))
+        client.get("/api/v1/pods", query=[("labelSelector", "a in (x,y),!b"), ("limit", "5")])
+        client.merge_patch("/api/v1/namespaces/n/pods/p", {"metadata": {"labels": {"c": "d"}}})
+    (_, get_path, get_headers, _), (_, patch_path, patch_headers, body) = server.requests
+    assert {k.lower(): v for k, v in get_headers.items()}["authorization"] == "Bearer first"
+    assert {k.lower(): v for k, v in patch_headers.items()}["authorization"] == "Bearer second"
+    assert urllib.parse.parse_qsl(urllib.parse.urlsplit(get_path).query) == [
+        ("labelSelector", "a in (x,y),!b"), ("limit", "5")]
+    assert patch_path == "/api/v1/namespaces/n/pods/p?fieldManager=jobrules-controller"
+    assert orjson.loads(body) == {"metadata": {"labels": {"c": "d"}}}
+
+
+def test_a_tls_failure_is_a_transport_error_reported_with_code_0() -> None:
+    """An https server that speaks plain HTTP: the handshake fails, no answer came."""
+    with serving(answer(200, b"{}")) as (server, client, calls):
+        configuration = k8s.Configuration()
+        configuration.host = server.url.replace("http://", "https://")
+        configuration.verify_ssl = False
+        got: list[int] = []
+        with kube.Client(configuration, timeout=5, on_response=lambda *a: got.append(a[2])) as tls:
+            with pytest.raises(kube.TransportError) as raised:
+                tls.get("/api/v1/pods")
+    assert not isinstance(raised.value, kube.Timeout) and got == [0]
