@@ -461,20 +461,24 @@ def stream(api: Any, controller: Controller, running: list[dict[str, Any]], rate
         apiserver.set_status(api, pod, {"conditions": apiserver.ready_conditions(i % 2 == 0)})
 
     def cpu_of(send: Callable[[int], None] | None) -> tuple[float, float]:
-        began, cpu0 = time.monotonic(), controller.cpu()
+        began, cpu0, writes0 = time.monotonic(), controller.cpu(), controller.writes()
+        written[0] = sum(writes0.values())
         if send is None:
             time.sleep(seconds)
         else:
             _paced(send, count, rate)
         time.sleep(2)   # the last events handled
+        written[0] = sum(controller.writes().values()) - written[0]
         return controller.cpu() - cpu0, time.monotonic() - began
 
+    written = [0.0]
     idle_cpu, idle_s = cpu_of(None)
     out = {"idle_cpu_per_s": idle_cpu / idle_s, "stream_events": count}
     for name, send in (("nothing", nothing), ("read", read)):
         used, took = cpu_of(send)
         out[f"stream_{name}"] = (used - out["idle_cpu_per_s"] * took) / count * 1000
         out[f"stream_{name}_raw"] = used / count * 1000
+        out[f"stream_{name}_writes"] = written[0] / count
     return out
 
 
@@ -530,6 +534,8 @@ def report(f: dict[str, Any], args: argparse.Namespace) -> int:
         ("CPU s per 1,000 pod events, stream: nothing read / read, no new verdict",
          f"{f['stream_nothing']:.2f} / {f['stream_read']:.2f} (with idle: "
          f"{f['stream_nothing_raw']:.2f} / {f['stream_read_raw']:.2f})"),
+        ("  writes per stream event: nothing read / read",
+         f"{f['stream_nothing_writes']:.3f} / {f['stream_read_writes']:.3f}"),
         ("initial sync (start to ready), s", f"{f['initial_sync_s']:.1f}"),
         ("RSS MiB: no jobs / {0} pods / {1} pods".format(args.jobs, f["many"] + args.jobs),
          f"{f['rss_0']:.1f} / {f['rss_after_restart']:.1f} / {f['rss_many']:.1f}"),

@@ -55,6 +55,22 @@ def test_an_older_version_never_replaces_a_newer_one() -> None:
     assert s.put(later).matters                   # type: ignore[union-attr]
 
 
+def test_a_version_held_is_that_version_whatever_else_comes_with_it() -> None:
+    """The watch event echoing our own write comes after its answer was stored: same version,
+    same object, not projected again."""
+    s = make()
+    s.put(obj("a", 5))
+    echoed = obj("a", 5)
+    echoed["status"] = None   # projected and stored, it would be news
+    assert s.put(echoed) is None and s.get(("ns", "a")) == cut(obj("a", 5))
+    unversioned = obj("b", 0)
+    s.put(unversioned)
+    unversioned = obj("b", 0)
+    unversioned["status"]["phase"] = "Failed"
+    change = s.put(unversioned)                 # no version: compared by content
+    assert change is not None and change.matters
+
+
 def test_indexes_follow_changes() -> None:
     s = make()
     s.put(obj("a", 1, owner="u1", app="x"))
