@@ -124,8 +124,8 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=4, help="KWOK nodes, with --kwok")
     parser.add_argument("--no-fail", action="store_true")
     args = parser.parse_args()
-    if args.jobs < 3 * args.failures:
-        parser.error("--jobs must be at least three times --failures (steps 2 and 3)")
+    if args.jobs <= 3 * args.failures:
+        parser.error("--jobs must be more than three times --failures (steps 2, 3 and 6)")
     work = Path(tempfile.mkdtemp(prefix="jobrules-bench-controller-"))
     plan_path = work / "plan.json"
     (work / "bench.rules").write_text(RULES)
