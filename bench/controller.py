@@ -3,6 +3,8 @@
     .venv/bin/python bench/controller.py [--jobs 1000] [--failures 200] [--rate 5] [--pods 10000]
                                          [--kwok] [--nodes 4] [--no-fail]
 
+0. The transport alone: this process's CPU per request of the controller's client (a merge
+   patch of a ConfigMap), best of five rounds of 300.
 1. `--jobs` batch/v1 Jobs of one pod each (`podFailurePolicy: FailJob` on exit 137), their pods
    created by kube-controller-manager's Job controller and reported Running through pods/status
    (no kubelet here), with the controller (`python -m runtime.controller`) watching the
@@ -142,7 +144,7 @@ def main() -> int:
         env = {**os.environ, "KUBECONFIG": str(plane.kubeconfig), "JOBRULES_PLAN": str(plan_path),
                "JOBRULES_NAMESPACES": NAMESPACE, "JOBRULES_LEADER_ELECT": "false",
                "JOBRULES_LOG_LEVEL": "warning"}
-        figures: dict[str, Any] = {}
+        figures: dict[str, Any] = {"request_ms": request_cpu(client)}
         controller = Controller(env, work)
         figures["rss_0"] = controller.rss_after_ready()
         jobs = make_jobs(api, args.jobs, args.kwok)
@@ -230,6 +232,22 @@ class Controller:
 
 
 WRITE_VERBS = {"create", "update", "patch", "delete"}
+
+
+def request_cpu(client: transport.Client, count: int = 300, rounds: int = 5) -> float:
+    """Step 0: this process's CPU milliseconds per request of the controller's transport (a
+    merge patch of a ConfigMap and its answer), best of `rounds`."""
+    config_maps = transport.Resource("v1", "configmaps")
+    path = config_maps.path(NAMESPACE, "bench-requests")
+    client.create(config_maps.path(NAMESPACE), {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "bench-requests"}})
+    best = float("inf")
+    for _ in range(rounds):
+        began = time.process_time()
+        for i in range(count):
+            client.merge_patch(path, {"metadata": {"annotations": {"bench.jobrules.dev/n": str(i)}}})
+        best = min(best, (time.process_time() - began) / count * 1000)
+    return best
 
 
 def _parallel(fn: Any, items: list[Any], threads: int = 16) -> list[Any]:
@@ -528,6 +546,7 @@ def report(f: dict[str, Any], args: argparse.Namespace) -> int:
                       ("  all writes meanwhile, per action (verdicts' too)",
                        f"{f[key]['all']:.2f} "
                        f"({', '.join(f'{k} {v:.2f}' for k, v in f[key]['by'].items())})"))],
+        ("transport: CPU ms per request (a merge patch), best of 5", f"{f['request_ms']:.3f}"),
         ("controller CPU s per 1,000 pod events", f"{f['cpu_per_1000_events']:.2f}"),
         ("job writes per pod failure", f"{f['writes_per_failure']:.2f}"),
         ("controller CPU s idle, per minute", f"{f['idle_cpu_per_s'] * 60:.2f}"),
