@@ -174,7 +174,8 @@ def _expect(raw: Any, where: str) -> Mapping[str, Any]:
     if any(k in raw for k in EVAL_EXPECT) and any(k in raw for k in MUTATE_EXPECT if k != "error"):
         raise api.InputError(f"{where}: expect mixes evaluation and mutation keys")
     for key, want in raw.items():
-        if isinstance(want, dict) and set(want) == {"golden"} and not isinstance(want["golden"], str):
+        if isinstance(want, dict) and set(want) == {"golden"} and (
+                not isinstance(want["golden"], str) or not want["golden"] or "\0" in want["golden"]):
             raise api.InputError(f"{where}: expect: {key}: `golden` is a file name")
         _patterns(want, f"{where}: expect: {key}")
     return raw

@@ -464,6 +464,10 @@ def test_yaml_errors_are_one_line_with_their_position(capsys, tmp_path: Path) ->
     ("cases:\n  - {name: x, explain: yes please, expect: {phase: Failed}}\n",
      "case 'x': `explain` is true or false"),
     ("cases:\n  - {name: x, expect: {pod: {golden: 3}}}\n", "case 'x': expect: pod: `golden` is a file name"),
+    ('cases:\n  - {name: x, expect: {phase: {golden: "a\\0b"}}}\n',
+     "case 'x': expect: phase: `golden` is a file name"),
+    ("cases:\n  - {name: x, expect: {phase: {golden: ''}}}\n",
+     "case 'x': expect: phase: `golden` is a file name"),
 ])
 def test_malformed_suite_values_exit_2(capsys, tmp_path: Path, cases: str, message: str) -> None:
     suite = write_suite(tmp_path, cases)
