@@ -39,7 +39,7 @@ SHELLS = ("bash", "zsh", "fish")
 
 
 class _Version(argparse.Action):
-    """`--version`, read from the package metadata only when asked."""
+    """`--version`: prints the version and exits before any command's module is imported."""
 
     def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
                  help: str | None = None) -> None:
