@@ -1,6 +1,5 @@
-"""What rulec says about itself: its version (runtime.about reads the installed package
-metadata, which pyproject.toml writes) and where its documentation lives (for links in
-reports)."""
+"""What rulec says about itself: its version (runtime.about's, the package's) and where its
+documentation lives (for links in reports)."""
 from __future__ import annotations
 
 from runtime.about import version

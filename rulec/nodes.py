@@ -2,50 +2,55 @@
 
 Values keep the spelling-independent meaning (decoded strings, seconds, plan vocabulary) so that
 the checker and the emitter never look at text again. Nodes compare by identity (`eq=False`):
-each stands for one place in one file, and skipping the generated `__eq__`/`__hash__` halves the
-cost of defining the classes at start-up.
+each stands for one place in one file.
+
+The nodes are msgspec structs rather than dataclasses because every `rulec` run defines all of
+them: a frozen dataclass generates and compiles its methods when its class is created, about
+1 ms a class (50 ms for this module, at every start), where a struct class is made in C. Both
+are slotted and frozen; a struct's `__struct_fields__` names its fields in order.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Union
+
+import msgspec
 
 from rulec.source import Span
 
 
+class AstNode(msgspec.Struct, frozen=True, eq=False):
+    """The base of every node: frozen, slotted, compared by identity. (Each node repeats
+    `frozen=True`: msgspec passes it on to subclasses, but mypy does not know that.)"""
+
+
 # ---------------------------------------------------------------- leaves
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Text:
+class Text(AstNode, frozen=True):
     """A string literal, decoded."""
 
     span: Span
     value: str
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Name:
+class Name(AstNode, frozen=True):
     """An identifier: a kind or define name, a phase word, a kind's Kind."""
 
     span: Span
     value: str
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Number:
+class Number(AstNode, frozen=True):
     span: Span
     value: int
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Duration:
+class Duration(AstNode, frozen=True):
     span: Span
     seconds: int
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Expr:
+class Expr(AstNode, frozen=True):
     """A JMESPath expression; `line`/`column` locate its first character in the file."""
 
     span: Span
@@ -54,14 +59,12 @@ class Expr:
     column: int
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Placeholder:
+class Placeholder(AstNode, frozen=True):
     span: Span
     name: str
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Template:
+class Template(AstNode, frozen=True):
     span: Span
     parts: tuple[Union[str, Placeholder, Expr], ...]
 
@@ -72,8 +75,7 @@ class Template:
         return None
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class FieldPath:
+class FieldPath(AstNode, frozen=True):
     span: Span
     segments: tuple[str, ...]
 
@@ -81,34 +83,29 @@ class FieldPath:
 # ---------------------------------------------------------------- boolean structure
 # Conditions, pod filters and injection filters share the connectives.
 
-@dataclass(frozen=True, slots=True, eq=False)
-class And:
+class And(AstNode, frozen=True):
     span: Span
     args: tuple["Node", ...]
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Or:
+class Or(AstNode, frozen=True):
     span: Span
     args: tuple["Node", ...]
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Not:
+class Not(AstNode, frozen=True):
     span: Span
     arg: "Node"
 
 
 # ---------------------------------------------------------------- condition atoms
 
-@dataclass(frozen=True, slots=True, eq=False)
-class JobExpr:
+class JobExpr(AstNode, frozen=True):
     span: Span
     expr: Expr
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class PodQuant:
+class PodQuant(AstNode, frozen=True):
     span: Span
     quant: str                     # any | all | none
     task: Text | None
@@ -117,8 +114,7 @@ class PodQuant:
     filter: "Node | None"
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class PodCount:
+class PodCount(AstNode, frozen=True):
     span: Span
     task: Text | None
     state: str | None
@@ -127,16 +123,14 @@ class PodCount:
     value: Number | Expr
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class TaskQuant:
+class TaskQuant(AstNode, frozen=True):
     span: Span
     quant: str                     # any | all
     task: Text | None
     state: str
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class TaskCount:
+class TaskCount(AstNode, frozen=True):
     """`count tasks [STATE] CMP N`."""
 
     span: Span
@@ -145,68 +139,59 @@ class TaskCount:
     value: Number | Expr
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class JobAge:
+class JobAge(AstNode, frozen=True):
     span: Span
     longer_than: Duration
 
 
 # ---------------------------------------------------------------- pod filter terms
 
-@dataclass(frozen=True, slots=True, eq=False)
-class ExitCodes:
+class ExitCodes(AstNode, frozen=True):
     span: Span
     codes: tuple[Number, ...]
     ranges: tuple[tuple[Number, Number], ...]
     negate: bool
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class ContainerReason:
+class ContainerReason(AstNode, frozen=True):
     span: Span
     values: tuple[Text, ...]
     negate: bool
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class ContainerScope:
+class ContainerScope(AstNode, frozen=True):
     """`container "x"`: scopes the exit, reason and restarts terms of its filter."""
 
     span: Span
     name: Text
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class PodReason:
+class PodReason(AstNode, frozen=True):
     span: Span
     values: tuple[Text, ...]
     negate: bool
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class PodCondition:
+class PodCondition(AstNode, frozen=True):
     span: Span
     type: Text
     statuses: tuple[Text, ...]     # () : "True"
     reasons: tuple[Text, ...]
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class TaskIs:
+class TaskIs(AstNode, frozen=True):
     span: Span
     values: tuple[Text, ...]
     negate: bool
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Restarts:
+class Restarts(AstNode, frozen=True):
     span: Span
     cmp: str
     value: Number
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class KeyTest:
+class KeyTest(AstNode, frozen=True):
     """`label`/`annotation`/`namespace label "k"` with `exists`, `= v`, `!= v`, `in [...]`,
     `not in [...]`."""
 
@@ -217,29 +202,25 @@ class KeyTest:
     negate: bool
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Where:
+class Where(AstNode, frozen=True):
     span: Span
     expr: Expr
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class IsDefine:
+class IsDefine(AstNode, frozen=True):
     span: Span
     name: Name
 
 
 # ---------------------------------------------------------------- injection match terms
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Namespace:
+class Namespace(AstNode, frozen=True):
     span: Span
     values: tuple[Text, ...]
     negate: bool
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class PrimaryPod:
+class PrimaryPod(AstNode, frozen=True):
     span: Span
 
 
@@ -250,8 +231,7 @@ Node = Union[And, Or, Not, JobExpr, PodQuant, PodCount, TaskQuant, TaskCount, Jo
 
 # ---------------------------------------------------------------- kinds
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Verdict:
+class Verdict(AstNode, frozen=True):
     span: Span
     phase: str                     # plan Phase
     when: Node | None              # None: otherwise
@@ -259,8 +239,7 @@ class Verdict:
     message: Template | None
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Event:
+class Event(AstNode, frozen=True):
     span: Span
     name: str                      # plan Event
     task: Text | None
@@ -269,8 +248,7 @@ class Event:
     evicted: bool = False          # `pod failed or evicted`
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Action:
+class Action(AstNode, frozen=True):
     span: Span
     verb: str                      # plan ActionName
     reason: Template | None
@@ -284,8 +262,7 @@ class Action:
     delay_cap: Duration | None = None  # `... up to D`
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Policy:
+class Policy(AstNode, frozen=True):
     span: Span
     event: Event
     filter: Node | None
@@ -294,8 +271,7 @@ class Policy:
     audit: Span | None = None   # `audit on ...`: decided and recorded, never acted on
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Step:
+class Step(AstNode, frozen=True):
     """One step of how an action is done (`actions { ... }`)."""
 
     span: Span
@@ -312,8 +288,7 @@ class Step:
     timeout: Duration | None = None
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Recipe:
+class Recipe(AstNode, frozen=True):
     """`VERB -> steps`, or `-> unsupported` / `-> record`."""
 
     span: Span
@@ -322,15 +297,13 @@ class Recipe:
     steps: tuple[Step, ...]
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class PhaseMapEntry:
+class PhaseMapEntry(AstNode, frozen=True):
     span: Span
     phase: Name
     value: Text
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Status:
+class Status(AstNode, frozen=True):
     span: Span
     phase: FieldPath | None
     phase_only: tuple[Name, ...] | None    # the phases written; None: all of them
@@ -344,15 +317,13 @@ class Status:
     annotations: bool
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class PodLabel:
+class PodLabel(AstNode, frozen=True):
     span: Span
     key: Text
     value: Template
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Final:
+class Final(AstNode, frozen=True):
     """`final until <<expr>> changes` or `final never`."""
 
     span: Span
@@ -360,16 +331,14 @@ class Final:
     never: bool
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Mode:
+class Mode(AstNode, frozen=True):
     """`mode audit [annotation only]`: every policy of the kind decides and records, none acts."""
 
     span: Span
     annotation_only: bool   # the verdict goes to our annotation only, not the kind's status
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Kind:
+class Kind(AstNode, frozen=True):
     span: Span
     name: Name
     api_version: Name
@@ -398,8 +367,7 @@ class Kind:
         return self.task_label is not None or self.task_expr is not None
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Extend:
+class Extend(AstNode, frozen=True):
     """`extend NAME { policies }`: policies added to a kind declared elsewhere."""
 
     span: Span
@@ -409,45 +377,39 @@ class Extend:
 
 # ---------------------------------------------------------------- injection
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Containers:
+class Containers(AstNode, frozen=True):
     span: Span
     select: str                    # primary | all | named
     names: tuple[Text, ...]
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Annotate:
+class Annotate(AstNode, frozen=True):
     span: Span
     key: Text
     value: Template
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class SetLabel:
+class SetLabel(AstNode, frozen=True):
     span: Span
     key: Text
     value: Template
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Env:
+class Env(AstNode, frozen=True):
     span: Span
     name: Text
     value: Template
     containers: Containers | None
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Volume:
+class Volume(AstNode, frozen=True):
     span: Span
     name: Text
     source: str                    # emptyDir | configMap | secret
     ref: Text | None
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Mount:
+class Mount(AstNode, frozen=True):
     span: Span
     volume: Text
     path: Text
@@ -455,15 +417,13 @@ class Mount:
     containers: Containers | None
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class SidecarEnv:
+class SidecarEnv(AstNode, frozen=True):
     span: Span
     name: Text
     value: Template
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Sidecar:
+class Sidecar(AstNode, frozen=True):
     span: Span
     name: Text
     native: bool
@@ -474,8 +434,7 @@ class Sidecar:
     mounts: tuple[Mount, ...]
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Wrap:
+class Wrap(AstNode, frozen=True):
     span: Span
     containers: Containers
     argv: tuple[Template, ...] | None
@@ -485,8 +444,7 @@ class Wrap:
 Op = Union[Annotate, SetLabel, Env, Volume, Mount, Sidecar, Wrap]
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Injection:
+class Injection(AstNode, frozen=True):
     span: Span
     name: Text | None
     kinds: tuple[Name, ...]
@@ -497,15 +455,13 @@ class Injection:
 
 # ---------------------------------------------------------------- files
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Define:
+class Define(AstNode, frozen=True):
     span: Span
     name: Name
     filter: Node
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Webhook:
+class Webhook(AstNode, frozen=True):
     span: Span
     failure: Name | None           # open | closed
     timeout: Duration | None
@@ -514,8 +470,7 @@ class Webhook:
 Decl = Union[Kind, Extend, Injection, Define, Webhook]
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class AllowComment:
+class AllowComment(AstNode, frozen=True):
     """`# rulec: allow NAME`: silences warning NAME on its line (or the next, when alone)."""
 
     span: Span
@@ -523,8 +478,7 @@ class AllowComment:
     own_line: bool
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class File:
+class File(AstNode, frozen=True):
     span: Span
     decls: tuple[Decl, ...]
     allows: tuple[AllowComment, ...]

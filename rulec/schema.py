@@ -15,18 +15,17 @@ turns it off.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
 import re
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import jmespath.parser
+
+from rulec import cache
 
 Schema = Mapping[str, Any]
 GVK = tuple[str, str, str]
@@ -58,7 +57,7 @@ class SchemaIndex:
         """Index the CRDs in `paths` (multi-document YAML or a `kind: List`); never raises."""
         schemas: dict[GVK, Schema] = dict(_BUILTIN)
         errors: list[str] = []
-        cache = _cache_dir()
+        folder = cache.folder("crd-index")
         for path in paths:
             try:
                 data = Path(path).read_bytes()
@@ -66,15 +65,15 @@ class SchemaIndex:
                 errors.append(f"{path}: cannot read: {exc}")
                 continue
             name = f"{hashlib.sha256(_CACHE_STAMP + data).hexdigest()}.json"
-            found = _cache_read(cache / name) if cache is not None else None
+            found = _cache_read(folder / name) if folder is not None else None
             if found is None:
                 try:
                     found = _index_file(data)
                 except _FileError as exc:
                     errors.append(f"{path}: {exc}")
                     continue
-                if cache is not None:
-                    _cache_write(cache, name, found)
+                if folder is not None:
+                    _cache_write(folder, name, found)
             entries, problems = found
             schemas.update(((group, version, kind), schema)
                            for group, version, kind, schema in entries)
@@ -208,17 +207,6 @@ _CACHE_VERSION = 1
 _CACHE_STAMP = f"jobrules crd-index {_CACHE_VERSION}\0".encode()
 
 
-def _cache_dir() -> Path | None:
-    """Where the cache lives, or None when `RULEC_NO_CACHE=1` or no home folder is known."""
-    if os.environ.get("RULEC_NO_CACHE") == "1":
-        return None
-    try:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    except RuntimeError:  # no HOME and no password entry
-        return None
-    return base / "jobrules" / "crd-index"
-
-
 def _cache_read(path: Path) -> _Indexed | None:
     """The entry at `path`, or None when it is missing, unreadable or not shaped as written."""
     try:
@@ -252,20 +240,7 @@ def _cache_write(folder: Path, name: str, indexed: _Indexed) -> None:
         return
     if json.loads(text) != data:  # non-string keys would come back as strings
         return
-    tmp = None
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, folder / name)
-        tmp = None
-    except OSError:
-        pass
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+    cache.write(folder, name, text.encode())
 
 
 def _dig(value: Any, *keys: str) -> Any:

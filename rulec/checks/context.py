@@ -56,12 +56,12 @@ def walk(node: Any) -> Iterator[Any]:
 def children(node: Any) -> list[Any]:
     """The AST nodes held by `node`'s fields, in field order (tuples of nodes flattened)."""
     out: list[Any] = []
-    stack = [getattr(node, name) for name in reversed(node.__dataclass_fields__)]
+    stack = [getattr(node, name) for name in reversed(node.__struct_fields__)]
     while stack:
         item = stack.pop()
         if isinstance(item, tuple):
             stack.extend(reversed(item))
-        elif hasattr(item, "__dataclass_fields__") and not isinstance(item, Span):
+        elif isinstance(item, nodes.AstNode):
             out.append(item)
     return out
 

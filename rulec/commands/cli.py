@@ -18,8 +18,9 @@ if TYPE_CHECKING:
     from rulec.source import SourceFile
 
 # Commands that live in other modules: name -> (module with `register(subparsers)`, summary).
-# A module is imported only when one of its commands runs or help is asked for; its
-# `register` adds all of its commands.
+# A module is imported only when one of its commands is on the command line (or for the
+# completion script, which needs every option); its `register` adds all of its commands.
+# `rulec --help` lists the others with the summary here, so it imports none of them.
 COMMANDS: dict[str, tuple[str, str]] = {
     "webhook-config": ("rulec.commands.webhook_config",
                        "print the MutatingWebhookConfiguration for a plan"),
@@ -38,7 +39,7 @@ SHELLS = ("bash", "zsh", "fish")
 
 
 class _Version(argparse.Action):
-    """`--version`, read from the package metadata only when asked."""
+    """`--version`: prints the version and exits before any command's module is imported."""
 
     def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
                  help: str | None = None) -> None:
@@ -85,7 +86,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
-def _parser(argv: list[str]) -> argparse.ArgumentParser:
+def _parser(argv: Sequence[str] = (), *, every: bool = False) -> argparse.ArgumentParser:
+    """The parser for the command line `argv`: the commands of other modules are stand-ins
+    (name and summary) but the one `argv` names; with `every`, all of them are registered."""
     parser = _Parser(prog="rulec", description="Declarative rules for Kubernetes batch jobs.")
     parser.add_argument("--version", action=_Version, help="print the version and exit")
     sub = parser.add_subparsers(metavar="COMMAND", parser_class=_Parser)
@@ -127,10 +130,9 @@ def _parser(argv: list[str]) -> argparse.ArgumentParser:
     completion.set_defaults(func=_completion)
 
     wanted = next((a for a in argv if not a.startswith("-")), None)
-    builtin = ("check", "compile", "fmt", "explain", "completion")
     for module in dict.fromkeys(m for m, _ in COMMANDS.values()):
         names = [n for n, (m, _) in COMMANDS.items() if m == module]
-        if wanted is None or wanted in names or wanted not in builtin:
+        if every or wanted in names:
             try:
                 importlib.import_module(module).register(sub)
                 continue
@@ -269,7 +271,7 @@ def _explain(args: argparse.Namespace) -> int:
 def _completion(args: argparse.Namespace) -> int:
     import shtab
 
-    parser = _parser([])  # every command module registered
+    parser = _parser(every=True)
     for action in _actions(parser):
         if action.metavar in ("PATH", "FILE"):
             action.complete = shtab.FILE  # type: ignore[attr-defined]

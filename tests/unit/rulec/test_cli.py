@@ -227,7 +227,7 @@ def _commands() -> dict[str, list[str]]:
     """Every subcommand of the full parser (all modules registered) and its option strings."""
     import argparse
 
-    parser = cli._parser([])
+    parser = cli._parser(every=True)
     [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     return {name: [o for a in p._actions for o in a.option_strings]
             for name, p in sub.choices.items()}
