@@ -82,7 +82,7 @@ def namespace(api: Client) -> str:
 def flow_control(api: Client, namespace: str) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
     """The schema and level created in the order `rulec manifests` applies them (schema
     first), once the API server's flow-control configuration has taken both in: the schema's
-    Dangling condition is False, which it writes after it has re-read its configuration."""
+    Dangling condition, which it writes when it digests them, is False (its level found)."""
     made: list[dict[str, Any]] = []
     try:
         for obj in rendered(namespace):
