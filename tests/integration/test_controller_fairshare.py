@@ -168,7 +168,7 @@ def test_the_level_is_weighed_against_the_built_in_workload_levels(api: Client) 
     """The numbers docs/deploy.md compares with are this API server's own."""
     [ours] = [o for o in rendered("jobrules-system") if o["kind"] == "PriorityLevelConfiguration"]
     shares = {name: apiserver.get(api, LEVELS.path(name=name))["spec"]["limited"]
-              for name in ("workload-high", "workload-low")}
+              for name in ("workload-high", "workload-low", "global-default")}
     assert ours["spec"]["limited"]["nominalConcurrencyShares"] \
         < shares["workload-high"]["nominalConcurrencyShares"] \
         < shares["workload-low"]["nominalConcurrencyShares"]
@@ -183,6 +183,14 @@ def test_the_level_is_weighed_against_the_built_in_workload_levels(api: Client) 
                                                          "catch-all"))
     # kube-controller-manager's flows are namespaces too; our queuing is the `system` level's.
     manager = apiserver.get(api, SCHEMAS.path(name="kube-controller-manager"))["spec"]
+    assert manager["priorityLevelConfiguration"] == {"name": "workload-high"}
     assert mine["distinguisherMethod"] == manager["distinguisherMethod"] == {"type": "ByNamespace"}
+    # docs/deploy.md: 20 of about 265 shares, some 7% of the server's seats.
+    levels = apiserver.get(api, LEVELS.path())["items"]
+    total = sum((o["spec"].get("limited") or {}).get("nominalConcurrencyShares", 0) for o in levels
+                if "jobrules" not in o["metadata"]["name"])
+    share = ours["spec"]["limited"]["nominalConcurrencyShares"]
+    assert share <= shares["global-default"]["nominalConcurrencyShares"]
+    assert 0.06 < share / (total + share) < 0.09, total
     system = apiserver.get(api, LEVELS.path(name="system"))["spec"]["limited"]
     assert ours["spec"]["limited"]["limitResponse"] == system["limitResponse"]
