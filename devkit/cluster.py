@@ -368,7 +368,8 @@ def _die_with_parent() -> None:
 
 def start(*, crds: bool = True, detached: bool = False, binaries: Binaries | None = None,
           timeout: float = 90.0, nodes: int = DEFAULT_NODES, scheduler: bool = True,
-          training_operator: bool = True, profiling: bool = False) -> ControlPlane:
+          training_operator: bool = True, profiling: bool = False,
+          priority_and_fairness: bool = False) -> ControlPlane:
     """Start etcd, kube-apiserver and, when present, kube-controller-manager, kube-scheduler
     (``scheduler``), KWOK with ``nodes`` fake nodes (with the scheduler) and (``training_operator``,
     with the CRDs) the training operator; wait until usable.
@@ -376,7 +377,9 @@ def start(*, crds: bool = True, detached: bool = False, binaries: Binaries | Non
     Usable means: ``/readyz`` is ok, every CRD from crds_dir() is Established and answers a
     LIST, the controller manager has created the ``default`` ServiceAccount, the scheduler is
     ready, every node is Ready and schedulable, and the training operator's webhook serves.
-    ``profiling`` serves the API server's Go profiles (``/debug/pprof/``), for benchmarks. An
+    ``profiling`` serves the API server's Go profiles (``/debug/pprof/``), for benchmarks;
+    ``priority_and_fairness`` turns API Priority and Fairness on (off by default: it costs CPU
+    and one client on loopback gains nothing from it), for tests of the FlowSchemas. An
     attached control plane dies with this process (atexit, and the kernel's parent-death signal as
     a last resort); a detached one runs until stop() or ``down``.
     """
@@ -390,7 +393,7 @@ def start(*, crds: bool = True, detached: bool = False, binaries: Binaries | Non
     root = Path(tempfile.mkdtemp(prefix=ROOT_PREFIX, dir=_scratch_parent()))
     try:
         plane = _launch(root, binaries, crd_folder, detached, time.monotonic() + timeout,
-                        nodes, training_operator and crds, profiling)
+                        nodes, training_operator and crds, profiling, priority_and_fairness)
     except BaseException:
         _terminate(root)
         _release_rotator_check()
@@ -439,7 +442,8 @@ def _stop_attached() -> None:
 
 
 def _launch(root: Path, binaries: Binaries, crd_folder: Path | None, detached: bool,
-            deadline: float, nodes: int, training_operator: bool, profiling: bool) -> ControlPlane:
+            deadline: float, nodes: int, training_operator: bool, profiling: bool,
+            priority_and_fairness: bool = False) -> ControlPlane:
     pki = root / "pki"
     pki.mkdir()
     etcd_client, etcd_peer, secure_port = free_ports(3)
@@ -500,8 +504,9 @@ def _launch(root: Path, binaries: Binaries, crd_folder: Path | None, detached: b
         "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
         "--service-cluster-ip-range=10.0.0.0/24",
         "--authorization-mode=Node,RBAC",
-        # One client, loopback only: fairness queues and endpoint upkeep cost CPU and buy nothing.
-        "--enable-priority-and-fairness=false",
+        # One client, loopback only: fairness queues and endpoint upkeep cost CPU and buy nothing
+        # (unless a test asks for the queues).
+        f"--enable-priority-and-fairness={str(priority_and_fairness).lower()}",
         "--endpoint-reconciler-type=none",
         # Old revisions go within seconds, not five minutes: tests of watches that expire
         # (410 Gone, then a relist) need not wait.

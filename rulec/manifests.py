@@ -47,6 +47,16 @@ CONTROLLER_SETTINGS = ControllerSettings(plan_path=f"{PLAN_DIR}/{PLAN_KEY}", lea
                                          lease_name=CONTROLLER)
 HEALTH_PORT = CONTROLLER_SETTINGS.health[1]  # type: ignore[index]  # on by default
 CONTROLLER_COMMAND = "/opt/jobrules/bin/jobrules-controller"   # the image's second entry point
+# API Priority and Fairness (flowcontrol.apiserver.k8s.io/v1); docs/deploy.md says why.
+FLOWCONTROL = "flowcontrol.apiserver.k8s.io/v1"
+FLOW_PRECEDENCE = 1000           # after every built-in system schema (<= 900), before
+                                 # `service-accounts` (9000), `global-default` and `catch-all`
+FLOW_SHARES = 20                 # half of `workload-high` (kube-controller-manager's 40)
+FLOW_LENDABLE_PERCENT = 50       # as `workload-high`: idle seats go to others
+FLOW_BORROWING_LIMIT_PERCENT = 100   # borrow at most as much again as its own
+FLOW_QUEUES = 64                 # flows are namespaces (ByNamespace)
+FLOW_HAND_SIZE = 6
+FLOW_QUEUE_LENGTH_LIMIT = 50
 NEEDED_BY = "jobrules.dev/needed-by"   # the ClusterRole's: which rules need each of its rules
 ISSUER_KINDS = ("Issuer", "ClusterIssuer")
 # kustomize's legacy order (sigs.k8s.io/kustomize, `resid.orderFirst`, `orderLast`): kinds listed
@@ -112,6 +122,7 @@ class Options:
     network_policy: bool = False
     metrics_namespace: str = "monitoring"   # who may scrape, with the network policy
     monitoring: bool = False                # a prometheus-operator ServiceMonitor
+    flow_control: bool = True               # the controller's FlowSchema and priority level
 
 
 def parse_issuer(text: str) -> Issuer:
@@ -162,6 +173,8 @@ def render(plan: planlib.Plan, plan_text: str, options: Options) -> list[Obj]:
                         "metadata": _meta(WEBHOOK, ns), "spec": {
                             "selector": {"matchLabels": SELECTOR},
                             "endpoints": [{"port": "metrics", "path": "/metrics", "interval": "30s"}]}})
+    if options.flow_control:
+        objects += flow_control(ns)
     objects.append(webhook_configuration(plan, options))
     return sorted(objects, key=apply_order)
 
@@ -343,6 +356,34 @@ def controller_deployment(options: Options) -> Obj:
                              "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
                 "template": {"metadata": {"labels": _labels(CONTROLLER_SELECTOR)}, "spec": pod},
             }}
+
+
+def flow_control(namespace: str) -> list[Obj]:
+    """The controller's share of the API server under API Priority and Fairness: its own
+    priority level, so that a flood from other service accounts (all in the built-in
+    `workload-low`) cannot starve it and it cannot take more than its share from them, and the
+    FlowSchema that sends its ServiceAccount's requests there (docs/deploy.md says why these
+    numbers)."""
+    meta = _meta(CONTROLLER, None, CONTROLLER_SELECTOR)
+    level = {"apiVersion": FLOWCONTROL, "kind": "PriorityLevelConfiguration", "metadata": meta,
+             "spec": {"type": "Limited", "limited": {
+                 "nominalConcurrencyShares": FLOW_SHARES,
+                 "lendablePercent": FLOW_LENDABLE_PERCENT,
+                 "borrowingLimitPercent": FLOW_BORROWING_LIMIT_PERCENT,
+                 "limitResponse": {"type": "Queue", "queuing": {
+                     "queues": FLOW_QUEUES, "handSize": FLOW_HAND_SIZE,
+                     "queueLengthLimit": FLOW_QUEUE_LENGTH_LIMIT}}}}}
+    schema = {"apiVersion": FLOWCONTROL, "kind": "FlowSchema", "metadata": meta, "spec": {
+        "priorityLevelConfiguration": {"name": CONTROLLER},
+        "matchingPrecedence": FLOW_PRECEDENCE,
+        "distinguisherMethod": {"type": "ByNamespace"},
+        "rules": [{
+            "subjects": [{"kind": "ServiceAccount",
+                          "serviceAccount": {"name": CONTROLLER, "namespace": namespace}}],
+            "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
+                               "clusterScope": True, "namespaces": ["*"]}],
+            "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}]}}
+    return [schema, level]
 
 
 def service(namespace: str) -> Obj:

@@ -142,8 +142,9 @@ class WorkQueue(Generic[K]):
             if not self._shutting_down:
                 self._add_after(key, seconds, now)
 
-    def add_rate_limited(self, key: K) -> None:
-        """Add `key` after its backoff (see `Backoff`) and count one more retry for it."""
+    def add_rate_limited(self, key: K, at_least: float = 0.0) -> None:
+        """Add `key` after its backoff (see `Backoff`), or after `at_least` seconds if that is
+        longer (a server's Retry-After), and count one more retry for it."""
         with self._cond:
             now = self._clock()
             self._promote(now)
@@ -151,7 +152,8 @@ class WorkQueue(Generic[K]):
                 return
             retries = self._failures.get(key, 0)
             self._failures[key] = retries + 1
-            self._add_after(key, max(self._backoff.delay(retries), self._reserve(now)), now)
+            self._add_after(key, max(self._backoff.delay(retries), self._reserve(now), at_least),
+                            now)
 
     def forget(self, key: K) -> None:
         """Stop tracking `key`'s retries (after a success, or when giving up on it)."""

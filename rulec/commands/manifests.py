@@ -31,7 +31,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                     "objects that run the jobrules webhook and controller for a plan: Namespace, "
                     "ServiceAccounts, the controller's Role and its ClusterRole derived from the "
                     "plan, bindings, plan ConfigMap, Secret, Service, Deployments, "
-                    "PodDisruptionBudgets, certificates, ServiceMonitor, NetworkPolicies and, "
+                    "PodDisruptionBudgets, certificates, the controller's FlowSchema and "
+                    "PriorityLevelConfiguration, ServiceMonitor, NetworkPolicies and, "
                     "last, the MutatingWebhookConfiguration. See docs/deploy.md.",
     )
     source = parser.add_mutually_exclusive_group(required=True)
@@ -69,6 +70,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                              "(default: %(default)s)")
     parser.add_argument("--monitoring", action="store_true",
                         help="add a prometheus-operator ServiceMonitor")
+    parser.add_argument("--no-flow-control", dest="flow_control", action="store_false",
+                        help="leave out the controller's FlowSchema and PriorityLevelConfiguration "
+                             "(API Priority and Fairness), for clusters whose admins manage those")
     parser.add_argument("--output-dir", metavar="DIR",
                         help="write one file per object and a kustomization.yaml here "
                              "(default: YAML on stdout)")
@@ -84,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
             replicas=args.replicas, controller_replicas=args.controller_replicas,
             exclude_namespaces=tuple(args.namespace_exclude),
             network_policy=args.network_policy, metrics_namespace=args.metrics_namespace,
-            monitoring=args.monitoring)
+            monitoring=args.monitoring, flow_control=args.flow_control)
         objects = manifests.render(plan, text, options)
         if args.output_dir:
             _write_folder(Path(args.output_dir), objects)

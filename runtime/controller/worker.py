@@ -4,7 +4,8 @@ Everything a reconcile writes is decided by pure code (runtime.reconcile: the pa
 Events; runtime.journal: each request of the actions, and the journal's own patches); a worker
 only sends it, guarded by the resourceVersion it holds, feeds the answers back, and requeues
 the job for when time alone may change its verdict. Conflicts, errors and caches that have not
-synced yet retry with client-go's backoff.
+synced yet retry with client-go's backoff; an answer with a Retry-After (a 429 from API Priority
+and Fairness) waits at least that long.
 """
 
 from __future__ import annotations
@@ -102,7 +103,14 @@ class Worker:
         except kube.NotFound:
             result = "success"   # deleted meanwhile: its watch event says so too
             self.queue.forget(key)
-        except (kube.ApiError, kube.TransportError) as err:
+        except kube.ApiError as err:
+            # A 429 (API Priority and Fairness, or a max-inflight limit) says how long to stay
+            # away in Retry-After: the key waits at least that, and longer if its backoff is.
+            wait = err.retry_after or 0.0
+            log.warning("%s/%s/%s: %s; retrying%s", *key, err,
+                        f" in at least {wait:g}s (Retry-After)" if wait else "")
+            self.queue.add_rate_limited(key, at_least=wait)
+        except kube.TransportError as err:
             log.warning("%s/%s/%s: %s; retrying", *key, err)
             self.queue.add_rate_limited(key)
         except Exception:

@@ -219,7 +219,7 @@ def test_the_documented_dry_run_then_install_on_a_fresh_namespace(
                         "--wait=false"], cwd=tmp_path, env=shell_env, capture_output=True,
                        timeout=120)
     wrote = said[check[0]].stderr.splitlines()
-    assert wrote[-1].startswith("rulec manifests: wrote 15 objects"), wrote
+    assert wrote[-1].startswith("rulec manifests: wrote 17 objects"), wrote
     objects = documents(kubectl("kustomize", str(tmp_path / "jobrules-deploy")))
     dry = said[check[2]].stdout.splitlines()
     assert len(dry) == len(objects) and all(line.endswith(" serverside-applied (server dry run)")

@@ -73,7 +73,7 @@ def pod_spec(objects: list[dict[str, Any]], name: str = manifests.WEBHOOK) -> di
     ("cert-manager", options(network_policy=True, monitoring=True)),
     ("self-managed", options(certificates=manifests.SelfManaged(), controller_replicas=1)),
     ("ca-bundle", options(certificates=manifests.UserCertificate(CA), replicas=1, namespace="jobrules",
-                          exclude_namespaces=("monitoring",))),
+                          exclude_namespaces=("monitoring",), flow_control=False)),
 ])
 def test_golden(name: str, opts: manifests.Options) -> None:
     plan = (GOLDEN / "plan.json").read_text(encoding="utf-8")
@@ -98,12 +98,13 @@ ORDER = [("Namespace", "jobrules-system"), ("ServiceAccount", C), ("ServiceAccou
          ("ConfigMap", "jobrules-plan"), ("Secret", "jobrules-webhook-tls"), ("Service", W),
          ("Deployment", C), ("Deployment", W), ("PodDisruptionBudget", C),
          ("PodDisruptionBudget", W), ("Certificate", W), ("Issuer", "jobrules-selfsigned"),
-         ("ServiceMonitor", W), ("NetworkPolicy", C), ("NetworkPolicy", W),
+         ("FlowSchema", C), ("PriorityLevelConfiguration", C), ("ServiceMonitor", W), ("NetworkPolicy", C), ("NetworkPolicy", W),
          ("MutatingWebhookConfiguration", "0-jobrules")]
 CERTS = [manifests.CertManager(), manifests.CertManager(manifests.Issuer("Issuer", "corp-ca")),
          manifests.CertManager(manifests.Issuer("ClusterIssuer", "corp-ca")),
          manifests.UserCertificate(CA), manifests.SelfManaged()]
-CLUSTER_WIDE = {"Namespace", "ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration"}
+CLUSTER_WIDE = {"Namespace", "ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration",
+                "FlowSchema", "PriorityLevelConfiguration"}
 
 
 @pytest.mark.parametrize("certs, replicas, controller_replicas, network_policy, monitoring",
@@ -116,7 +117,8 @@ def test_objects_and_their_order(certs: manifests.Certificates, replicas: int,
     expected = {("Namespace", "jobrules-system"), ("ServiceAccount", W), ("ServiceAccount", C),
                 ("ClusterRole", C), ("ClusterRoleBinding", C), ("Role", C), ("RoleBinding", C),
                 ("ConfigMap", "jobrules-plan"), ("Deployment", W), ("Service", W),
-                ("Deployment", C), ("MutatingWebhookConfiguration", "0-jobrules")}
+                ("Deployment", C), ("MutatingWebhookConfiguration", "0-jobrules"),
+                ("FlowSchema", C), ("PriorityLevelConfiguration", C)}
     if isinstance(certs, manifests.CertManager):
         expected |= {("Certificate", W)} | ({("Issuer", "jobrules-selfsigned")}
                                             if certs.issuer is None else set())
@@ -360,6 +362,66 @@ def test_self_managed_makes_the_secret_empty_and_leaves_the_ca_bundle_to_the_con
 # Service, network policy, monitoring
 
 
+# The built-in priority levels a workload controller is weighed against (the API server's
+# suggested configuration, flowcontrol.apiserver.k8s.io/v1): nominal shares, lendable percent.
+WORKLOAD_HIGH = (40, 50)    # kube-controller-manager, kube-system service accounts
+WORKLOAD_LOW = (100, 90)    # `service-accounts`: every other service account
+SERVICE_ACCOUNTS_PRECEDENCE = 9000
+SYSTEM_PRECEDENCES = 900    # the last built-in schema before `service-accounts`
+
+
+def test_the_controller_gets_a_priority_level_of_its_own_that_queues() -> None:
+    level = find(render(), "PriorityLevelConfiguration", C)
+    assert level["apiVersion"] == "flowcontrol.apiserver.k8s.io/v1"
+    assert "namespace" not in level["metadata"]
+    assert level["spec"] == {"type": "Limited", "limited": {
+        "nominalConcurrencyShares": 20, "lendablePercent": 50, "borrowingLimitPercent": 100,
+        "limitResponse": {"type": "Queue", "queuing": {
+            "queues": 64, "handSize": 6, "queueLengthLimit": 50}}}}
+    limited = level["spec"]["limited"]
+    # Less than the built-in workload levels, so it cannot crowd them out, and enough to be
+    # served through a flood of other service accounts in `workload-low`.
+    assert limited["nominalConcurrencyShares"] < WORKLOAD_HIGH[0] < WORKLOAD_LOW[0]
+    assert limited["lendablePercent"] == WORKLOAD_HIGH[1]
+    queuing = limited["limitResponse"]["queuing"]
+    assert queuing["handSize"] <= queuing["queues"]   # the API server refuses otherwise
+
+
+@pytest.mark.parametrize("namespace", ["jobrules-system", "batch-ops"])
+def test_the_flow_schema_sends_the_controllers_account_there_before_the_catch_alls(
+        namespace: str) -> None:
+    objects = render(namespace=namespace)
+    schema = find(objects, "FlowSchema", C)
+    account = find(objects, "ServiceAccount", C)["metadata"]
+    [binding] = find(objects, "ClusterRoleBinding", C)["subjects"]
+    spec = schema["spec"]
+    assert spec["priorityLevelConfiguration"] == {"name": find(objects, "PriorityLevelConfiguration", C)
+                                                  ["metadata"]["name"]}
+    assert SYSTEM_PRECEDENCES < spec["matchingPrecedence"] < SERVICE_ACCOUNTS_PRECEDENCE
+    assert spec["distinguisherMethod"] == {"type": "ByNamespace"}
+    [rule] = spec["rules"]
+    # the account the Deployment runs as and the ClusterRoleBinding grants
+    assert rule["subjects"] == [{"kind": "ServiceAccount", "serviceAccount": {
+        "name": account["name"], "namespace": account["namespace"]}}]
+    assert (binding["name"], binding["namespace"]) == (account["name"], namespace)
+    assert pod_spec(objects, C)["serviceAccountName"] == account["name"]
+    assert rule["resourceRules"] == [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
+                                      "clusterScope": True, "namespaces": ["*"]}]
+    assert rule["nonResourceRules"] == [{"verbs": ["*"], "nonResourceURLs": ["*"]}]
+
+
+def test_flow_control_can_be_left_out_and_nothing_else_changes() -> None:
+    kept, left_out = render(), render(flow_control=False)
+    assert [o for o in kept if o["kind"] not in ("FlowSchema", "PriorityLevelConfiguration")] == left_out
+
+
+def test_the_flow_schema_and_its_level_are_applied_together() -> None:
+    """Both in one `kubectl apply`: the schema comes first in kustomize's order (by kind), which
+    the API server accepts (it is marked dangling until its level exists, moments later)."""
+    kinds = [o["kind"] for o in render()]
+    assert kinds.index("FlowSchema") + 1 == kinds.index("PriorityLevelConfiguration")
+
+
 def test_the_service_sends_443_to_the_webhook_port_and_serves_metrics() -> None:
     objects = render()
     svc = find(objects, "Service")
@@ -493,7 +555,9 @@ def test_file_names_and_kustomization_keep_the_order() -> None:
                      "10-deployment-jobrules-webhook.yaml",
                      "11-poddisruptionbudget-jobrules-controller.yaml",
                      "12-certificate-jobrules-webhook.yaml", "13-issuer-jobrules-selfsigned.yaml",
-                     "14-mutatingwebhookconfiguration-0-jobrules.yaml"]
+                     "14-flowschema-jobrules-controller.yaml",
+                     "15-prioritylevelconfiguration-jobrules-controller.yaml",
+                     "16-mutatingwebhookconfiguration-0-jobrules.yaml"]
     # No sortOptions: `kubectl apply -k` warns about any, and its legacy order is ours.
     assert manifests.kustomization(names) == {
         "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
@@ -570,14 +634,23 @@ def test_cli_self_managed_with_one_controller(capsys: pytest.CaptureFixture[str]
                                                    controller_replicas=1)
 
 
+def test_cli_leaves_flow_control_out_when_asked(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--plan", str(RULES_PLAN), "--image", IMAGE, "--certs", "cert-manager",
+                       "--no-flow-control")
+    assert code == 0
+    assert list(yaml.safe_load_all(out)) == render(flow_control=False)
+    assert {o["kind"] for o in render()} - {o["kind"] for o in yaml.safe_load_all(out)} == {
+        "FlowSchema", "PriorityLevelConfiguration"}
+
+
 def test_cli_writes_a_folder_and_replaces_its_own_earlier_output(capsys: pytest.CaptureFixture[str],
                                                                  tmp_path: Path) -> None:
     folder = tmp_path / "deploy"
     base = ["--plan", str(RULES_PLAN), "--image", IMAGE, "--certs", "cert-manager", "--output-dir", str(folder)]
     code, out, err = run(capsys, *base, "--monitoring")
-    assert (code, out) == (0, "") and "wrote 17 objects and kustomization.yaml" in err
+    assert (code, out) == (0, "") and "wrote 19 objects and kustomization.yaml" in err
     kustomization = yaml.safe_load((folder / "kustomization.yaml").read_text())
-    assert kustomization["resources"][-2] == "15-servicemonitor-jobrules-webhook.yaml"   # after Issuer
+    assert kustomization["resources"][-2] == "17-servicemonitor-jobrules-webhook.yaml"   # after Issuer
     streamed = render(monitoring=True)
     assert [yaml.safe_load((folder / n).read_text()) for n in kustomization["resources"]] == streamed
     assert sorted(os.listdir(folder)) == sorted(["kustomization.yaml", *kustomization["resources"]])

@@ -289,6 +289,28 @@ def test_the_token_bucket_spaces_retries_past_its_burst(clock: Clock) -> None:
         assert drain(queue) == [f"k{99 + extra}"]
 
 
+def test_a_retry_waits_at_least_what_it_is_told_and_still_counts(clock: Clock) -> None:
+    """`at_least` (a server's Retry-After) wins when longer than the backoff, loses when
+    shorter; either way one more retry is counted, so the backoff keeps growing."""
+    queue: WorkQueue[str] = WorkQueue(clock=clock, backoff=Backoff(base=1.0))
+    start = clock.now
+    queue.add_rate_limited("a", at_least=3.0)      # backoff 1 s < 3 s
+    clock.now = start + 3.0 - 1e-9
+    assert drain(queue) == []
+    clock.now = start + 3.0
+    assert drain(queue) == ["a"]
+    start = clock.now
+    queue.add_rate_limited("a")                    # 2 s
+    queue.add_rate_limited("b", at_least=0.5)      # backoff 1 s > 0.5 s
+    clock.now = start + 1.0 - 1e-9
+    assert drain(queue) == []
+    clock.now = start + 1.0
+    assert drain(queue) == ["b"]
+    clock.now = start + 2.0
+    assert drain(queue) == ["a"]
+    assert (queue.num_requeues("a"), queue.num_requeues("b")) == (2, 1)
+
+
 def test_the_token_bucket_refills_at_its_rate(clock: Clock) -> None:
     queue: WorkQueue[str] = WorkQueue(clock=clock, backoff=Backoff(rate=2.0, burst=2))
     start = clock.now

@@ -31,6 +31,7 @@ class Fault:
     status: int                  # 0: no answer (a transport error)
     times: int                   # how many requests it answers; -1: every one
     message: str = "planted"
+    retry_after: str | None = None   # the answer's Retry-After header
 
 
 @dataclass
@@ -69,9 +70,10 @@ class FakeApi:
         return copy.deepcopy(out)
 
     def fail(self, method: str, path: str, status: int, times: int = 1,
-             message: str = "planted") -> None:
-        """The next `times` requests whose path matches the regex `path` get `status`."""
-        self.faults.append(Fault(method, re.compile(path), status, times, message))
+             message: str = "planted", retry_after: str | None = None) -> None:
+        """The next `times` requests whose path matches the regex `path` get `status` (with a
+        `Retry-After` header when given)."""
+        self.faults.append(Fault(method, re.compile(path), status, times, message, retry_after))
 
     def remove(self, path: str) -> None:
         self.objects.pop(path, None)
@@ -130,7 +132,7 @@ class FakeApi:
                 if fault.status == 0:
                     raise kube.TransportError(f"{method} {path}: {fault.message}")
                 raise kube.api_error(fault.status, {"reason": "Planted", "message": fault.message},
-                                     method=method, path=path)
+                                     retry_header=fault.retry_after, method=method, path=path)
         if method == "GET":
             return self._get(path)
         if method == "PATCH":

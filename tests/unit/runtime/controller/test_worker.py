@@ -16,6 +16,7 @@ from rulec import emit
 from runtime import intents, objects, plan, vocabulary
 from runtime.controller import kube, worker
 from tests.unit.runtime.controller import shell
+from runtime.workqueue import WorkQueue
 from tests.unit.runtime.controller.fakeapi import FakeApi
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
@@ -151,6 +152,48 @@ def test_a_failed_request_backs_off(status: int, error: type) -> None:
         w.sync(KEY)
     w.process(KEY)   # the fault was for one request: the next pass writes
     assert annotation(api, vocabulary.VERDICT_ANNOTATION)["phase"] == "Running"
+
+
+def throttled_queue(w: worker.Worker) -> list[float]:
+    """Give `w` a queue on a clock the test moves (its first element, in seconds)."""
+    now = [0.0]
+    w.queue = WorkQueue(clock=lambda: now[0])
+    return now
+
+
+def ready(w: worker.Worker) -> list[Any]:
+    keys = []
+    while (key := w.queue.get(timeout=0)) is not None:
+        keys.append(key)
+        w.queue.done(key)
+    return keys
+
+
+@pytest.mark.parametrize("method, path", [("PATCH", r"/trainers/t$"),       # the commit
+                                          ("DELETE", r"/pods/p-0$")])     # an action
+def test_a_write_throttled_with_429_waits_at_least_the_servers_retry_after(method: str,
+                                                                           path: str) -> None:
+    w, api, _, _ = setup(pod("p-0", "Failed", reason="Evicted"))   # a restart: delete p-0
+    now = throttled_queue(w)
+    api.fail(method, path, 429, message="too many requests", retry_after="7")
+    w.process(KEY)
+    assert [r.status for r in api.log if r.method == method][-1] == 429
+    now[0] = 7.0 - 1e-6
+    assert ready(w) == []          # client-go's backoff alone would have given it back after 5 ms
+    now[0] = 7.0
+    assert ready(w) == [KEY]
+    assert w.queue.num_requeues(KEY) == 1
+    w.process(KEY)                 # the fault answered one request: now it goes through
+    assert api.sent(method, PATH if method == "PATCH" else "/api/v1/namespaces/ns/pods/p-0")
+
+
+def test_a_429_without_retry_after_backs_off_as_other_errors() -> None:
+    w, api, _, _ = setup(pod("p-0"))
+    now = throttled_queue(w)
+    api.fail("PATCH", r"/trainers/t$", 429)
+    w.process(KEY)
+    now[0] = 0.005
+    assert ready(w) == [KEY]
 
 
 def test_a_refused_deletion_is_tried_again_then_given_up_and_said_why() -> None:
