@@ -511,3 +511,32 @@ def test_action_event_texts_are_bounded() -> None:
     assert r.reason == "R" * 127 + "…"
     a = writeback.audit_event(job(), "s", _audited(message=long))
     assert len(a.note) == writeback.EVENT_NOTE_MAX
+
+
+def _named(name: str, *parts: str) -> str:
+    import hashlib
+    return f"{name[:200]}.{hashlib.sha256(chr(0).join(parts).encode()).hexdigest()[:16]}"
+
+
+def test_event_names_are_the_same_in_every_release() -> None:
+    """An Event's name is a contract across controller versions: a replay after an upgrade
+    (a crash before the commit, a new image) must name the same Event so that the API server
+    refuses it as existing. The scheme, pinned: the job's name (at most 200 characters), a dot,
+    16 hex digits of SHA-256 over the job's uid, the state read, what happened and its detail,
+    NUL-separated (an action's Events: the intent's id instead of uid and state)."""
+    ev = evaluator.Evaluation(v("Failed", "PodFailed", "m"), (), (_audited(),), state.EMPTY, None,
+                              ("t:1:1: bad",))
+    out = writeback.events(kind(), job(), "S", ev, "Running", "not JSON", "journal broken")
+    assert [e.name for e in out] == [
+        _named("j", "u", "S", "verdict", "Failed"),
+        _named("j", "u", "S", "audit", "P1\0restartPod\0pu"),
+        _named("j", "u", "S", "problem", "t:1:1: bad"),
+        _named("j", "u", "S", "state", "not JSON"),
+        _named("j", "u", "S", "journal", "journal broken"),
+    ]
+    [first] = writeback.events(kind(), job(), None, _evaluation("Failed"), "Running", None)
+    assert first.name == _named("j", "u", "", "verdict", "Failed")
+    assert writeback.action_event(job(), _intent()).name == _named("j", "i1", "action", "done")
+    assert writeback.action_failed_event(job(), _intent(), "no").name == _named("j", "i1", "action", "failed")
+    nameless = writeback.audit_event(job(), "S", _audited(target=_target(pod=None, task=None, uid=None)))
+    assert nameless.name == _named("j", "S", "audit", "P1\0restartPod\0")
