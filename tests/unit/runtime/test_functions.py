@@ -86,7 +86,7 @@ def test_quantities(text: str, expected: float) -> None:
     assert functions.quantity(text) == pytest.approx(expected)
 
 
-@pytest.mark.parametrize("text", ["1e", "1ex", "1e3i", "1E+", "12Q", "Mi", "", "1 Mi", "1m5", "e3"])
+@pytest.mark.parametrize("text", ["1e", "1ex", "1e3i", "1E+", "12Q", "Mi", "", "1 Mi", "1m5", "e3", "1eX3", "1k3", "1e+-3x"])
 def test_not_quantities(text: str) -> None:
     with pytest.raises(ValueError, match="not a quantity"):
         functions.quantity(text)
@@ -125,3 +125,14 @@ def test_rfc3339_is_utc_in_whole_seconds() -> None:
     from datetime import timedelta
     moment = datetime(2024, 5, 1, 14, 0, 0, 999999, tzinfo=timezone(timedelta(hours=2)))
     assert functions.rfc3339(moment) == "2024-05-01T12:00:00Z"
+
+
+def test_rfc3339_does_not_depend_on_the_machine_s_zone(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    try:
+        assert functions.rfc3339(datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)) == "2024-05-01T12:00:00Z"
+    finally:
+        monkeypatch.undo()
+        time.tzset()
