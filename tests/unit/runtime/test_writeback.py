@@ -380,6 +380,7 @@ def test_at_most_five_problems_are_told() -> None:
     problems = tuple(f"t:{n}:1: bad" for n in range(8))
     out = writeback.events(kind(), job(), "s", _evaluation("Running", problems), "Running", None)
     assert [e.note for e in out] == list(problems[:5])
+    assert {(e.type, e.reason, e.action) for e in out} == {("Warning", "RuleError", "Evaluate")}
     assert len({e.name for e in out}) == 5
 
 
