@@ -419,3 +419,10 @@ def test_a_created_object_renders_with_the_intent_s_task_and_pod(tmp_path: Path)
     assert request.body["note"] == "train/ml/Job/worker/w-0"
     assert request.body["reason"] == "Why"     # a template that renders nothing: the intent's reason
     assert request.body["owner"] == request.body["metadata"]["ownerReferences"][0]
+
+
+def test_a_step_is_done_only_with_nothing_to_send_wait_for_or_give_up() -> None:
+    assert actions.Next().done and actions.Next(note="already so").done
+    assert not actions.Next(wait=0.0).done
+    assert not actions.Next(failed="").done
+    assert not actions.Next((actions.Request("DELETE", "/p", None),)).done
