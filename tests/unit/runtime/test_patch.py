@@ -274,3 +274,8 @@ def test_a_tilde_before_a_slash_or_at_the_end_is_malformed(bad):
         patch.tokens(bad)
     with pytest.raises(patch.PatchError, match="does not start with '/'"):
         patch.tokens("a/b")
+
+
+def test_a_path_that_is_not_a_string_is_said_so_exactly():
+    with pytest.raises(patch.PatchError, match=r"^op 0 \(remove 3\): 'path' must be a string$"):
+        patch.apply({"a": 1}, [{"op": "remove", "path": 3}])
