@@ -279,3 +279,22 @@ def test_a_tilde_before_a_slash_or_at_the_end_is_malformed(bad):
 def test_a_path_that_is_not_a_string_is_said_so_exactly():
     with pytest.raises(patch.PatchError, match=r"^op 0 \(remove 3\): 'path' must be a string$"):
         patch.apply({"a": 1}, [{"op": "remove", "path": 3}])
+
+
+@pytest.mark.parametrize(("doc", "op", "message"), [
+    ({"a": 1}, patch.remove(""), "cannot remove the whole document"),
+    ({"a": 1}, {"op": "add", "path": "/b"}, "'add' needs a 'value'"),
+    ({"a": 1}, patch.test("/a", 2), "test failed: value differs"),
+    ({"a": 1}, patch.replace("/b", 2), "no member 'b' to replace"),
+    ({"a": 1}, patch.add("/a/b", 2), "parent of '/a/b' is not an object or array"),
+    ({"l": [1]}, patch.remove("/l/x"), "'x' is not an array index"),
+    ({"l": [1]}, patch.remove("/l/1"), "array index 1 out of range"),
+    ({"a": 1}, patch.add("/b/c", 2), "no member 'b'"),
+    ({"a": 1}, patch.test("/a/b", 2), "cannot descend into a int with 'b'"),
+    ({"a": 1}, patch.add("a", 2), "pointer 'a' does not start with '/'"),
+    ({"a": 1}, patch.add("/a~2", 2), "pointer '/a~2' has an invalid '~' escape"),
+])
+def test_each_failure_says_exactly_what(doc, op, message):
+    with pytest.raises(patch.PatchError) as info:
+        patch.apply(doc, [op])
+    assert str(info.value).split("): ", 1)[1] == message
