@@ -426,3 +426,47 @@ def test_a_step_is_done_only_with_nothing_to_send_wait_for_or_give_up() -> None:
     assert not actions.Next(wait=0.0).done
     assert not actions.Next(failed="").done
     assert not actions.Next((actions.Request("DELETE", "/p", None),)).done
+
+
+def test_a_created_object_is_of_the_step_s_kind_in_the_job_s_namespace(tmp_path: Path) -> None:
+    rules = RULES.replace('note: <<metadata.name>> }',
+                          'note: <<metadata.name>>, at: <<now()>>, extra: <<missing>> }')
+    path = tmp_path / "j.rules"
+    path.write_text(rules)
+    built = api.build_sources([api.read(str(path))])
+    assert built.plan is not None, [str(d) for d in built.diagnostics]
+    [k] = plan.loads(emit.dumps(built.plan)).kinds
+    the_job = job()
+    i = intent("completeJob", observed={"status": intents.status_digest(k, the_job)})
+    [request] = step_of(k, i, the_job, []).requests
+    body = request.body
+    assert (body["apiVersion"], body["kind"]) == ("bus.volcano.sh/v1alpha1", "Command")
+    assert body["metadata"]["namespace"] == "ml"
+    assert body["at"] == "2026-01-01T00:10:00Z"      # the evaluation's clock, not the wall's
+    assert body["extra"] is None                     # only `reason` falls back to the intent's
+
+
+def test_an_object_not_made_says_why(kind: plan.Kind) -> None:
+    i = intent("completeJob", observed={"status": intents.status_digest(kind, job())})
+    nxt = step_of(kind, i, job({"state": {"phase": "Completing"}}), [])
+    assert nxt.note == ("the job's status moved since the action was decided: the object may "
+                        "have done its work already")
+
+
+def test_a_recorded_pod_gone_does_not_stop_the_others(kind: plan.Kind) -> None:
+    i = intent("restartTask", targets=(("w-0", "uid-w-0"), ("w-1", "uid-w-1"), ("w-2", "uid-w-2")))
+    nxt = step_of(kind, i, job(), [b.pod("w-1", deleting=3), b.pod("w-2")])
+    assert [r.path.rsplit("/", 1)[1] for r in nxt.requests] == ["w-2"]
+
+
+def test_an_await_reads_the_evaluation_s_clock(tmp_path: Path) -> None:
+    rules = RULES.replace("await no pod running within 1m",
+                          'await <<now() == `"2026-01-01T00:10:00Z"`>> within 1m')
+    path = tmp_path / "j.rules"
+    path.write_text(rules)
+    built = api.build_sources([api.read(str(path))])
+    assert built.plan is not None, [str(d) for d in built.diagnostics]
+    [k] = plan.loads(emit.dumps(built.plan)).kinds
+    i = intent("restartJob", step=1, since="2026-01-01T00:09:30Z")
+    assert step_of(k, i, job(), []).note == "holds"
+    assert step_of(k, i, job(), [], NOW + timedelta(seconds=1)).wait == actions.AWAIT_POLL
