@@ -243,3 +243,52 @@ def test_a_delayed_action_keeps_its_restarts_and_values() -> None:
     assert json.loads(state.encode(state.State(delayed=(d,))))["delayed"] == [
         {"policy": "p", "event": "podFailed", "due": "2024-05-01T12:00:00Z", "pod": "x-0",
          "uid": pods.digest("x"), "task": "w", "restarts": 2, "vars": {"exit_code": 1}}]
+
+
+DUE = '"due": "2024-05-01T12:00:00Z"'
+
+
+@pytest.mark.parametrize("text, where", [
+    ("[]", "state"),
+    ('{"v": 1, "verdict": 3}', "verdict"),
+    ('{"v": 1, "pods": 3}', "pods"),
+    ('{"v": 1, "pods": {"w": 3}}', "pods.w"),
+    ('{"v": 1, "pods": {"w": {"R": 3}}}', "pods.w.R"),
+    ('{"v": 1, "budgets": 3}', "budgets"),
+    ('{"v": 1, "budgets": {"k": -1}}', "budgets.k"),
+    ('{"v": 1, "tasks": {"w": 3}}', "tasks.w"),
+    ('{"v": 1, "final": 3}', "final"),
+    ('{"v": 1, "final": {"phase": 3}}', "final.phase"),
+    ('{"v": 1, "final": {"phase": "F", "reason": 3}}', "final.reason"),
+    ('{"v": 1, "final": {"phase": "F", "message": 3}}', "final.message"),
+    ('{"v": 1, "final": {"phase": "F", "rule": 3}}', "final.rule"),
+    ('{"v": 1, "final": {"phase": "F", "run": 3}}', "final.run"),
+    ('{"v": 1, "restarting": 3}', "restarting"),
+    ('{"v": 1, "restarting": {"reason": 3}}', "restarting.reason"),
+    ('{"v": 1, "restarting": {"message": 3}}', "restarting.message"),
+    ('{"v": 1, "restarting": {"rule": 3}}', "restarting.rule"),
+    ('{"v": 1, "released": [3]}', "released"),
+    ('{"v": 1, "released": [{"policy": 3}]}', "released.policy"),
+    ('{"v": 1, "released": [{"action": 3}]}', "released.action"),
+    ('{"v": 1, "released": [{"task": 3}]}', "released.task"),
+    ('{"v": 1, "released": [{"pod": 3}]}', "released.pod"),
+    ('{"v": 1, "released": [{"uid": 3}]}', "released.uid"),
+    ('{"v": 1, "released": [{"targets": 3}]}', "released.targets"),
+    ('{"v": 1, "released": [{"why": 3}]}', "released.why"),
+    ('{"v": 1, "delayed": [3]}', "delayed"),
+    ('{"v": 1, "delayed": [{"policy": 3, "event": "e", ' + DUE + '}]}', "delayed.policy"),
+    ('{"v": 1, "delayed": [{"policy": "p", "event": 3, ' + DUE + '}]}', "delayed.event"),
+    ('{"v": 1, "delayed": [{"policy": "p", "event": "e", "pod": 3, ' + DUE + '}]}', "delayed.pod"),
+    ('{"v": 1, "delayed": [{"policy": "p", "event": "e", "uid": 3, ' + DUE + '}]}', "delayed.uid"),
+    ('{"v": 1, "delayed": [{"policy": "p", "event": "e", "task": 3, ' + DUE + '}]}', "delayed.task"),
+    ('{"v": 1, "delayed": [{"policy": "p", "event": "e", "restarts": -1, ' + DUE + '}]}', "delayed.restarts"),
+    ('{"v": 1, "delayed": [{"policy": "p", "event": "e", "vars": 3, ' + DUE + '}]}', "delayed.vars"),
+])
+def test_a_malformed_part_is_named_by_its_exact_place(text: str, where: str) -> None:
+    error = state.decode(text).error
+    assert error is not None and error.startswith(f"stored state ignored: {where}: expected "), error
+
+
+def test_a_malformed_due_time_is_quoted() -> None:
+    assert state.decode('{"v": 1, "delayed": [{"policy": "p", "event": "e", "due": "soon"}]}').error == \
+        "stored state ignored: delayed: malformed due time 'soon'"
