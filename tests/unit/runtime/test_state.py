@@ -276,6 +276,13 @@ DUE = '"due": "2024-05-01T12:00:00Z"'
     ('{"v": 1, "released": [{"targets": 3}]}', "released.targets"),
     ('{"v": 1, "released": [{"why": 3}]}', "released.why"),
     ('{"v": 1, "delayed": [3]}', "delayed"),
+    ('{"v": 1, "delayed": 3}', "delayed"),
+    ('{"v": 1, "released": 3}', "released"),
+    ('{"v": 1, "fired": 3}', "fired"),
+    ('{"v": 1, "fired": [3]}', "fired"),
+    ('{"v": 1, "failedTasks": 3}', "failedTasks"),
+    ('{"v": 1, "failedTasks": [3]}', "failedTasks"),
+    ('{"v": 1, "tasks": 3}', "tasks"),
     ('{"v": 1, "delayed": [{"policy": 3, "event": "e", ' + DUE + '}]}', "delayed.policy"),
     ('{"v": 1, "delayed": [{"policy": "p", "event": 3, ' + DUE + '}]}', "delayed.event"),
     ('{"v": 1, "delayed": [{"policy": "p", "event": "e", "pod": 3, ' + DUE + '}]}', "delayed.pod"),
@@ -292,3 +299,14 @@ def test_a_malformed_part_is_named_by_its_exact_place(text: str, where: str) -> 
 def test_a_malformed_due_time_is_quoted() -> None:
     assert state.decode('{"v": 1, "delayed": [{"policy": "p", "event": "e", "due": "soon"}]}').error == \
         "stored state ignored: delayed: malformed due time 'soon'"
+
+
+def test_the_encoding_sorts_keys_at_every_level() -> None:
+    """Deterministic: the same state is the same text, whatever order it was built in."""
+    def keys_sorted(value: object) -> bool:
+        if isinstance(value, dict):
+            return list(value) == sorted(value) and all(keys_sorted(v) for v in value.values())
+        if isinstance(value, list):
+            return all(keys_sorted(v) for v in value)
+        return True
+    assert keys_sorted(json.loads(state.encode(EVERY))) and keys_sorted(json.loads(state.encode(FULL)))
