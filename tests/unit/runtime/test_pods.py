@@ -536,3 +536,32 @@ def test_membership_reads_the_clock_only_for_now() -> None:
     candidate = pod("a", labels={"stamp": "2024-05-01T12:00:00Z"})
     assert pods.pods_of(kind, job(), [candidate], T0) == [candidate]
     assert pods.pods_of(kind, job(), [candidate]) == []   # the wall clock is years later
+
+
+def test_a_pod_ends_when_its_last_container_terminated_now() -> None:
+    """A container running again (its last state terminated later) or one with no finish time
+    says nothing of when the pod ended."""
+    obj = pod("p", "Failed", containers=[terminated("a", 1, finished=20), running("b", 1, last_exit=2)])
+    obj["status"]["containerStatuses"].append({"name": "c", "state": {"terminated": {"exitCode": 1}}})
+    assert facts(obj).ended == _at(20)
+
+
+def test_a_non_zero_exit_speaks_before_an_earlier_reason_and_a_clean_exit_before_the_rest() -> None:
+    unexplained = {"name": "x", "state": {"terminated": {"finishedAt": builders.at(1)}}}
+    obj = pod("p", "Failed", containers=[
+        unexplained, terminated("clean", 0, finished=10), terminated("odd", 0, "Error", finished=5),
+        terminated("bad", 3, finished=20)])
+    assert [c.name for c in facts(obj).counted] == ["bad", "odd", "clean", "x"]
+
+
+def test_matches_reads_a_failure_as_asked() -> None:
+    f = loaded(exit_in(137))
+    assert pods.matches(f, facts(RESTARTED_137), OPTS)
+    assert not pods.matches(f, facts(RESTARTED_137), OPTS, failure=True)
+
+
+def test_membership_on_the_wall_clock_reads_ages() -> None:
+    kind = load_kind(owned=False, labels={"old": "<<to_string(age(metadata.creationTimestamp) > `0`)>>"})
+    candidate = pod("a", labels={"old": "true"})
+    assert pods.pods_of(kind, job(), [candidate]) == [candidate]
+
