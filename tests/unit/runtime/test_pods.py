@@ -565,3 +565,9 @@ def test_membership_on_the_wall_clock_reads_ages() -> None:
     candidate = pod("a", labels={"old": "true"})
     assert pods.pods_of(kind, job(), [candidate]) == [candidate]
 
+
+def test_a_selector_s_placeholders_name_this_job() -> None:
+    """docs/language.md: a `pods label ... = VALUE` may name `job`, `namespace` and `kind`."""
+    kind = load_kind(owned=False, labels={"app": "{kind}.{namespace}.{job}"})
+    mine, other = pod("a", labels={"app": "Job.ml.train"}), pod("b", labels={"app": ".."})
+    assert pods.pods_of(kind, job(), [mine, other], T0) == [mine]
