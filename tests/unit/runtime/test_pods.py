@@ -571,3 +571,22 @@ def test_a_selector_s_placeholders_name_this_job() -> None:
     kind = load_kind(owned=False, labels={"app": "{kind}.{namespace}.{job}"})
     mine, other = pod("a", labels={"app": "Job.ml.train"}), pod("b", labels={"app": ".."})
     assert pods.pods_of(kind, job(), [mine, other], T0) == [mine]
+
+
+def test_both_parts_of_an_and_read_the_same_container() -> None:
+    ok, chosen = pods.witness(loaded(both(exit_in(137), reason_in("OOMKilled"))), facts(OOM), OPTS)
+    assert ok and chosen is not None and chosen.name == "main"
+
+
+def test_a_named_container_s_filter_still_reads_the_pod() -> None:
+    f = both(exit_in(137, container="main"), {"op": "podReason", "values": ["OOMKilled"], "negate": True})
+    assert pods.matches(loaded(f), facts(OOM), OPTS)
+    g = both(exit_in(137, container="main"), jp("metadata.name == 'p'"))
+    assert pods.matches(loaded(g), facts(OOM), OPTS)
+
+
+def test_a_container_without_a_name_counts_under_no_prefix() -> None:
+    kind = load_kind(primaryContainerPrefix="step-")
+    obj = pod("p", "Running", containers=[running("step-a", restarts=1)])
+    obj["status"]["containerStatuses"].append({"name": 5, "restartCount": 7})
+    assert facts(obj, kind).restarts == 1
