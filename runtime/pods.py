@@ -462,9 +462,16 @@ def pods_of(kind: plan.Kind, job: Mapping[str, Any], candidates: Iterable[Mappin
     `now` only matters to a selector template that calls `now()`; it defaults to the clock."""
     search = templates.searcher(functions.options(now or datetime.now(timezone.utc)))
     meta = _obj(job.get("metadata"))
-    selector = {key: templates.render_text(t, job, {}, search) for key, t in kind.pod_labels}
+    selector = {key: templates.render_text(t, job, job_variables(job), search)
+                for key, t in kind.pod_labels}
     namespace = meta.get("namespace")
     return [pod for pod in candidates if _belongs(kind, job, meta, selector, namespace, pod)]
+
+
+def job_variables(job: Mapping[str, Any]) -> dict[str, Any]:
+    """The placeholders a pod selector's value may name (`job`, `namespace`, `kind`)."""
+    meta = _obj(job.get("metadata"))
+    return {"job": meta.get("name"), "namespace": meta.get("namespace"), "kind": job.get("kind")}
 
 
 def _belongs(kind: plan.Kind, job: Mapping[str, Any], meta: Mapping[str, Any],

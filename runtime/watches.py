@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from typing import Any, Mapping
 
 from runtime import functions, objects, plan, projection, templates, vocabulary
+from runtime import pods as podlib
 from runtime import store as storelib
 
 Significant = Callable[[Any], Any]
@@ -114,7 +115,7 @@ def owners(kind: plan.Kind, jobs: storelib.Store, pod: Mapping[str, Any]) -> lis
 
 
 def _render(template: plan.Template, job: Any) -> str | None:
-    return templates.render_text(template, job, {}, _SEARCH)
+    return templates.render_text(template, job, podlib.job_variables(job), _SEARCH)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -321,3 +321,152 @@ def test_the_status_digest_leaves_out_what_jobrules_writes_there() -> None:
                   {**decided["status"], "state": {"phase": "Running", "lastTransitionTime": "t1"}},
                   {**decided["status"], "conditions": [{"status": "Completing"}]}):
         assert intents.status_digest(vcjob, {"status": moved}) != intents.status_digest(vcjob, decided)
+
+
+# -- steps, in detail ----------------------------------------------------------------------------
+
+def test_an_eviction_names_the_pod_it_evicts(kind: plan.Kind) -> None:
+    """policy/v1 Eviction: the API server requires its name and namespace to be the pod's."""
+    [request] = step_of(kind, intent("restartJob", targets=(("w-0", "uid-w-0"),)), job(),
+                        [b.pod("w-0")]).requests
+    assert {k: v for k, v in request.body.items() if k != "deleteOptions"} == {
+        "apiVersion": "policy/v1", "kind": "Eviction",
+        "metadata": {"name": "w-0", "namespace": "ml"}}
+
+
+def test_every_recorded_pod_still_there_is_deleted(kind: plan.Kind) -> None:
+    i = intent("restartTask", targets=(("w-0", "uid-w-0"), ("w-1", "uid-w-1")))
+    nxt = step_of(kind, i, job(), [b.pod("w-1"), b.pod("w-0")])
+    assert [r.path.rsplit("/", 1)[1] for r in nxt.requests] == ["w-0", "w-1"]
+    assert nxt.note is None and not nxt.done
+
+
+def test_a_condition_not_true_is_written_over(kind: plan.Kind) -> None:
+    """Ours at status False (or another type at True) is not the action done."""
+    the_job = job({"conditions": [b.condition("FailureTarget", status="False"), b.condition("Other")]})
+    [request] = step_of(kind, intent("failJob"), the_job, []).requests
+    conditions = request.body["status"]["conditions"]
+    assert [(c["type"], c["status"]) for c in conditions] == [("Other", "True"), ("FailureTarget", "True")]
+    assert conditions[1]["lastTransitionTime"] == conditions[1]["lastProbeTime"] == "2026-01-01T00:10:00Z"
+
+
+@pytest.mark.parametrize("fields, reason, message", [
+    ({"reason": "no good", "message": None}, "FailJob", "no good"),
+    ({"reason": None, "message": None}, "FailJob", "failJob"),
+    ({"reason": "Five", "message": "m" * 40000}, "Five", None),
+])
+def test_a_condition_s_reason_fits_the_schema_and_its_message_is_never_empty(
+        kind: plan.Kind, fields: dict, reason: str, message: str | None) -> None:
+    from runtime import objects
+    [request] = step_of(kind, intent("failJob", **fields), job(), []).requests
+    [written] = request.body["status"]["conditions"]
+    assert written["reason"] == reason
+    if message is None:
+        assert len(written["message"]) == objects.CONDITION_MESSAGE_MAX
+    else:
+        assert written["message"] == message
+
+
+def test_a_condition_without_a_status_subresource_patches_the_job(kind: plan.Kind) -> None:
+    [request] = step_of(kind, intent("failJob"), job(), [], subresource=False).requests
+    assert request.path == "/apis/batch.volcano.sh/v1alpha1/namespaces/ml/jobs/train"
+
+
+def test_a_field_patch_is_guarded_and_sets_only_that_field(kind: plan.Kind) -> None:
+    [request] = step_of(kind, intent("terminateJob", step=1), job(), []).requests
+    assert (request.method, request.guarded, request.done_on) == ("PATCH", True, frozenset())
+
+
+def test_an_await_without_a_start_waits_its_whole_time(kind: plan.Kind) -> None:
+    """An intent whose step has no start time (an old journal) counts from now."""
+    i = intent("restartJob", step=1, since=None)
+    assert step_of(kind, i, job(), [b.pod("w-0")]).wait == actions.AWAIT_POLL
+
+
+def test_an_await_gives_up_exactly_at_its_time(kind: plan.Kind) -> None:
+    i = intent("restartJob", step=1, since="2026-01-01T00:09:00Z")
+    assert step_of(kind, i, job(), [b.pod("w-0")], NOW - timedelta(seconds=1)).wait == actions.AWAIT_POLL
+    assert step_of(kind, i, job(), [b.pod("w-0")], NOW).failed == "waited 60s for it in vain"
+
+
+def test_an_await_reads_the_pods_and_the_job(kind: plan.Kind, tmp_path: Path) -> None:
+    """`await` conditions over the job's own fields and name see this job."""
+    rules = RULES.replace("await no pod running within 1m",
+                          'await <<metadata.name == `"train"` && status.state.phase == `"Done"`>> within 1m')
+    path = tmp_path / "j.rules"
+    path.write_text(rules)
+    built = api.build_sources([api.read(str(path))])
+    assert built.plan is not None, [str(d) for d in built.diagnostics]
+    [k] = plan.loads(emit.dumps(built.plan)).kinds
+    i = intent("restartJob", step=1, since="2026-01-01T00:09:30Z")
+    assert step_of(k, i, job({"state": {"phase": "Done"}}), []).note == "holds"
+    assert step_of(k, i, job({"state": {"phase": "Running"}}), []).wait == actions.AWAIT_POLL
+
+
+def test_a_created_object_renders_with_the_intent_s_task_and_pod(tmp_path: Path) -> None:
+    rules = RULES.replace('note: <<metadata.name>> }',
+                          'note: "{job}/{namespace}/{kind}/{task}/{pod}", reason: <<missing>>, '
+                          'owner: job }')
+    path = tmp_path / "j.rules"
+    path.write_text(rules)
+    built = api.build_sources([api.read(str(path))])
+    assert built.plan is not None, [str(d) for d in built.diagnostics]
+    [k] = plan.loads(emit.dumps(built.plan)).kinds
+    the_job = job()
+    i = intent("completeJob", task="worker", pod="w-0",
+               observed={"status": intents.status_digest(k, the_job)})
+    [request] = step_of(k, i, the_job, []).requests
+    assert request.body["note"] == "train/ml/Job/worker/w-0"
+    assert request.body["reason"] == "Why"     # a template that renders nothing: the intent's reason
+    assert request.body["owner"] == request.body["metadata"]["ownerReferences"][0]
+
+
+def test_a_step_is_done_only_with_nothing_to_send_wait_for_or_give_up() -> None:
+    assert actions.Next().done and actions.Next(note="already so").done
+    assert not actions.Next(wait=0.0).done
+    assert not actions.Next(failed="").done
+    assert not actions.Next((actions.Request("DELETE", "/p", None),)).done
+
+
+def test_a_created_object_is_of_the_step_s_kind_in_the_job_s_namespace(tmp_path: Path) -> None:
+    rules = RULES.replace('note: <<metadata.name>> }',
+                          'note: <<metadata.name>>, at: <<now()>>, extra: <<missing>> }')
+    path = tmp_path / "j.rules"
+    path.write_text(rules)
+    built = api.build_sources([api.read(str(path))])
+    assert built.plan is not None, [str(d) for d in built.diagnostics]
+    [k] = plan.loads(emit.dumps(built.plan)).kinds
+    the_job = job()
+    i = intent("completeJob", observed={"status": intents.status_digest(k, the_job)})
+    [request] = step_of(k, i, the_job, []).requests
+    body = request.body
+    assert (body["apiVersion"], body["kind"]) == ("bus.volcano.sh/v1alpha1", "Command")
+    assert body["metadata"]["namespace"] == "ml"
+    assert body["at"] == "2026-01-01T00:10:00Z"      # the evaluation's clock, not the wall's
+    assert body["extra"] is None                     # only `reason` falls back to the intent's
+
+
+def test_an_object_not_made_says_why(kind: plan.Kind) -> None:
+    i = intent("completeJob", observed={"status": intents.status_digest(kind, job())})
+    nxt = step_of(kind, i, job({"state": {"phase": "Completing"}}), [])
+    assert nxt.note == ("the job's status moved since the action was decided: the object may "
+                        "have done its work already")
+
+
+def test_a_recorded_pod_gone_does_not_stop_the_others(kind: plan.Kind) -> None:
+    i = intent("restartTask", targets=(("w-0", "uid-w-0"), ("w-1", "uid-w-1"), ("w-2", "uid-w-2")))
+    nxt = step_of(kind, i, job(), [b.pod("w-1", deleting=3), b.pod("w-2")])
+    assert [r.path.rsplit("/", 1)[1] for r in nxt.requests] == ["w-2"]
+
+
+def test_an_await_reads_the_evaluation_s_clock(tmp_path: Path) -> None:
+    rules = RULES.replace("await no pod running within 1m",
+                          'await <<now() == `"2026-01-01T00:10:00Z"`>> within 1m')
+    path = tmp_path / "j.rules"
+    path.write_text(rules)
+    built = api.build_sources([api.read(str(path))])
+    assert built.plan is not None, [str(d) for d in built.diagnostics]
+    [k] = plan.loads(emit.dumps(built.plan)).kinds
+    i = intent("restartJob", step=1, since="2026-01-01T00:09:30Z")
+    assert step_of(k, i, job(), []).note == "holds"
+    assert step_of(k, i, job(), [], NOW + timedelta(seconds=1)).wait == actions.AWAIT_POLL

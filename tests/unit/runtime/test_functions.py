@@ -72,3 +72,67 @@ def test_seconds(text: str, seconds: float) -> None:
 def test_timestamp_round_trip() -> None:
     assert functions.rfc3339(functions.timestamp("2024-05-01T12:00:00Z")) == "2024-05-01T12:00:00Z"
     assert functions.timestamp(None) is None and functions.timestamp(17) is None
+
+
+# -- the helpers, case by case (Kubernetes' own forms as the oracle) ---------------------------
+
+@pytest.mark.parametrize("text, expected", [
+    ("1e3", 1000), ("1E3", 1000), ("1e+3", 1000), ("5e-3", 0.005), ("2E", 2 * 10**18),
+    ("1Ei", 2**60), ("1Pi", 2**50), ("3Ti", 3 * 2**40), ("1P", 10**15), ("1T", 10**12),
+    ("1M", 10**6), ("4Ki", 4096), ("2n", 2e-9), ("3u", 3e-6), ("+5", 5), ("-5", -5),
+    (".5", 0.5), ("5.", 5), (" 64Mi ", 64 * 2**20), ("1.5Gi", 1.5 * 2**30),
+])
+def test_quantities(text: str, expected: float) -> None:
+    assert functions.quantity(text) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("text", ["1e", "1ex", "1e3i", "1E+", "12Q", "Mi", "", "1 Mi", "1m5", "e3", "1eX3", "1k3", "1e+-3x"])
+def test_not_quantities(text: str) -> None:
+    with pytest.raises(ValueError, match="not a quantity"):
+        functions.quantity(text)
+
+
+def test_whole_numbers_are_ints_and_others_floats() -> None:
+    """JSON output shows `600`, not `600.0`."""
+    assert type(functions.quantity("600")) is int and type(functions.quantity("2k")) is int
+    assert type(functions.quantity("250m")) is float
+    assert jmespath.search("duration('1.5s')", {}, functions.options(NOW)) == 1.5
+    assert type(jmespath.search("duration('2m')", {}, functions.options(NOW))) is int
+    assert type(jmespath.search("age(t)", {"t": "2024-05-01T12:09:59Z"}, functions.options(NOW))) is int
+
+
+@pytest.mark.parametrize("text, seconds", [
+    (" 10m ", 600), ("1d2h3m4s", 93784), ("500ms", 0.5), ("2.5m", 150), ("1.5", 1.5), ("0s", 0),
+])
+def test_more_durations(text: str, seconds: float) -> None:
+    assert functions.seconds(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "  ", "10x", "x10m", "10m x", "10m5", "1m 2s", "m", "10mm", "5s10"])
+def test_not_durations(text: str) -> None:
+    with pytest.raises(ValueError, match="not a duration"):
+        functions.seconds(text)
+
+
+def test_a_timestamp_without_a_zone_is_utc() -> None:
+    moment = functions.timestamp("2024-05-01T12:00:00")
+    assert moment is not None and moment.utcoffset() is not None
+    assert moment == datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
+    assert functions.timestamp("") is None and functions.timestamp("2024-13-01T00:00:00Z") is None
+
+
+def test_rfc3339_is_utc_in_whole_seconds() -> None:
+    from datetime import timedelta
+    moment = datetime(2024, 5, 1, 14, 0, 0, 999999, tzinfo=timezone(timedelta(hours=2)))
+    assert functions.rfc3339(moment) == "2024-05-01T12:00:00Z"
+
+
+def test_rfc3339_does_not_depend_on_the_machine_s_zone(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    try:
+        assert functions.rfc3339(datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)) == "2024-05-01T12:00:00Z"
+    finally:
+        monkeypatch.undo()
+        time.tzset()

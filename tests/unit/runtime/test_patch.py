@@ -192,3 +192,109 @@ def test_containers_written_before_are_forgotten_when_they_move(doc, ops):
             patch.apply(doc, ops)
     else:
         assert patch.apply(doc, ops) == expected
+
+
+# -- RFC 6902 `test` equality, case by case ---------------------------------------------------------
+
+@pytest.mark.parametrize(("a", "b", "same"), [
+    ("1", 1, False), (1, "1", False), ("a", "a", True), ("a", "b", False),
+    (None, None, True), (None, 0, False), (0, None, False), (None, False, False),
+    (True, True, True), (False, False, True), (True, False, False), (False, 0, False),
+    (0, False, False), (1, True, False), (2, 2.0, True), (2.5, 2.5, True), (2, 3, False),
+    ({"a": 1}, {"a": 1.0}, True), ({"a": 1}, {"b": 1}, False), ({"a": 1}, {"a": 2}, False),
+    ({"a": 1}, {"a": 1, "b": 2}, False), ({}, [], False), ([], {}, False), ([], [], True),
+    ([1, True], [1.0, True], True), ([True], [1], False), ([1], [1, 1], False), ([1, 2], [2, 1], False),
+    ({"a": [1, {"b": None}]}, {"a": [1, {"b": None}]}, True), ([1], 1, False), (1, [1], False),
+])
+def test_equal_is_json_equality(a, b, same):
+    assert patch.equal(a, b) is same
+    assert patch.equal(b, a) is same
+
+
+@pytest.mark.parametrize("token", ["0", "1", "10"])
+def test_array_indexes_that_read(token):
+    assert patch.apply({"l": list(range(11))}, [patch.remove(f"/l/{token}")])["l"] == \
+        [n for n in range(11) if n != int(token)]
+
+
+@pytest.mark.parametrize("token", ["00", "+1", "1.0", "٣", "１", "", " 1"])
+def test_array_indexes_that_do_not(token):
+    with pytest.raises(patch.PatchError, match="not an array index"):
+        patch.apply({"l": [0, 1, 2, 3]}, [patch.remove(f"/l/{token}")])
+
+
+def test_a_test_op_reads_through_arrays_and_fails_on_scalars():
+    doc = {"a": [{"b": 1}]}
+    assert patch.apply(doc, [patch.test("/a/0/b", 1)]) == doc
+    with pytest.raises(patch.PatchError, match="cannot descend into a int with 'c'"):
+        patch.apply(doc, [patch.test("/a/0/b/c", 1)])
+    with pytest.raises(patch.PatchError, match="out of range"):
+        patch.apply(doc, [patch.test("/a/1", 1)])
+    assert patch.apply(doc, [patch.test("", doc)]) == doc
+
+
+def test_a_replace_at_an_index_replaces_and_an_add_at_the_end_appends():
+    assert patch.apply({"l": [0, 1]}, [patch.replace("/l/1", 9)]) == {"l": [0, 9]}
+    assert patch.apply({"l": [0, 1]}, [patch.add("/l/2", 9)]) == {"l": [0, 1, 9]}
+    with pytest.raises(patch.PatchError, match="out of range"):
+        patch.apply({"l": [0, 1]}, [patch.replace("/l/2", 9)])
+    with pytest.raises(patch.PatchError, match="not an array index"):
+        patch.apply({"l": [0, 1]}, [patch.replace("/l/-", 9)])
+
+
+def test_a_failure_names_the_op_even_when_it_is_not_an_object():
+    with pytest.raises(patch.PatchError, match=r"^op 0 \('add'\): an operation must be an object$"):
+        patch.apply({}, ["add"])
+    with pytest.raises(patch.PatchError, match=r"^op 0 \(move '/b'\): unsupported op 'move'$"):
+        patch.apply({"a": 1}, [{"op": "move", "from": "/a", "path": "/b"}])
+
+
+@pytest.mark.parametrize("name", ["replace", "test"])
+def test_replace_and_test_need_a_value(name):
+    with pytest.raises(patch.PatchError, match=f"'{name}' needs a 'value'"):
+        patch.apply({"a": 1}, [{"op": name, "path": "/a"}])
+
+
+def test_a_remove_needs_no_value_and_a_root_replace_is_the_value():
+    assert patch.apply({"a": 1, "b": 2}, [{"op": "remove", "path": "/a"}]) == {"b": 2}
+    assert patch.apply({"a": 1}, [patch.replace("", [1])]) == [1]
+
+
+@pytest.mark.parametrize(("path", "parts"), [
+    ("/a/b", ["a", "b"]), ("/a~1b/c~0d", ["a/b", "c~d"]), ("/~01", ["~1"]), ("/a//b", ["a", "", "b"]),
+    ("/x~0", ["x~"]),
+])
+def test_tokens(path, parts):
+    assert patch.tokens(path) == parts
+
+
+@pytest.mark.parametrize("bad", ["/a~/b", "/~", "/a/b~"])
+def test_a_tilde_before_a_slash_or_at_the_end_is_malformed(bad):
+    with pytest.raises(patch.PatchError, match="invalid '~' escape"):
+        patch.tokens(bad)
+    with pytest.raises(patch.PatchError, match="does not start with '/'"):
+        patch.tokens("a/b")
+
+
+def test_a_path_that_is_not_a_string_is_said_so_exactly():
+    with pytest.raises(patch.PatchError, match=r"^op 0 \(remove 3\): 'path' must be a string$"):
+        patch.apply({"a": 1}, [{"op": "remove", "path": 3}])
+
+
+@pytest.mark.parametrize(("doc", "op", "message"), [
+    ({"a": 1}, patch.remove(""), "cannot remove the whole document"),
+    ({"a": 1}, {"op": "add", "path": "/b"}, "'add' needs a 'value'"),
+    ({"a": 1}, patch.test("/a", 2), "test failed: value differs"),
+    ({"a": 1}, patch.replace("/b", 2), "no member 'b' to replace"),
+    ({"a": 1}, patch.add("/a/b", 2), "parent of '/a/b' is not an object or array"),
+    ({"l": [1]}, patch.remove("/l/x"), "'x' is not an array index"),
+    ({"l": [1]}, patch.remove("/l/1"), "array index 1 out of range"),
+    ({"a": 1}, patch.add("/b/c", 2), "no member 'b'"),
+    ({"a": 1}, patch.test("/a/b", 2), "cannot descend into a int with 'b'"),
+    ({"a": 1}, patch.add("a", 2), "pointer 'a' does not start with '/'"),
+    ({"a": 1}, patch.add("/a~2", 2), "pointer '/a~2' has an invalid '~' escape"),
+])
+def test_each_failure_says_exactly_what(doc, op, message):
+    with pytest.raises(patch.PatchError) as info:
+        patch.apply(doc, [op])
+    assert str(info.value).split("): ", 1)[1] == message

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
@@ -251,3 +252,341 @@ def loaded(f: dict | None) -> Any:
     if f is None:
         return None
     return load_kind([verdict("Failed", pods_cond("any", None, f))]).verdicts[0].when.filter
+
+
+# -- facts, field by field -------------------------------------------------------------------------
+
+def _at(seconds: float) -> Any:
+    return functions.timestamp(builders.at(seconds))
+
+
+def test_restarts_add_up_over_counted_containers_init_included() -> None:
+    obj = pod("p", "Running", init=[terminated("setup", 0, restarts=2)],
+              containers=[running("main", restarts=3), running("side", restarts=5)])
+    assert facts(obj).restarts == 10
+    assert facts(obj, PRIMARY_MAIN).restarts == 3
+
+
+@pytest.mark.parametrize("count", [True, -2, "3", 2.0, None])
+def test_a_restart_count_that_is_not_a_count_is_zero(count: Any) -> None:
+    obj = pod("p", "Running", containers=[running("main")])
+    obj["status"]["containerStatuses"][0]["restartCount"] = count
+    assert facts(obj).restarts == 0 and facts(obj).containers[0].restarts == 0
+
+
+def test_a_malformed_pod_reads_as_a_pending_one_without_name() -> None:
+    p = facts({"metadata": {"namespace": "ns"}, "status": {"phase": 3, "reason": 4,
+                                                          "containerStatuses": [3, {"name": 5}]}})
+    assert (p.name, p.phase, p.reason, p.evicted, p.terminating) == ("", "Pending", None, False, False)
+    assert p.uid == "ns/" and p.digest == pods.digest("ns/")
+    assert [c.name for c in p.containers] == [""]
+    bare = facts({})
+    assert (bare.uid, bare.namespace, bare.containers) == ("/", None, ())
+
+
+def test_a_pod_without_a_uid_is_named_by_namespace_and_name() -> None:
+    obj = pod("p")
+    del obj["metadata"]["uid"]
+    assert facts(obj).uid == "ml/p"
+
+
+def test_an_evicted_reason_alone_is_an_eviction() -> None:
+    assert facts(pod("p", "Failed", reason="Evicted")).evicted
+    assert not facts(pod("p", "Failed", reason="DeadlineExceeded")).evicted
+
+
+def test_a_disruption_target_counts_only_when_true() -> None:
+    obj = pod("p", "Running", conditions=[condition("DisruptionTarget", status="False"),
+                                          condition("Other", "X")])
+    assert not facts(obj).evicted
+
+
+def test_container_states_and_exit_codes() -> None:
+    obj = pod("p", "Running", containers=[running("a"), waiting("b", "ImagePullBackOff"),
+                                          terminated("c", 0), {"name": "d"}])
+    obj["status"]["containerStatuses"].append(
+        {"name": "e", "state": {"terminated": {"exitCode": True, "reason": "Odd"}}})
+    p = facts(obj)
+    assert [(c.name, c.index, c.state, c.exit_code) for c in p.containers] == [
+        ("a", 0, "running", None), ("b", 1, "waiting", None), ("c", 2, "terminated", 0),
+        ("d", 3, "", None), ("e", 4, "terminated", None)]
+    assert p.container("c") is p.containers[2] and p.container("zz") is None
+    assert p.containers[1].reason == "ImagePullBackOff"
+
+
+def test_a_container_s_finish_is_from_its_current_state_else_its_last() -> None:
+    p = facts(pod("p", "Running", containers=[terminated("a", 1, finished=90),
+                                              running("b", 1, last_exit=2)]))
+    assert [c.finished for c in p.containers] == [_at(90), _at(30)]
+    assert [c.exit_code for c in p.containers] == [1, 2]
+
+
+def test_the_most_telling_container_comes_first() -> None:
+    """Non-zero exits, then other reasons, then clean exits, then the rest; earlier finish first."""
+    obj = pod("p", "Failed", containers=[
+        running("plain"), terminated("clean", 0, finished=10), waiting("pulling", "ErrImagePull"),
+        terminated("late", 2, finished=50), terminated("early", 3, finished=20),
+        terminated("done", 0, "Completed", finished=5)])
+    assert [c.name for c in facts(obj).counted] == ["early", "late", "pulling", "done", "clean", "plain"]
+
+
+def test_failures_are_regular_before_init_each_in_status_order() -> None:
+    obj = pod("p", "Failed", init=[terminated("i1", 1), terminated("i2", 0)],
+              containers=[terminated("b", 2, finished=90), terminated("a", 3, finished=10),
+                          waiting("w", "CrashLoopBackOff", last_exit=9)])
+    p = facts(obj)
+    assert [c.name for c in p.failures] == ["b", "a", "i1"]
+    assert p.deciding(True).name == "b" and p.deciding(False).name == "a"
+    assert facts(pod("p", "Running")).deciding(True).name == "main"   # no failure: the counted
+    assert facts(pod("p", "Pending")).deciding(False) is None
+
+
+@pytest.mark.parametrize("obj, state, since", [
+    (pod("p", "Pending", created=30), "pending", 30),
+    (pod("p", "Running", created=30), "running", 31),
+    (pod("p", "Failed", containers=[terminated("a", 1, finished=70), terminated("b", 1, finished=80)]),
+     "failed", 80),
+    (pod("p", "Succeeded", containers=[terminated("a", 0, finished=70)]), "succeeded", 70),
+    (evicted("p"), "evicted", 50),
+    (evicted("p"), "failedOrEvicted", 50),
+    (pod("p", "Failed", containers=[terminated("a", 1, finished=70)]), "failedOrEvicted", 70),
+    (pod("p", "Running", deleting=100), "terminating", 100),
+])
+def test_since_for_each_state(obj: dict, state: str, since: float) -> None:
+    assert facts(obj).since(state) == _at(since)
+
+
+def test_since_falls_back_when_a_timestamp_is_missing() -> None:
+    no_start = pod("p", "Running", created=30)
+    del no_start["status"]["startTime"]
+    assert facts(no_start).since("running") == _at(30)
+    # an eviction with no DisruptionTarget time: when it ended
+    ev = pod("p", "Failed", reason="Evicted", containers=[terminated("main", 137, finished=77)])
+    assert facts(ev).since("evicted") == _at(77)
+    # a finished pod with no container finish: its Ready condition's time
+    ready = pod("p", "Failed", containers=[running("main")],
+                conditions=[condition("Other", at_seconds=10), condition("Ready", status="False", at_seconds=60)])
+    assert facts(ready).ended == _at(60) and facts(ready).since("failed") == _at(60)
+    # a pod still running has not ended, whatever its containers say
+    assert facts(pod("p", "Running", containers=[terminated("a", 1)])).ended is None
+    nothing = pod("p", "Failed", containers=[running("main")])
+    nothing["status"].pop("startTime")
+    assert facts(nothing).since("failed") == _at(0)   # then when it was created
+
+
+def test_deletion_is_requested_a_grace_period_before_its_timestamp() -> None:
+    obj = pod("p", "Running", deleting=100)
+    obj["metadata"]["deletionGracePeriodSeconds"] = 30
+    assert facts(obj).deleting == _at(70)
+    obj["metadata"]["deletionGracePeriodSeconds"] = -5
+    assert facts(obj).deleting == _at(100)
+    assert facts(pod("p")).deleting is None
+
+
+def test_an_unknown_state_reads_as_terminating() -> None:
+    assert facts(pod("p", deleting=5)).is_("terminating")
+    assert not facts(pod("p")).is_("terminating")
+
+
+def test_change_key_orders_by_when_the_state_was_entered_then_name() -> None:
+    early = facts(pod("b", "Failed", containers=[terminated("main", 1, finished=20)]))
+    late = facts(pod("a", "Failed", containers=[terminated("main", 1, finished=40)]))
+    ev = facts(evicted("c"))
+    odd = facts(pod("d", "Unknown", containers=[], created=5))
+    assert pods.change_key(early) == (_at(20), "b", "uid-b")
+    assert pods.change_key(ev)[0] == _at(50)
+    assert pods.change_key(odd)[0] == _at(5)    # a phase that is no state: since its creation
+    undated = pod("e", "Pending")
+    del undated["metadata"]["creationTimestamp"]
+    assert pods.change_key(facts(undated))[0] == datetime.max.replace(tzinfo=timezone.utc)
+    assert sorted([late, ev, early], key=pods.change_key) == [early, late, ev]
+
+
+def test_sort_key_reads_the_container_then_the_pod() -> None:
+    p = facts(pod("p", "Failed", containers=[terminated("a", 1, finished=20), terminated("b", 1, finished=40)]))
+    assert pods.sort_key(p, p.containers[0]) == (_at(20), "p")
+    assert pods.sort_key(p, None) == (_at(40), "p")
+    assert pods.sort_key(facts(pod("q", "Running", conditions=[condition("DisruptionTarget", at_seconds=9)])),
+                         None) == (_at(9), "q")
+    assert pods.sort_key(facts(pod("r")), None) == (datetime.max.replace(tzinfo=timezone.utc), "r")
+
+
+@pytest.mark.parametrize("value, true", [
+    (None, False), (False, False), ("", False), ([], False), ({}, False), (0, True), (0.0, True),
+    (True, True), ("x", True), ([0], True), ({"a": None}, True),
+])
+def test_truthy_as_jmespath(value: Any, true: bool) -> None:
+    assert pods.truthy(value) is true
+
+
+@pytest.mark.parametrize("labels, task", [({"volcano.sh/task-spec": ""}, None),
+                                          ({"volcano.sh/task-spec": 3}, None),
+                                          ({"volcano.sh/task-spec": "ps"}, "ps"), ({}, None)])
+def test_a_task_label_must_be_a_non_empty_string(labels: dict, task: str | None) -> None:
+    obj = pod("p", task=None, labels=labels)
+    assert pods.task_of(KIND, obj, OPTS) == task
+
+
+def test_a_task_expression_s_value_as_text() -> None:
+    expr = load_kind([verdict("Running", jp("metadata.labels.role"))]).verdicts[0].when.expr
+    kind = dataclasses.replace(load_kind(task_label=None), task_expr=expr)
+    assert pods.task_of(kind, pod("p", labels={"role": ""}), OPTS) is None
+    num = load_kind([verdict("Running", jp("`3`"))]).verdicts[0].when.expr
+    assert pods.task_of(dataclasses.replace(kind, task_expr=num), pod("p"), OPTS) == "3"
+    assert pods.task_of(dataclasses.replace(kind, task_expr=None), pod("p"), OPTS) is None
+
+
+def test_counted_every_only_with_nothing_declared() -> None:
+    assert pods.ALL.every
+    assert not pods.Counted(("main",), None, frozenset()).every
+    assert not pods.Counted(None, "step-", frozenset()).every
+    assert not pods.Counted(None, None, frozenset({"side"})).every
+    both_ = pods.Counted(("main",), "step-", frozenset())
+    assert both_("main") and both_("step-x") and not both_("other")
+    assert not pods.Counted(None, None, frozenset({"side"}))("side")
+
+
+# -- filters, in detail -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("f, obj, ok", [
+    (exit_in(ranges=[[130, 136]]), OOM, False),
+    (exit_in(ranges=[[137, 137]]), OOM, True),
+    (exit_in(ranges=[[138, 140]]), OOM, False),
+    (exit_in(ranges=[[1, 2], [100, 200]]), OOM, True),
+    (exit_in(ranges=[[130, 140]], negate=True), OOM, False),
+    (exit_in(1, ranges=[[130, 140]], negate=True), pod("p", "Failed", containers=[terminated("main", 2)]), True),
+    (reason_in("Error", negate=True), pod("p", "Pending"), False),      # no reason: neither
+    (reason_in("OOMKilled", negate=True), pod("p", "Failed", containers=[terminated("main", 1, "Error")]), True),
+    ({"op": "restarts", "cmp": "<", "value": 1, "container": None}, pod("p", "Pending"), True),
+    ({"op": "restarts", "cmp": "==", "value": 4, "container": "main"}, CRASHLOOP, True),
+    ({"op": "restarts", "cmp": "!=", "value": 4, "container": "main"}, CRASHLOOP, False),
+    ({"op": "restarts", "cmp": "<=", "value": 3, "container": "main"}, CRASHLOOP, False),
+    ({"op": "restarts", "cmp": ">=", "value": 1, "container": "nosuch"}, CRASHLOOP, False),
+    ({"op": "condition", "type": "DisruptionTarget", "reasons": ["PreemptionByScheduler"], "negate": True},
+     PREEMPTED, False),
+    ({"op": "condition", "type": "DisruptionTarget", "reasons": [], "negate": True}, OOM, True),
+    ({"op": "label", "key": "team", "values": None, "negate": True}, pod("p"), True),
+    ({"op": "label", "key": "team", "values": None, "negate": True}, pod("p", labels={"team": "a"}), False),
+    ({"op": "label", "key": "team", "values": ["a"], "negate": False},
+     pod("p", labels={"team": "a"}), True),
+    ({"op": "label", "key": "team", "values": ["a"], "negate": True},
+     pod("p", labels={"team": "a"}), False),
+    ({"op": "podReason", "values": ["Evicted"], "negate": False}, OOM, False),
+])
+def test_more_filters(f: dict, obj: dict, ok: bool) -> None:
+    assert pods.matches(loaded(f), facts(obj), OPTS) is ok
+
+
+def test_an_annotation_filter_reads_annotations_not_labels() -> None:
+    """(An injection's `annotation` filter, tested against the pod as a pod filter.)"""
+    from runtime import plan
+    obj = pod("p", labels={"team": "a"})
+    obj["metadata"]["annotations"] = {"owner": "x"}
+    assert not pods.matches(plan.LabelIs("owner", None, False, False), facts(obj), OPTS)
+    assert pods.matches(plan.LabelIs("owner", None, False, True), facts(obj), OPTS)
+    assert pods.matches(plan.LabelIs("owner", frozenset({"x"}), False, True), facts(obj), OPTS)
+    assert not pods.matches(plan.LabelIs("team", None, False, True), facts(obj), OPTS)
+
+
+def test_a_named_container_inside_not_and_or_is_the_one_tested() -> None:
+    obj = pod("p", "Failed", containers=[terminated("main", 1), terminated("side", 2)])
+    f = negate(either(exit_in(9), exit_in(2, container="side")))
+    ok, chosen = pods.witness(loaded(f), facts(obj), OPTS)
+    assert ok is False and chosen is None
+    ok, chosen = pods.witness(loaded(negate(exit_in(3, container="side"))), facts(obj), OPTS)
+    assert ok is True and chosen is not None and chosen.name == "side"
+
+
+def test_a_filter_that_no_container_passes_is_tried_on_each() -> None:
+    obj = pod("p", "Failed", containers=[terminated("a", 1, finished=10), terminated("b", 2, finished=20)])
+    ok, chosen = pods.witness(loaded(exit_in(2)), facts(obj), OPTS)
+    assert ok and chosen is not None and chosen.name == "b"
+    assert pods.witness(loaded(exit_in(3)), facts(obj), OPTS) == (False, None)
+
+
+# -- membership, in detail --------------------------------------------------------------------------
+
+def test_owned_without_a_uid_needs_kind_name_and_api_version() -> None:
+    no_uid = job(uid="")
+    for key, value in (("kind", "Other"), ("name", "other"), ("apiVersion", "x/v1")):
+        candidate = pod("a")
+        candidate["metadata"]["ownerReferences"][0][key] = value
+        assert pods.pods_of(KIND, no_uid, [candidate], T0) == [], key
+    assert pods.pods_of(KIND, no_uid, [pod("a")], T0) != []
+
+
+def test_a_pod_with_no_namespace_and_a_job_with_none_belong() -> None:
+    candidate = pod("a")
+    del candidate["metadata"]["namespace"]
+    assert pods.pods_of(KIND, job(), [candidate], T0) == [candidate]
+    other = pod("b")
+    other["metadata"]["namespace"] = "elsewhere"
+    nameless_job = job()
+    del nameless_job["metadata"]["namespace"]
+    assert pods.pods_of(KIND, nameless_job, [other], T0) == [other]
+
+
+def test_a_selector_that_renders_nothing_selects_nothing() -> None:
+    kind = load_kind(owned=False, labels={"app": "<<metadata.labels.app>>"})
+    assert pods.pods_of(kind, job(), [pod("a", labels={"app": "x"})], T0) == []
+
+
+def test_membership_reads_the_clock_only_for_now() -> None:
+    kind = load_kind(owned=False, labels={"stamp": "<<now()>>"})
+    candidate = pod("a", labels={"stamp": "2024-05-01T12:00:00Z"})
+    assert pods.pods_of(kind, job(), [candidate], T0) == [candidate]
+    assert pods.pods_of(kind, job(), [candidate]) == []   # the wall clock is years later
+
+
+def test_a_pod_ends_when_its_last_container_terminated_now() -> None:
+    """A container running again (its last state terminated later) or one with no finish time
+    says nothing of when the pod ended."""
+    obj = pod("p", "Failed", containers=[terminated("a", 1, finished=20), running("b", 1, last_exit=2)])
+    obj["status"]["containerStatuses"].append({"name": "c", "state": {"terminated": {"exitCode": 1}}})
+    assert facts(obj).ended == _at(20)
+
+
+def test_a_non_zero_exit_speaks_before_an_earlier_reason_and_a_clean_exit_before_the_rest() -> None:
+    unexplained = {"name": "x", "state": {"terminated": {"finishedAt": builders.at(1)}}}
+    obj = pod("p", "Failed", containers=[
+        unexplained, terminated("clean", 0, finished=10), terminated("odd", 0, "Error", finished=5),
+        terminated("bad", 3, finished=20)])
+    assert [c.name for c in facts(obj).counted] == ["bad", "odd", "clean", "x"]
+
+
+def test_matches_reads_a_failure_as_asked() -> None:
+    f = loaded(exit_in(137))
+    assert pods.matches(f, facts(RESTARTED_137), OPTS)
+    assert not pods.matches(f, facts(RESTARTED_137), OPTS, failure=True)
+
+
+def test_membership_on_the_wall_clock_reads_ages() -> None:
+    kind = load_kind(owned=False, labels={"old": "<<to_string(age(metadata.creationTimestamp) > `0`)>>"})
+    candidate = pod("a", labels={"old": "true"})
+    assert pods.pods_of(kind, job(), [candidate]) == [candidate]
+
+
+def test_a_selector_s_placeholders_name_this_job() -> None:
+    """docs/language.md: a `pods label ... = VALUE` may name `job`, `namespace` and `kind`."""
+    kind = load_kind(owned=False, labels={"app": "{kind}.{namespace}.{job}"})
+    mine, other = pod("a", labels={"app": "Job.ml.train"}), pod("b", labels={"app": ".."})
+    assert pods.pods_of(kind, job(), [mine, other], T0) == [mine]
+
+
+def test_both_parts_of_an_and_read_the_same_container() -> None:
+    ok, chosen = pods.witness(loaded(both(exit_in(137), reason_in("OOMKilled"))), facts(OOM), OPTS)
+    assert ok and chosen is not None and chosen.name == "main"
+
+
+def test_a_named_container_s_filter_still_reads_the_pod() -> None:
+    f = both(exit_in(137, container="main"), {"op": "podReason", "values": ["OOMKilled"], "negate": True})
+    assert pods.matches(loaded(f), facts(OOM), OPTS)
+    g = both(exit_in(137, container="main"), jp("metadata.name == 'p'"))
+    assert pods.matches(loaded(g), facts(OOM), OPTS)
+
+
+def test_a_container_without_a_name_counts_under_no_prefix() -> None:
+    kind = load_kind(primaryContainerPrefix="step-")
+    obj = pod("p", "Running", containers=[running("step-a", restarts=1)])
+    obj["status"]["containerStatuses"].append({"name": 5, "restartCount": 7})
+    assert facts(obj, kind).restarts == 1
