@@ -77,11 +77,15 @@ def counted(kind: plan.Kind) -> Counted:
     return Counted(kind.primary_containers, kind.primary_prefix, kind.injected)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Pod:
     """What the evaluator knows about a pod. The few facts every evaluation needs are read up
     front; container and time facts are read on first use and remembered (most pods of a big
-    job are only checked for their phase)."""
+    job are only checked for their phase).
+
+    Never assigned to once made, but not frozen: every evaluation makes one per pod, and a
+    frozen dataclass's `__init__` (a guarded `object.__setattr__` per field) costs five times a
+    plain one's: a fifth of a 100-pod evaluation (bench/RESULTS.md)."""
 
     obj: Mapping[str, Any]
     name: str
@@ -238,36 +242,35 @@ def facts(kind: plan.Kind, pod: Mapping[str, Any], search: templates.Search,
     every = counts.every
     restarts = 0
     for key in ("initContainerStatuses", "containerStatuses"):
-        for cs in _objs(status.get(key)):
-            name = cs.get("name")
-            if every or counts(name if isinstance(name, str) else ""):
-                restarts += _count(cs.get("restartCount"))
+        for cs in _list(status.get(key)):   # every pod has some: no list of them is made
+            if isinstance(cs, dict):
+                name = cs.get("name")
+                if every or counts(name if isinstance(name, str) else ""):
+                    restarts += _count(cs.get("restartCount"))
     disrupted = False
-    for cond in _objs(status.get("conditions")):
-        if cond.get("type") == "DisruptionTarget" and cond.get("status") == "True":
+    for cond in _list(status.get("conditions")):
+        if isinstance(cond, dict) and cond.get("type") == "DisruptionTarget" \
+                and cond.get("status") == "True":
             disrupted = True
     name, namespace = _text(meta.get("name")) or "", _text(meta.get("namespace"))
     uid = _text(meta.get("uid")) or f"{namespace or ''}/{name}"
+    task = task_of(kind, pod, search)
+    phase = _text(status.get("phase")) or "Pending"
     reason = _text(status.get("reason"))
-    return Pod(
-        obj=pod,
-        name=name,
-        namespace=namespace,
-        uid=uid,
-        digest=digest(uid),
-        task=task_of(kind, pod, search),
-        phase=_text(status.get("phase")) or "Pending",
-        reason=reason,
-        evicted=disrupted or reason == "Evicted",
-        terminating=meta.get("deletionTimestamp") is not None,
-        restarts=restarts,
-        counts=counts,
-    )
+    evicted = disrupted or reason == "Evicted"
+    terminating = meta.get("deletionTimestamp") is not None
+    # Positional, in field order: keywords would add a sixth to the cost of this function.
+    return Pod(pod, name, namespace, uid, digest(uid), task, phase, reason, evicted, terminating,
+               restarts, counts)
 
 
 def _obj(value: Any) -> Mapping[str, Any]:
     """An object of the pod, or {} where the pod has something else (pods may be malformed)."""
     return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _objs(value: Any) -> list[Mapping[str, Any]]:
