@@ -21,7 +21,7 @@ import json
 import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 from runtime import functions, shape, vocabulary
 
@@ -36,9 +36,12 @@ class StateError(shape.ShapeError):
     """Stored state that cannot be read."""
 
 
-@dataclass(frozen=True, slots=True)
-class PodRecord:
-    """The incarnation of a pod last handled: a change in any field is a new incarnation."""
+class PodRecord(NamedTuple):
+    """The incarnation of a pod last handled: a change in any field is a new incarnation.
+
+    A named tuple, not a frozen dataclass: every evaluation makes one per pod and compares it
+    with the stored one (and `occurrences` looks pairs up in a cache), which a tuple does in C;
+    as a frozen dataclass that was a tenth of a 100-pod evaluation (bench/RESULTS.md)."""
 
     task: str | None
     phase: str  # P R S F
