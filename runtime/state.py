@@ -158,9 +158,12 @@ def to_json(state: State) -> dict[str, Any]:
     if state.failed_tasks:
         out["failedTasks"] = sorted(state.failed_tasks)
     if state.pods:
-        groups: dict[str, dict[str, list[str]]] = {}
+        by_record: dict[PodRecord, list[str]] = {}   # few records, many pods
         for digest, record in state.pods.items():
-            groups.setdefault(record.task or "", {}).setdefault(record.code, []).append(digest)
+            by_record.setdefault(record, []).append(digest)
+        groups: dict[str, dict[str, list[str]]] = {}
+        for record, digests in by_record.items():
+            groups.setdefault(record.task or "", {}).setdefault(record.code, []).extend(digests)
         out["pods"] = {task: {code: " ".join(sorted(ds)) for code, ds in codes.items()}
                        for task, codes in groups.items()}
     if state.tasks:
@@ -229,10 +232,11 @@ def from_json(data: Any) -> State:
             letter, restarts, evicted, deleting, ours = match.groups()
             record = PodRecord(task or None, letter, int(restarts or 0), bool(evicted),
                                bool(deleting), bool(ours))
-            for digest in shape.string(digests, f"pods.{task}.{code}").split():
-                if not _DIGEST.fullmatch(digest):
-                    raise StateError(f"pods.{task}.{code}: malformed pod digest {digest!r}")
-                pods[digest] = record
+            listed = shape.string(digests, f"pods.{task}.{code}").split()
+            if not all(map(_DIGEST.fullmatch, listed)):   # each checked in C
+                bad = next(d for d in listed if not _DIGEST.fullmatch(d))
+                raise StateError(f"pods.{task}.{code}: malformed pod digest {bad!r}")
+            pods.update(dict.fromkeys(listed, record))
     final = obj.get("final")
     if final is not None:
         f = shape.obj(final, "final")

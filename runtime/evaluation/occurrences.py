@@ -41,15 +41,13 @@ def of_pods(inputs: Inputs) -> tuple[list[Occurrence], dict[str, state.PodRecord
     stored = inputs.stored
     out = []
     records: dict[str, state.PodRecord] = {}
-    seen = set()
     for p in inputs.pods:
-        seen.add(p.digest)
         old = stored.pods.get(p.digest)
         record = state.PodRecord(p.task, state.PHASE_LETTERS.get(p.phase, "P"), p.restarts,
                                  p.evicted, p.terminating, old is not None and old.ours)
         records[p.digest] = record
-        if record.ours:
-            continue  # we asked for this pod to go: what happens to it is our doing
+        if record.ours or record == old:
+            continue  # ours: what happens to it is our doing; unchanged: handled before
         heard = inputs.kind.heard(p.task)
         names, disrupted = changes(old, record)
         names = tuple(n for n in names if n in heard)
@@ -57,7 +55,7 @@ def of_pods(inputs: Inputs) -> tuple[list[Occurrence], dict[str, state.PodRecord
             out.append(Occurrence(names, p, p.digest, p.task, disrupted=disrupted))
     out.sort(key=lambda occ: pods.change_key(occ.pod))  # type: ignore[arg-type]  # all have pods
     for digest, old in sorted(stored.pods.items()):
-        if digest in seen or not _gone_matters(old):
+        if digest in records or not _gone_matters(old):
             continue
         names = tuple(n for n in ("podDeleted", "podEvicted") if n in inputs.kind.heard(old.task))
         if names:
@@ -73,7 +71,9 @@ def remembered(inputs: Inputs, records: dict[str, state.PodRecord]) -> dict[str,
     out = {}
     for digest, record in records.items():
         old = inputs.stored.pods.get(digest)
-        if _matters(old, record, inputs.kind.heard(record.task)):
+        if old == record:
+            out[digest] = old   # unchanged (most pods, most times): nothing to weigh
+        elif _matters(old, record, inputs.kind.heard(record.task)):
             out[digest] = record
         elif old is not None:
             out[digest] = old
