@@ -388,7 +388,18 @@ def witness(filter: Any, pod: Pod, search: templates.Search,
 
 
 def matches(filter: Any, pod: Pod, search: templates.Search, failure: bool = False) -> bool:
+    """Whether the pod passes the filter (`witness` without the container)."""
+    if filter is not None and not _reads_containers(filter):
+        return _test(filter, pod, None, search)   # every container would answer alike
     return witness(filter, pod, search, failure)[0]
+
+
+def _reads_containers(filter: Any) -> bool:
+    if isinstance(filter, (plan.And, plan.Or)):
+        return any(map(_reads_containers, filter.args))
+    if isinstance(filter, plan.Not):
+        return _reads_containers(filter.arg)
+    return isinstance(filter, (plan.ExitCode, plan.ContainerReason, plan.Restarts))
 
 
 def _named(filter: Any) -> str | None:
@@ -430,9 +441,7 @@ def _test(f: Any, pod: Pod, c: Container | None, search: templates.Search) -> bo
         target = c  # the named container (`witness`), screened on a failure
         return COMPARE[f.cmp](target.restarts if target is not None else 0, f.value)
     if isinstance(f, plan.LabelIs):
-        values = _obj(_obj(pod.obj.get("metadata")).get("annotations" if f.annotation else "labels"))
-        hit = f.key in values if f.values is None else values.get(f.key) in f.values
-        return hit != f.negate
+        return _labelled(f, pod.obj)
     if isinstance(f, plan.JmesPath):
         return truthy(search(f.expr, pod.obj))
     raise TypeError(f"not a pod filter: {f!r}")
@@ -447,10 +456,18 @@ def truthy(value: Any) -> bool:
     return True
 
 
+def _labelled(f: plan.LabelIs, obj: Mapping[str, Any]) -> bool:
+    values = _obj(_obj(obj.get("metadata")).get("annotations" if f.annotation else "labels"))
+    hit = f.key in values if f.values is None else values.get(f.key) in f.values
+    return hit != f.negate
+
+
 def is_primary(kind: plan.Kind, pod: Mapping[str, Any], search: templates.Search) -> bool:
     """Whether the pod is one of the kind's primary pods (all pods when none are declared)."""
     if kind.primary_pods is None:
         return True
+    if isinstance(kind.primary_pods, plan.LabelIs):
+        return _labelled(kind.primary_pods, pod)   # the usual filter: the pod's facts unread
     return matches(kind.primary_pods, facts(kind, pod, search), search)
 
 
