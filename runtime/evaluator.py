@@ -32,6 +32,7 @@ the job is left with). The answer's values are `runtime.evaluation.outcomes`', r
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Iterable, Mapping
@@ -133,6 +134,7 @@ def pods_of(source: plan.Plan | plan.Kind, job: Mapping[str, Any],
 
 
 _FREE = state.PodRecord(None, "P")
+_BY_NAME = operator.attrgetter("name", "uid")
 
 
 def _start(kind: plan.Kind, job: Mapping[str, Any], pod_objects: Iterable[Mapping[str, Any]],
@@ -148,7 +150,7 @@ def _start(kind: plan.Kind, job: Mapping[str, Any], pod_objects: Iterable[Mappin
     search = templates.searcher(functions.options(now), error)
     counts = pods.counted(kind)
     facts = [pods.facts(kind, p, search, counts) for p in pod_objects]
-    facts.sort(key=lambda p: (p.name, p.uid))
+    facts.sort(key=_BY_NAME)
     meta = job.get("metadata")
     meta = meta if isinstance(meta, dict) else {}
     job_vars = {"job": meta.get("name"), "namespace": meta.get("namespace"),

@@ -401,6 +401,25 @@ class Kind:
     injected: frozenset[str] = frozenset()  # containers the plan's injections add to its pods
     actions: Mapping[str, Recipe] = dataclasses.field(default_factory=dict)  # declared recipes
     audit: Audit | None = None  # `mode audit`: every policy audits (Policy.audit says so)
+    # task -> the events some policy takes for a pod (or the task) of that task; None: of a
+    # task no policy names. Derived from `policies` once, since every pod of every evaluation
+    # asks.
+    _heard: Mapping[str | None, frozenset[str]] = dataclasses.field(
+        init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        everyone = frozenset(p.event for p in self.policies if p.task is None)
+        heard: dict[str | None, frozenset[str]] = {None: everyone}
+        for p in self.policies:
+            if p.task is not None:
+                heard[p.task] = heard.get(p.task, everyone) | {p.event}
+        object.__setattr__(self, "_heard", heard)
+
+    def heard(self, task: str | None) -> frozenset[str]:
+        """The events some policy takes for a pod (or the task) of `task`: a change that is
+        none of them changes no decision."""
+        found = self._heard.get(task)
+        return found if found is not None else self._heard[None]
 
     def recipe(self, action: str) -> Recipe:
         """How this kind does `action`: its `actions` block, else the default."""

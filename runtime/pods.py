@@ -77,11 +77,15 @@ def counted(kind: plan.Kind) -> Counted:
     return Counted(kind.primary_containers, kind.primary_prefix, kind.injected)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Pod:
     """What the evaluator knows about a pod. The few facts every evaluation needs are read up
     front; container and time facts are read on first use and remembered (most pods of a big
-    job are only checked for their phase)."""
+    job are only checked for their phase).
+
+    Never assigned to once made, but not frozen: every evaluation makes one per pod, and a
+    frozen dataclass's `__init__` (a guarded `object.__setattr__` per field) costs five times a
+    plain one's: a fifth of a 100-pod evaluation (bench/RESULTS.md)."""
 
     obj: Mapping[str, Any]
     name: str
@@ -238,36 +242,35 @@ def facts(kind: plan.Kind, pod: Mapping[str, Any], search: templates.Search,
     every = counts.every
     restarts = 0
     for key in ("initContainerStatuses", "containerStatuses"):
-        for cs in _objs(status.get(key)):
-            name = cs.get("name")
-            if every or counts(name if isinstance(name, str) else ""):
-                restarts += _count(cs.get("restartCount"))
+        for cs in _list(status.get(key)):   # every pod has some: no list of them is made
+            if isinstance(cs, dict):
+                name = cs.get("name")
+                if every or counts(name if isinstance(name, str) else ""):
+                    restarts += _count(cs.get("restartCount"))
     disrupted = False
-    for cond in _objs(status.get("conditions")):
-        if cond.get("type") == "DisruptionTarget" and cond.get("status") == "True":
+    for cond in _list(status.get("conditions")):
+        if isinstance(cond, dict) and cond.get("type") == "DisruptionTarget" \
+                and cond.get("status") == "True":
             disrupted = True
     name, namespace = _text(meta.get("name")) or "", _text(meta.get("namespace"))
     uid = _text(meta.get("uid")) or f"{namespace or ''}/{name}"
+    task = task_of(kind, pod, search)
+    phase = _text(status.get("phase")) or "Pending"
     reason = _text(status.get("reason"))
-    return Pod(
-        obj=pod,
-        name=name,
-        namespace=namespace,
-        uid=uid,
-        digest=digest(uid),
-        task=task_of(kind, pod, search),
-        phase=_text(status.get("phase")) or "Pending",
-        reason=reason,
-        evicted=disrupted or reason == "Evicted",
-        terminating=meta.get("deletionTimestamp") is not None,
-        restarts=restarts,
-        counts=counts,
-    )
+    evicted = disrupted or reason == "Evicted"
+    terminating = meta.get("deletionTimestamp") is not None
+    # Positional, in field order: keywords would add a sixth to the cost of this function.
+    return Pod(pod, name, namespace, uid, digest(uid), task, phase, reason, evicted, terminating,
+               restarts, counts)
 
 
 def _obj(value: Any) -> Mapping[str, Any]:
     """An object of the pod, or {} where the pod has something else (pods may be malformed)."""
     return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _objs(value: Any) -> list[Mapping[str, Any]]:
@@ -385,7 +388,18 @@ def witness(filter: Any, pod: Pod, search: templates.Search,
 
 
 def matches(filter: Any, pod: Pod, search: templates.Search, failure: bool = False) -> bool:
+    """Whether the pod passes the filter (`witness` without the container)."""
+    if filter is not None and not _reads_containers(filter):
+        return _test(filter, pod, None, search)   # every container would answer alike
     return witness(filter, pod, search, failure)[0]
+
+
+def _reads_containers(filter: Any) -> bool:
+    if isinstance(filter, (plan.And, plan.Or)):
+        return any(map(_reads_containers, filter.args))
+    if isinstance(filter, plan.Not):
+        return _reads_containers(filter.arg)
+    return isinstance(filter, (plan.ExitCode, plan.ContainerReason, plan.Restarts))
 
 
 def _named(filter: Any) -> str | None:
@@ -427,9 +441,7 @@ def _test(f: Any, pod: Pod, c: Container | None, search: templates.Search) -> bo
         target = c  # the named container (`witness`), screened on a failure
         return COMPARE[f.cmp](target.restarts if target is not None else 0, f.value)
     if isinstance(f, plan.LabelIs):
-        values = _obj(_obj(pod.obj.get("metadata")).get("annotations" if f.annotation else "labels"))
-        hit = f.key in values if f.values is None else values.get(f.key) in f.values
-        return hit != f.negate
+        return _labelled(f, pod.obj)
     if isinstance(f, plan.JmesPath):
         return truthy(search(f.expr, pod.obj))
     raise TypeError(f"not a pod filter: {f!r}")
@@ -444,10 +456,18 @@ def truthy(value: Any) -> bool:
     return True
 
 
+def _labelled(f: plan.LabelIs, obj: Mapping[str, Any]) -> bool:
+    values = _obj(_obj(obj.get("metadata")).get("annotations" if f.annotation else "labels"))
+    hit = f.key in values if f.values is None else values.get(f.key) in f.values
+    return hit != f.negate
+
+
 def is_primary(kind: plan.Kind, pod: Mapping[str, Any], search: templates.Search) -> bool:
     """Whether the pod is one of the kind's primary pods (all pods when none are declared)."""
     if kind.primary_pods is None:
         return True
+    if isinstance(kind.primary_pods, plan.LabelIs):
+        return _labelled(kind.primary_pods, pod)   # the usual filter: the pod's facts unread
     return matches(kind.primary_pods, facts(kind, pod, search), search)
 
 

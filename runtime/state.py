@@ -21,7 +21,7 @@ import json
 import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 from runtime import functions, shape, vocabulary
 
@@ -36,9 +36,12 @@ class StateError(shape.ShapeError):
     """Stored state that cannot be read."""
 
 
-@dataclass(frozen=True, slots=True)
-class PodRecord:
-    """The incarnation of a pod last handled: a change in any field is a new incarnation."""
+class PodRecord(NamedTuple):
+    """The incarnation of a pod last handled: a change in any field is a new incarnation.
+
+    A named tuple, not a frozen dataclass: every evaluation makes one per pod and compares it
+    with the stored one (and `occurrences` looks pairs up in a cache), which a tuple does in C;
+    as a frozen dataclass that was a tenth of a 100-pod evaluation (bench/RESULTS.md)."""
 
     task: str | None
     phase: str  # P R S F
@@ -155,9 +158,12 @@ def to_json(state: State) -> dict[str, Any]:
     if state.failed_tasks:
         out["failedTasks"] = sorted(state.failed_tasks)
     if state.pods:
-        groups: dict[str, dict[str, list[str]]] = {}
+        by_record: dict[PodRecord, list[str]] = {}   # few records, many pods
         for digest, record in state.pods.items():
-            groups.setdefault(record.task or "", {}).setdefault(record.code, []).append(digest)
+            by_record.setdefault(record, []).append(digest)
+        groups: dict[str, dict[str, list[str]]] = {}
+        for record, digests in by_record.items():
+            groups.setdefault(record.task or "", {}).setdefault(record.code, []).extend(digests)
         out["pods"] = {task: {code: " ".join(sorted(ds)) for code, ds in codes.items()}
                        for task, codes in groups.items()}
     if state.tasks:
@@ -226,10 +232,11 @@ def from_json(data: Any) -> State:
             letter, restarts, evicted, deleting, ours = match.groups()
             record = PodRecord(task or None, letter, int(restarts or 0), bool(evicted),
                                bool(deleting), bool(ours))
-            for digest in shape.string(digests, f"pods.{task}.{code}").split():
-                if not _DIGEST.fullmatch(digest):
-                    raise StateError(f"pods.{task}.{code}: malformed pod digest {digest!r}")
-                pods[digest] = record
+            listed = shape.string(digests, f"pods.{task}.{code}").split()
+            if not all(map(_DIGEST.fullmatch, listed)):   # each checked in C
+                bad = next(d for d in listed if not _DIGEST.fullmatch(d))
+                raise StateError(f"pods.{task}.{code}: malformed pod digest {bad!r}")
+            pods.update(dict.fromkeys(listed, record))
     final = obj.get("final")
     if final is not None:
         f = shape.obj(final, "final")

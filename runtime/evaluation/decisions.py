@@ -145,7 +145,7 @@ def _consequences(inputs: Inputs, ledger: Ledger, action: str, policy: plan.Poli
     else:
         doomed = []
     for p in doomed:
-        ledger.records[p.digest] = replace(ledger.records[p.digest], ours=True)
+        ledger.records[p.digest] = ledger.records[p.digest]._replace(ours=True)
 
 
 def _restarting(inputs: Inputs, ledger: Ledger, policy: plan.Policy, name: str, action: str,
@@ -198,7 +198,7 @@ def let_go(kind: plan.Kind, stored: state.State) -> state.State:
     every = any(r.policy is None for r in stored.released)
     gone = {d for r in stored.released for d in r.targets}
     held = {rules.get(r.policy or "") for r in stored.released}
-    pods_ = {d: replace(r, ours=False) if r.ours and (every or d in gone) else r
+    pods_ = {d: r._replace(ours=False) if r.ours and (every or d in gone) else r
              for d, r in stored.pods.items()}
     restarting = stored.restarting
     if restarting is not None and (every or restarting.rule in held):

@@ -30,11 +30,6 @@ class Inputs:
     job_vars: dict[str, Any]  # job, namespace, kind: the placeholders every template has
     run: str | None  # the kind's `final until` value for this job, as compact JSON
 
-    def heard(self, task: str | None) -> frozenset[str]:
-        """The events some policy takes for a pod (or the task) of `task`: a change that is
-        none of them changes no decision."""
-        return frozenset(p.event for p in self.kind.policies if p.task is None or p.task == task)
-
     def snapshot(self, keep: Callable[[Pod], bool],
                  failed_tasks: frozenset[str]) -> conditions.Snapshot:
         """The job with the pods `keep` keeps, as the conditions see it."""

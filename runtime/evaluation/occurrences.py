@@ -41,25 +41,23 @@ def of_pods(inputs: Inputs) -> tuple[list[Occurrence], dict[str, state.PodRecord
     stored = inputs.stored
     out = []
     records: dict[str, state.PodRecord] = {}
-    seen = set()
     for p in inputs.pods:
-        seen.add(p.digest)
         old = stored.pods.get(p.digest)
         record = state.PodRecord(p.task, state.PHASE_LETTERS.get(p.phase, "P"), p.restarts,
                                  p.evicted, p.terminating, old is not None and old.ours)
         records[p.digest] = record
-        if record.ours:
-            continue  # we asked for this pod to go: what happens to it is our doing
-        heard = inputs.heard(p.task)
+        if record.ours or record == old:
+            continue  # ours: what happens to it is our doing; unchanged: handled before
+        heard = inputs.kind.heard(p.task)
         names, disrupted = changes(old, record)
         names = tuple(n for n in names if n in heard)
         if names:
             out.append(Occurrence(names, p, p.digest, p.task, disrupted=disrupted))
     out.sort(key=lambda occ: pods.change_key(occ.pod))  # type: ignore[arg-type]  # all have pods
     for digest, old in sorted(stored.pods.items()):
-        if digest in seen or not _gone_matters(old):
+        if digest in records or not _gone_matters(old):
             continue
-        names = tuple(n for n in ("podDeleted", "podEvicted") if n in inputs.heard(old.task))
+        names = tuple(n for n in ("podDeleted", "podEvicted") if n in inputs.kind.heard(old.task))
         if names:
             out.append(Occurrence(names, None, digest, old.task))
     return out, records
@@ -73,7 +71,9 @@ def remembered(inputs: Inputs, records: dict[str, state.PodRecord]) -> dict[str,
     out = {}
     for digest, record in records.items():
         old = inputs.stored.pods.get(digest)
-        if _matters(old, record, inputs.heard(record.task)):
+        if old == record:
+            out[digest] = old   # unchanged (most pods, most times): nothing to weigh
+        elif _matters(old, record, inputs.kind.heard(record.task)):
             out[digest] = record
         elif old is not None:
             out[digest] = old
@@ -147,7 +147,7 @@ def of_tasks(inputs: Inputs, snapshot: conditions.Snapshot) -> list[Occurrence]:
     out = []
     for task, now_state in sorted(announced(snapshot).items()):
         name = "taskCompleted" if now_state == "succeeded" else "taskFailed"
-        if inputs.stored.tasks.get(task) != now_state and name in inputs.heard(task):
+        if inputs.stored.tasks.get(task) != now_state and name in inputs.kind.heard(task):
             members = tuple(p for p in snapshot.scope(task) if p.is_(now_state))
             out.append(Occurrence((name,), None, None, task, candidates=members))
     return out
@@ -188,7 +188,8 @@ def announced_remembered(inputs: Inputs, snapshot: conditions.Snapshot) -> dict[
     nobody takes is no write on the job), as announced."""
     out = dict(inputs.stored.tasks)
     for task, now_state in announced(snapshot).items():
-        if ("taskCompleted" if now_state == "succeeded" else "taskFailed") in inputs.heard(task):
+        name = "taskCompleted" if now_state == "succeeded" else "taskFailed"
+        if name in inputs.kind.heard(task):
             out[task] = now_state
     return out
 

@@ -14,14 +14,10 @@ from typing import Any
 
 import orjson
 
-from runtime import pods
 from runtime.mutator.draft import Draft
 from runtime.mutator.steps import Program, program
 from runtime.mutator.view import ExpressionFailed, MutationError, Received, mapping, owner_reference
-from runtime.plan import (
-    And, FieldPath, Injection, IsPrimary, JmesPath, Kind, LabelIs, NamespaceIs, NamespaceLabel,
-    Not, Or, Plan, Sidecar, TaskIs, expressions,
-)
+from runtime.plan import FieldPath, Injection, Kind, Plan, Sidecar, expressions
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,8 +149,7 @@ def mutate(injector: Injector, pod: dict, owner: dict | None = None,
 def _apply(injector: Injector, received: Received, programs: tuple[Program, ...], kind: str,
            failed: tuple[MutationError, ...]) -> Mutation:
     """The programs that match the pod, drafted in order on a fresh draft, as one patch."""
-    matched = [p for p in programs
-               if p.injection.match is None or _run(p.injection, _matches, p.injection.match, received)]
+    matched = [p for p in programs if _run(p.injection, p.test, received)]
     if not matched:
         return Mutation((), (), kind, failed)
     draft = Draft(received)
@@ -185,37 +180,6 @@ def _kind_of(injector: Injector, source: dict | None) -> Kind | None:
     if isinstance(api_version, str) and isinstance(kind, str):
         return injector.kinds.get((api_version, kind))
     return None
-
-
-def _matches(node: Any, pod: Received) -> bool:
-    """An injection's `where` filter over the received pod."""
-    match node:
-        case And(args):
-            return all(_matches(a, pod) for a in args)
-        case Or(args):
-            return any(_matches(a, pod) for a in args)
-        case Not(arg):
-            return not _matches(arg, pod)
-        case LabelIs(key, values, negate, annotation):
-            return _has(pod.annotations if annotation else pod.labels, key, values) != negate
-        case NamespaceIs(values, negate):
-            return (pod.namespace in values) != negate
-        case NamespaceLabel():
-            return True  # the webhook entry's namespaceSelector: the API server checked it
-        case TaskIs(values, negate):
-            return (pod.task() in values) != negate
-        case IsPrimary():
-            return pod.primary()
-        case JmesPath(expr):
-            return pods.truthy(pod.search(expr, pod.data))
-    raise TypeError(f"not an injection filter: {node!r}")
-
-
-def _has(mapping_: dict, key: str, values: frozenset[str] | None) -> bool:
-    if values is None:
-        return key in mapping_
-    value = mapping_.get(key)
-    return isinstance(value, str) and value in values
 
 
 def _reads_pod(plan: Plan) -> bool:

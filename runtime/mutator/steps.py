@@ -1,9 +1,10 @@
-"""Each injection compiled once per plan into steps over a draft.
+"""Each injection compiled once per plan: its `where` filter into a test of the received pod,
+its ops into steps over a draft.
 
-What does not depend on the pod (literal texts, volume and mount objects, the completion wiring)
-is made when the plan loads; a step then only renders what names the pod and records its wish in
-the draft. Templates render as everywhere else (`runtime.templates`), over {pod, owner,
-namespace} with the pod's placeholders.
+What does not depend on the pod (literal texts, volume and mount objects, the completion wiring,
+which filter term tests what) is made when the plan loads; a step then only renders what names
+the pod and records its wish in the draft. Templates render as everywhere else
+(`runtime.templates`), over {pod, owner, namespace} with the pod's placeholders.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Union
 
-from runtime import templates, vocabulary
+from runtime import pods, templates, vocabulary
 from runtime.mutator.draft import TOKEN_PATH, Draft, listed, mount
 from runtime.mutator.view import MutationError, Received
 from runtime.plan import (
-    Annotate, Env, Injection, Label, Mount, Sidecar, Template, Var, Volume, Wrap,
+    And, Annotate, Env, Injection, IsPrimary, JmesPath, Label, LabelIs, Mount, NamespaceIs,
+    NamespaceLabel, Not, Or, Sidecar, TaskIs, Template, Var, Volume, Wrap,
 )
 
 COMPLETION_ANNOTATION = vocabulary.COMPLETION_ANNOTATION
@@ -27,6 +29,7 @@ COMPLETION_ENV = "JOBRULES_COMPLETION_CONTAINERS"
 _LABEL_VALUE = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 
 Step = Callable[[Draft], None]
+Test = Callable[[Received], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,17 +46,55 @@ Text = Union[str, _Rendered]   # a template as prepared: a str when it has only 
 
 @dataclass(frozen=True, slots=True)
 class Program:
-    """An injection prepared for admission: its ops as steps."""
+    """An injection prepared for admission: its filter as a test, its ops as steps."""
 
     injection: Injection
     steps: tuple[Step, ...]
+    test: Test = lambda pod: True
 
 
 def program(injection: Injection) -> Program:
     steps = [_MAKERS[type(op)](op, injection) for op in injection.ops]
     if injection.completion_containers is not None:
         steps.append(_completion(injection))
-    return Program(injection, tuple(steps))
+    return Program(injection, tuple(steps), _test(injection.match))
+
+
+def _test(node: Any) -> Test:
+    """An injection's `where` filter (None: none) as a test of the received pod."""
+    match node:
+        case None | NamespaceLabel():
+            # a namespace label is the webhook entry's namespaceSelector: the API server checked it
+            return lambda pod: True
+        case And(args):
+            tests = tuple(map(_test, args))
+            return lambda pod: all(test(pod) for test in tests)
+        case Or(args):
+            tests = tuple(map(_test, args))
+            return lambda pod: any(test(pod) for test in tests)
+        case Not(arg):
+            test = _test(arg)
+            return lambda pod: not test(pod)
+        case LabelIs(key, values, negate, annotation):
+            if annotation:
+                return lambda pod: _has(pod.annotations, key, values) != negate
+            return lambda pod: _has(pod.labels, key, values) != negate
+        case NamespaceIs(namespaces, negate):
+            return lambda pod: (pod.namespace in namespaces) != negate
+        case TaskIs(tasks, negate):
+            return lambda pod: (pod.task() in tasks) != negate
+        case IsPrimary():
+            return Received.primary
+        case JmesPath(expr):
+            return lambda pod: pods.truthy(pod.search(expr, pod.data))
+    raise TypeError(f"not an injection filter: {node!r}")
+
+
+def _has(mapping_: dict, key: str, values: frozenset[str] | None) -> bool:
+    if values is None:
+        return key in mapping_
+    value = mapping_.get(key)
+    return isinstance(value, str) and value in values
 
 
 def _fold(template: Template) -> Text:

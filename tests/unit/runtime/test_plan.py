@@ -117,6 +117,26 @@ def test_the_injected_containers_of_a_kind_come_from_the_injections() -> None:
     assert _plan_with().kinds[0].injected == {"x"}
 
 
+def test_the_events_heard_for_a_task_are_its_policies_and_the_job_wide_ones() -> None:
+    import dataclasses
+
+    from builders import action, kind, load, policy
+
+    heard = load(kind(policies=[
+        policy("podFailed", action("failJob")),
+        policy("podEvicted", action("restartPod"), task="worker"),
+        policy("taskCompleted", action("completeJob"), task="master"),
+    ])).kinds[0]
+    assert heard.heard(None) == {"podFailed"}
+    assert heard.heard("worker") == {"podFailed", "podEvicted"}
+    assert heard.heard("master") == {"podFailed", "taskCompleted"}
+    assert heard.heard("ps") == {"podFailed"}   # a task no policy names
+    # worked out again for a kind made from another
+    quiet = dataclasses.replace(heard, policies=heard.policies[1:2])
+    assert quiet.heard("worker") == {"podEvicted"} and quiet.heard(None) == set()
+    assert quiet != heard and dataclasses.replace(quiet) == quiet
+
+
 # -- policies put in audit by the controller's JOBRULES_AUDIT ------------------------------------
 
 def _two_kinds():

@@ -171,6 +171,22 @@ def test_primary_pods() -> None:
     assert pods.is_primary(KIND, pod("w"), OPTS)
 
 
+@pytest.mark.parametrize("values, negate", [(["master"], False), (["master"], True),
+                                            (None, False), (None, True)])
+def test_primary_pods_by_label_read_as_the_filter_reads_them(values, negate) -> None:
+    """`primary pods label ...` is read off the labels without the pod's facts: the same answer
+    as the filter tested on those facts."""
+    label = {"op": "label", "key": "role", "values": values, "negate": negate}
+    kind = load_kind(primary_pods=label)
+    for role in ("master", "worker", None, 3):
+        obj = pod("m")
+        if role is not None:
+            obj["metadata"]["labels"] = {"role": role}
+        expected = pods.matches(kind.primary_pods, pods.facts(kind, obj, OPTS), OPTS)
+        assert pods.is_primary(kind, obj, OPTS) == expected
+        assert expected == ((role == "master" if values else role is not None) != negate)
+
+
 # -- on a failure, as the Job controller reads a failed pod (pod_failure_policy.go) ---------------
 
 INIT_CLEAN_MAIN_111 = pod("p", "Failed", init=[terminated("setup", 0, finished=5)],

@@ -40,6 +40,18 @@ def test_encoding_is_deterministic_and_readable() -> None:
     assert state.encode(FULL) == state.encode(state.decode(state.encode(FULL)).state)
 
 
+def test_pods_alike_share_one_code_their_digests_sorted() -> None:
+    record = state.PodRecord("worker", "R", 1)
+    many = state.State(pods={d: record for d in ("zzzzzz", "aaaaaa", "mmmmmm")}
+                       | {"bbbbbb": state.PodRecord("worker", "S"), "cccccc": state.PodRecord(None, "R", 1)})
+    assert state.to_json(many)["pods"] == {"worker": {"R1": "aaaaaa mmmmmm zzzzzz", "S": "bbbbbb"},
+                                           "": {"R1": "cccccc"}}
+    assert state.decode(state.encode(many)).state == many
+    # a digest list as a person may write it: any spacing
+    spaced = state.decode('{"v": 1, "pods": {"w": {"R": " aaaaaa   bbbbbb "}}}').state
+    assert spaced.pods == {"aaaaaa": state.PodRecord("w", "R"), "bbbbbb": state.PodRecord("w", "R")}
+
+
 def test_empty_state_is_tiny() -> None:
     assert state.encode(state.EMPTY) == '{"v":1}'
 
@@ -51,6 +63,7 @@ def test_empty_state_is_tiny() -> None:
     ('{"v": 2}', "version 2 is not 1"),
     ('{"v": 1, "pods": {"w": {"Q": "abcdef"}}}', "malformed pod code 'Q'"),
     ('{"v": 1, "pods": {"w": {"R": "ab"}}}', "malformed pod digest 'ab'"),
+    ('{"v": 1, "pods": {"w": {"R": "abcdef  ghijkl x_-"}}}', "malformed pod digest 'x_-'"),
     ('{"v": 1, "pods": {"w": {"R": 3}}}', "expected a string"),
     ('{"v": 1, "budgets": {"x": -1}}', "non-negative integer"),
     ('{"v": 1, "budgets": {"x": true}}', "non-negative integer"),
