@@ -42,14 +42,19 @@ job trainer: batch.volcano.sh/v1alpha1 Job {
 """
 
 
-@pytest.fixture(scope="module")
-def kind(tmp_path_factory: pytest.TempPathFactory) -> plan.Kind:
-    path = tmp_path_factory.mktemp("rules") / "j.rules"
-    path.write_text(RULES)
+def compiled(folder: Path, rules: str = RULES) -> plan.Kind:
+    """The one kind of `rules`, compiled from a file in `folder` as `rulec` reads it."""
+    path = folder / "j.rules"
+    path.write_text(rules)
     built = api.build_sources([api.read(str(path))])
     assert built.plan is not None, [str(d) for d in built.diagnostics]
     [k] = plan.loads(emit.dumps(built.plan)).kinds
     return k
+
+
+@pytest.fixture(scope="module")
+def kind(tmp_path_factory: pytest.TempPathFactory) -> plan.Kind:
+    return compiled(tmp_path_factory.mktemp("rules"))
 
 
 def intent(action: str, **fields: object) -> intents.Intent:
@@ -151,11 +156,9 @@ def test_a_recipe_of_steps_records_every_pod_it_may_delete(kind: plan.Kind) -> N
 
 
 def test_a_recorded_action_opens_no_intent(tmp_path: Path) -> None:
-    path = tmp_path / "j.rules"
-    path.write_text(RULES.replace('        fail job      -> condition "FailureTarget"\n',
-                                  "        fail job      -> record\n"))
-    built = api.build_sources([api.read(str(path))])
-    [k] = plan.loads(emit.dumps(built.plan)).kinds
+    k = compiled(tmp_path, RULES.replace(
+        '        fail job      -> condition "FailureTarget"\n',
+        "        fail job      -> record\n"))
     assert decided(k, [b.pod("w-0", "Failed", containers=[b.terminated("main", 5)])]) == ()
 
 
@@ -391,27 +394,18 @@ def test_an_await_gives_up_exactly_at_its_time(kind: plan.Kind) -> None:
 
 def test_an_await_reads_the_pods_and_the_job(kind: plan.Kind, tmp_path: Path) -> None:
     """`await` conditions over the job's own fields and name see this job."""
-    rules = RULES.replace("await no pod running within 1m",
-                          'await <<metadata.name == `"train"` && status.state.phase == `"Done"`>> within 1m')
-    path = tmp_path / "j.rules"
-    path.write_text(rules)
-    built = api.build_sources([api.read(str(path))])
-    assert built.plan is not None, [str(d) for d in built.diagnostics]
-    [k] = plan.loads(emit.dumps(built.plan)).kinds
+    k = compiled(tmp_path, RULES.replace(
+        "await no pod running within 1m",
+        'await <<metadata.name == `"train"` && status.state.phase == `"Done"`>> within 1m'))
     i = intent("restartJob", step=1, since="2026-01-01T00:09:30Z")
     assert step_of(k, i, job({"state": {"phase": "Done"}}), []).note == "holds"
     assert step_of(k, i, job({"state": {"phase": "Running"}}), []).wait == actions.AWAIT_POLL
 
 
 def test_a_created_object_renders_with_the_intent_s_task_and_pod(tmp_path: Path) -> None:
-    rules = RULES.replace('note: <<metadata.name>> }',
-                          'note: "{job}/{namespace}/{kind}/{task}/{pod}", reason: <<missing>>, '
-                          'owner: job }')
-    path = tmp_path / "j.rules"
-    path.write_text(rules)
-    built = api.build_sources([api.read(str(path))])
-    assert built.plan is not None, [str(d) for d in built.diagnostics]
-    [k] = plan.loads(emit.dumps(built.plan)).kinds
+    k = compiled(tmp_path, RULES.replace(
+        'note: <<metadata.name>> }',
+        'note: "{job}/{namespace}/{kind}/{task}/{pod}", reason: <<missing>>, owner: job }'))
     the_job = job()
     i = intent("completeJob", task="worker", pod="w-0",
                observed={"status": intents.status_digest(k, the_job)})
@@ -429,13 +423,9 @@ def test_a_step_is_done_only_with_nothing_to_send_wait_for_or_give_up() -> None:
 
 
 def test_a_created_object_is_of_the_step_s_kind_in_the_job_s_namespace(tmp_path: Path) -> None:
-    rules = RULES.replace('note: <<metadata.name>> }',
-                          'note: <<metadata.name>>, at: <<now()>>, extra: <<missing>> }')
-    path = tmp_path / "j.rules"
-    path.write_text(rules)
-    built = api.build_sources([api.read(str(path))])
-    assert built.plan is not None, [str(d) for d in built.diagnostics]
-    [k] = plan.loads(emit.dumps(built.plan)).kinds
+    k = compiled(tmp_path, RULES.replace(
+        'note: <<metadata.name>> }',
+        'note: <<metadata.name>>, at: <<now()>>, extra: <<missing>> }'))
     the_job = job()
     i = intent("completeJob", observed={"status": intents.status_digest(k, the_job)})
     [request] = step_of(k, i, the_job, []).requests
@@ -460,13 +450,9 @@ def test_a_recorded_pod_gone_does_not_stop_the_others(kind: plan.Kind) -> None:
 
 
 def test_an_await_reads_the_evaluation_s_clock(tmp_path: Path) -> None:
-    rules = RULES.replace("await no pod running within 1m",
-                          'await <<now() == `"2026-01-01T00:10:00Z"`>> within 1m')
-    path = tmp_path / "j.rules"
-    path.write_text(rules)
-    built = api.build_sources([api.read(str(path))])
-    assert built.plan is not None, [str(d) for d in built.diagnostics]
-    [k] = plan.loads(emit.dumps(built.plan)).kinds
+    k = compiled(tmp_path, RULES.replace(
+        "await no pod running within 1m",
+        'await <<now() == `"2026-01-01T00:10:00Z"`>> within 1m'))
     i = intent("restartJob", step=1, since="2026-01-01T00:09:30Z")
     assert step_of(k, i, job(), []).note == "holds"
     assert step_of(k, i, job(), [], NOW + timedelta(seconds=1)).wait == actions.AWAIT_POLL
