@@ -482,8 +482,8 @@ def pods_of(kind: plan.Kind, job: Mapping[str, Any], candidates: Iterable[Mappin
     `now` only matters to a selector template that calls `now()`; it defaults to the clock."""
     search = templates.searcher(functions.options(now or datetime.now(timezone.utc)))
     meta = _obj(job.get("metadata"))
-    selector = {key: templates.render_text(t, job, job_variables(job), search)
-                for key, t in kind.pod_labels}
+    variables = job_variables(job)
+    selector = {key: templates.render_text(t, job, variables, search) for key, t in kind.pod_labels}
     namespace = meta.get("namespace")
     return [pod for pod in candidates if _belongs(kind, job, meta, selector, namespace, pod)]
 
