@@ -11,6 +11,7 @@ module: it is tooling around the product, run from the repository's root::
 
     python -m devkit.cluster up     # start detached; prints ``export KUBECONFIG=...`` on stdout
     python -m devkit.cluster up --nodes 5 --no-training-operator
+    python -m devkit.cluster up --kueue     # with Kueue queueing Jobs, PyTorchJobs and TFJobs
     python -m devkit.cluster env    # print the export line of the running control plane
     python -m devkit.cluster down   # stop it and remove every file it wrote
 """
@@ -61,7 +62,7 @@ CRDS = crds.FOLDER
 BINARY_NAMES = ("etcd", "kube-apiserver", "kube-controller-manager")
 # Every process a plane may run, in the order they are stopped: the API server's clients all at
 # once, then kube-apiserver, then etcd.
-STOP_TIERS = (("training-operator", "kwok", "kube-scheduler", "kube-controller-manager"),
+STOP_TIERS = (("training-operator", "kueue", "kwok", "kube-scheduler", "kube-controller-manager"),
               ("kube-apiserver",), ("etcd",))
 PROCESS_NAMES = tuple(name for tier in STOP_TIERS for name in tier)
 # Controllers a batch-job test needs; the rest would only burn the two cores we have.
@@ -105,6 +106,7 @@ class Binaries:
     kube_scheduler: Path | None = None
     kwok: Path | None = None
     training_operator: Path | None = None
+    kueue: Path | None = None   # found only for a plane that asks for Kueue (start(kueue=True))
 
 
 def find_binaries() -> Binaries:
@@ -300,6 +302,7 @@ class ControlPlane:
     kwok: bool = False
     nodes: tuple[str, ...] = ()  # the KWOK nodes it made
     training_operator: bool = False
+    kueue: bool = False
 
     @property
     def kubeconfig(self) -> Path:
@@ -369,7 +372,7 @@ def _die_with_parent() -> None:
 def start(*, crds: bool = True, detached: bool = False, binaries: Binaries | None = None,
           timeout: float = 90.0, nodes: int = DEFAULT_NODES, scheduler: bool = True,
           training_operator: bool = True, profiling: bool = False,
-          priority_and_fairness: bool = False) -> ControlPlane:
+          priority_and_fairness: bool = False, kueue: bool = False) -> ControlPlane:
     """Start etcd, kube-apiserver and, when present, kube-controller-manager, kube-scheduler
     (``scheduler``), KWOK with ``nodes`` fake nodes (with the scheduler) and (``training_operator``,
     with the CRDs) the training operator; wait until usable.
@@ -379,7 +382,9 @@ def start(*, crds: bool = True, detached: bool = False, binaries: Binaries | Non
     ready, every node is Ready and schedulable, and the training operator's webhook serves.
     ``profiling`` serves the API server's Go profiles (``/debug/pprof/``), for benchmarks;
     ``priority_and_fairness`` turns API Priority and Fairness on (off by default: it costs CPU
-    and one client on loopback gains nothing from it), for tests of the FlowSchemas. An
+    and one client on loopback gains nothing from it), for tests of the FlowSchemas. ``kueue``
+    (with the CRDs) runs Kueue too, its CRDs installed and its webhooks registered (off by
+    default: its webhooks sit in front of every Job's creation). An
     attached control plane dies with this process (atexit, and the kernel's parent-death signal as
     a last resort); a detached one runs until stop() or ``down``.
     """
@@ -388,15 +393,19 @@ def start(*, crds: bool = True, detached: bool = False, binaries: Binaries | Non
     binaries = binaries or find_binaries()
     if not scheduler:
         binaries = dataclasses.replace(binaries, kube_scheduler=None)
+    if kueue and crds and binaries.kueue is None:
+        binaries = dataclasses.replace(binaries, kueue=_tool("kueue", "JOBRULES_KUEUE_BIN"))
     crd_folder = crds_dir() if crds else None
     sweep_stale()
     root = Path(tempfile.mkdtemp(prefix=ROOT_PREFIX, dir=_scratch_parent()))
     try:
         plane = _launch(root, binaries, crd_folder, detached, time.monotonic() + timeout,
-                        nodes, training_operator and crds, profiling, priority_and_fairness)
+                        nodes, training_operator and crds, profiling, priority_and_fairness,
+                        kueue and crds)
     except BaseException:
         _terminate(root)
         _release_rotator_check()
+        _release_kueue_metrics_certificate()
         shutil.rmtree(root, ignore_errors=True)
         raise
     if not detached:
@@ -413,6 +422,7 @@ def stop(plane: ControlPlane) -> None:
         _ATTACHED.pop(plane.root, None)
     _terminate(plane.root)
     _release_rotator_check()
+    _release_kueue_metrics_certificate()
     shutil.rmtree(plane.root, ignore_errors=True)
 
 
@@ -443,7 +453,7 @@ def _stop_attached() -> None:
 
 def _launch(root: Path, binaries: Binaries, crd_folder: Path | None, detached: bool,
             deadline: float, nodes: int, training_operator: bool, profiling: bool,
-            priority_and_fairness: bool = False) -> ControlPlane:
+            priority_and_fairness: bool = False, kueue: bool = False) -> ControlPlane:
     pki = root / "pki"
     pki.mkdir()
     etcd_client, etcd_peer, secure_port = free_ports(3)
@@ -535,6 +545,8 @@ def _launch(root: Path, binaries: Binaries, crd_folder: Path | None, detached: b
         if training_operator:
             started = started.merge(
                 _start_training_operator(api, ca, root, server, binaries, installed, spawn))
+        if kueue:
+            started = started.merge(_start_kueue(api, ca, root, server, binaries, spawn, wait))
         if binaries.kube_controller_manager:
             kubeconfig = _component_kubeconfig(root, ca, server, "system:kube-controller-manager")
             # Started once the CRDs are served, so the garbage collector's first discovery sees them.
@@ -553,7 +565,8 @@ def _launch(root: Path, binaries: Binaries, crd_folder: Path | None, detached: b
         for what, ready in started.checks:
             wait(what, ready)
     return ControlPlane(root, server, version, binaries.kube_controller_manager is not None,
-                        started.scheduler, started.kwok, started.nodes, started.training_operator)
+                        started.scheduler, started.kwok, started.nodes, started.training_operator,
+                        started.kueue)
 
 
 def free_ports(count: int) -> list[int]:
@@ -675,13 +688,14 @@ class _Started:
     kwok: bool = False
     nodes: tuple[str, ...] = ()
     training_operator: bool = False
+    kueue: bool = False
     checks: tuple[_Check, ...] = ()
 
     def merge(self, other: _Started) -> _Started:
         return _Started(self.scheduler or other.scheduler, self.kwok or other.kwok,
                         self.nodes + other.nodes,
                         self.training_operator or other.training_operator,
-                        self.checks + other.checks)
+                        self.kueue or other.kueue, self.checks + other.checks)
 
 
 def kwok_node(name: str) -> dict[str, Any]:
@@ -839,14 +853,9 @@ def _start_training_operator(api: kube.Client, ca: CertificateAuthority, root: P
 
 def _admits(api: kube.Client, probe: dict[str, Any]) -> bool:
     """Whether the API server, webhooks included, admits creating ``probe`` (dry run)."""
-    from runtime.controller import kube
-
-    path = f"/apis/kubeflow.org/v1/namespaces/{TRAINING_OPERATOR_NAMESPACE}/{probe['kind'].lower()}s"
-    try:
-        api.request("POST", path, probe, query=[("dryRun", "All")], timeout=5)
-    except kube.KubeError:
-        return False
-    return True
+    return _admits_at(
+        api, f"/apis/kubeflow.org/v1/namespaces/{TRAINING_OPERATOR_NAMESPACE}/{probe['kind'].lower()}s",
+        probe)
 
 
 def _webhook_pki() -> tuple[bytes, bytes, bytes, bytes]:
@@ -917,6 +926,156 @@ def _release_rotator_check() -> None:
             _ROTATOR_CHECKS.unlink()
             _ROTATOR_CHECKS.parent.rmdir()
             _ROTATOR_CHECKS.parent.parent.rmdir()
+
+
+# ---------------------------------------------------------------------------------------------
+# Kueue: holds jobs suspended until a ClusterQueue admits them
+
+KUEUE_NAMESPACE = "kueue-system"
+KUEUE_TOOL = REPO / "tools" / "kueue"
+# What Kueue queues here: the kinds of this world it has an integration for.
+KUEUE_FRAMEWORKS = ("batch/job", "kubeflow.org/pytorchjob", "kubeflow.org/tfjob")
+# The resources whose Kueue webhooks are registered: those of the integrations above and Kueue's
+# own. Its other webhooks (pods, Deployments, Ray...) are left out: a webhook with nothing behind
+# it would refuse every such object (their failurePolicy is Fail).
+_KUEUE_WEBHOOK_RESOURCES = frozenset({"jobs", "pytorchjobs", "tfjobs", "clusterqueues", "cohorts",
+                                      "resourceflavors", "workloads"})
+# With its own certificate management off, Kueue loads a certificate for its metrics endpoint from
+# this folder, which it hard-codes (where a Deployment would mount a Secret), even with the
+# endpoint off. Any valid pair will do: one is made there while some Kueue runs on this machine.
+_KUEUE_METRICS_CERTIFICATE = Path("/etc/kueue/metrics/certs")
+_OURS = ".made-by-devkit"   # only a folder holding this is removed again
+_WEBHOOK_CONFIGURATIONS = {
+    "MutatingWebhookConfiguration":
+        "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
+    "ValidatingWebhookConfiguration":
+        "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+}
+
+
+def kueue_module() -> Path:
+    """The folder of the Kueue module ``tools/kueue`` pins, in Go's module cache (fetched if
+    absent): its CRDs and webhook configurations are installed from there, not kept here."""
+    done = subprocess.run(["go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/kueue"],
+                          cwd=KUEUE_TOOL, env=os.environ | {"GOFLAGS": "-mod=mod"},
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    folder = Path(done.stdout.strip())
+    if done.returncode != 0 or not (folder / "config" / "components").is_dir():
+        raise ClusterError(f"cannot find the Kueue module of {KUEUE_TOOL}/go.mod in Go's module "
+                           f"cache: {done.stderr.strip() or 'no config/components in ' + str(folder)}")
+    return folder
+
+
+def _start_kueue(api: kube.Client, ca: CertificateAuthority, root: Path, server: str,
+                 binaries: Binaries, spawn: _Spawn, wait: Callable[[str, Callable[[], Any]], Any],
+                 ) -> _Started:
+    """Kueue for KUEUE_FRAMEWORKS: its CRDs, its webhooks reached on loopback with a certificate
+    from the plane's CA (its own certificate management is off), no leader election, no metrics,
+    no visibility server (it would need a port of its own and an APIService)."""
+    if binaries.kueue is None:
+        return _Started()
+    module = kueue_module()
+    names = [_apply_crd(api, crd)
+             for crd in crds.manifests(module / "config" / "components" / "crd" / "bases")]
+    for name in names:
+        wait(f"CRD {name} Established", functools.partial(_established, api, name))
+    webhook_port, probe_port = free_ports(2)
+    home = root / "kueue"
+    served = home / "serving-certs"
+    served.mkdir(parents=True)
+    cert, key = ca.issue("kueue-webhook", hosts=["127.0.0.1"])
+    _write(served / "tls.crt", cert)
+    _write(served / "tls.key", key)
+    _hold_kueue_metrics_certificate(ca)
+    api.create("/api/v1/namespaces", {
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": KUEUE_NAMESPACE}})
+    for configuration in _kueue_webhooks(module, webhook_port, ca.cert_pem):
+        api.create(_WEBHOOK_CONFIGURATIONS[configuration["kind"]], configuration)
+    config = home / "config.yaml"
+    _write(config, yaml.safe_dump({
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+        "namespace": KUEUE_NAMESPACE,
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{probe_port}"},
+        "metrics": {"bindAddress": "0"},
+        "webhook": {"host": "127.0.0.1", "port": webhook_port, "certDir": str(served)},
+        "leaderElection": {"leaderElect": False},
+        "internalCertManagement": {"enable": False},
+        "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
+    }, sort_keys=False))
+    spawn("kueue", [
+        str(binaries.kueue), f"--config={config}",
+        f"--kubeconfig={_component_kubeconfig(root, ca, server, 'kueue', 'system:masters')}",
+        "--feature-gates=VisibilityOnDemand=false", "--zap-log-level=info",
+    ])
+    flavor = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+              "metadata": {"name": "probe"}}
+    return _Started(kueue=True, checks=(
+        ("Kueue's /readyz", functools.partial(_http_ok, f"http://127.0.0.1:{probe_port}/readyz")),
+        ("Kueue's webhooks to admit a dry run", functools.partial(
+            _admits_at, api, "/apis/kueue.x-k8s.io/v1beta2/resourceflavors", flavor)),
+    ))
+
+
+def _hold_kueue_metrics_certificate(ca: CertificateAuthority) -> None:
+    """Put a certificate where Kueue loads its metrics certificate from, unless one is there."""
+    folder = _KUEUE_METRICS_CERTIFICATE
+    if not (folder / "tls.crt").exists():
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise ClusterError(f"Kueue needs a certificate in {folder} (its path is fixed) and "
+                               f"this user cannot make one: {error}") from None
+        cert, key = ca.issue("kueue-metrics", hosts=["127.0.0.1"])
+        _write(folder / "tls.key", key)
+        _write(folder / "tls.crt", cert)
+        _write(folder / _OURS, b"")
+
+
+def _release_kueue_metrics_certificate() -> None:
+    """Remove that certificate, and the folders made for it, once no Kueue runs here any more."""
+    folder = _KUEUE_METRICS_CERTIFICATE
+    with contextlib.suppress(OSError):
+        if (folder / _OURS).exists() and not _pids(["kueue"]):
+            for name in ("tls.crt", "tls.key", _OURS):
+                (folder / name).unlink(missing_ok=True)
+            for parent in (folder, folder.parent, folder.parent.parent):
+                parent.rmdir()
+
+
+def _kueue_webhooks(module: Path, port: int, ca_pem: bytes) -> list[dict[str, Any]]:
+    """Kueue's own webhook configurations, reduced to _KUEUE_WEBHOOK_RESOURCES and pointed at
+    127.0.0.1:``port`` (there is no Service here)."""
+    out = []
+    text = (module / "config" / "components" / "webhook" / "manifests.yaml").read_text()
+    for configuration in yaml.safe_load_all(text):
+        if not configuration:
+            continue
+        webhooks = []
+        for webhook in configuration["webhooks"]:
+            if not {r for rule in webhook["rules"] for r in rule["resources"]} <= (
+                    _KUEUE_WEBHOOK_RESOURCES | {"workloads/status"}):
+                continue
+            path = webhook["clientConfig"]["service"]["path"]
+            webhooks.append({**webhook, "clientConfig": {
+                "url": f"https://127.0.0.1:{port}{path}",
+                "caBundle": base64.b64encode(ca_pem).decode()}})
+        kind = configuration["kind"]
+        out.append({"apiVersion": configuration["apiVersion"], "kind": kind,
+                    "metadata": {"name": f"kueue-{kind.removesuffix('Configuration').lower()}"},
+                    "webhooks": webhooks})
+    return out
+
+
+def _admits_at(api: kube.Client, path: str, probe: dict[str, Any]) -> bool:
+    """Whether the API server, webhooks included, admits creating ``probe`` at ``path`` (dry
+    run)."""
+    from runtime.controller import kube
+
+    try:
+        api.request("POST", path, probe, query=[("dryRun", "All")], timeout=5)
+    except kube.KubeError:
+        return False
+    return True
 
 
 def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
@@ -1091,7 +1250,7 @@ def _up(args: argparse.Namespace) -> int:
         _down(args)
     began = time.monotonic()
     plane = start(crds=not args.no_crds, detached=True, nodes=args.nodes,
-                  training_operator=not args.no_training_operator)
+                  training_operator=not args.no_training_operator, kueue=args.kueue)
     path = state_file()
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(plane.to_json())
@@ -1109,6 +1268,7 @@ def _parts(plane: ControlPlane) -> str:
         "scheduler" if plane.scheduler else "no scheduler",
         f"KWOK with {len(plane.nodes)} node(s)" if plane.kwok else "no KWOK",
         "training operator" if plane.training_operator else "no training operator",
+        "Kueue" if plane.kueue else "",
     ]))
 
 
@@ -1147,6 +1307,8 @@ def _add_actions(parser: argparse.ArgumentParser) -> None:
                     help=f"how many KWOK nodes to create (default {DEFAULT_NODES})")
     up.add_argument("--no-training-operator", action="store_true",
                     help="do not run the Kubeflow training operator")
+    up.add_argument("--kueue", action="store_true",
+                    help="run Kueue too (built from tools/kueue the first time)")
     up.set_defaults(func=_run, action_func=_up)
     actions.add_parser("down", help="stop it and remove its files").set_defaults(
         func=_run, action_func=_down)

@@ -132,6 +132,9 @@ class _Emitter:
             "final": {"sticky": not (k.final is not None and k.final.never),
                       "until": None if k.final is None or k.final.until is None
                       else {"expr": k.final.until.text, "span": span(k.final.until.span)}},
+            "foreign": None if k.foreign is None else {
+                "when": {"expr": k.foreign.when.text, "span": span(k.foreign.when.span)},
+                "verdicts": k.foreign.verdicts},
             "pods": {"owned": owned,
                      "labels": {lbl.key.value: template(lbl.value) for lbl in k.pod_labels}},
             "task": task,

@@ -242,7 +242,7 @@ class _Lowering:
                          "`tekton.dev/v1, v1beta1`"))
         seen: dict[str, Span] = {}
         plural = task_label = task_expr = primary_pods = primary_containers = status = None
-        final = prefix = mode = None
+        final = prefix = mode = foreign = None
         owned = False
         labels: list[nodes.PodLabel] = []
         verdicts: list[nodes.Verdict] = []
@@ -283,6 +283,9 @@ class _Lowering:
                 if self.once(seen, "final", span, "`final`"):
                     final = nodes.Final(span, self.expr(ch[0]) if ch else None,
                                         kind == "final_never")
+            elif kind == "foreign_stmt":
+                if self.once(seen, "foreign", span, "`foreign`"):
+                    foreign = nodes.Foreign(span, self.expr(ch[0]), len(ch) > 1)
             elif kind == "mode_audit":
                 if self.once(seen, "mode", span, "`mode`"):
                     mode = nodes.Mode(span, bool(ch))
@@ -296,7 +299,7 @@ class _Lowering:
             self.span(tree), self.name(name), nodes.Name(self.span(api), api_version), group,
             version, self.name(kind_name), plural, owned, tuple(labels), task_label, task_expr,
             primary_pods, primary_containers, tuple(verdicts), tuple(policies), status,
-            more, scope, final, prefix, tuple(recipes), mode)
+            more, scope, final, prefix, tuple(recipes), mode, foreign)
 
     def recipe(self, tree: Tree, seen: dict[str, Span]) -> nodes.Recipe:
         verb, *body = tree.children

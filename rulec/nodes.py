@@ -338,6 +338,15 @@ class Mode(AstNode, frozen=True):
     annotation_only: bool   # the verdict goes to our annotation only, not the kind's status
 
 
+class Foreign(AstNode, frozen=True):
+    """`foreign when <<expr>> [write verdicts]`: a job of the kind that another controller runs
+    (its `spec.managedBy`, say) gets no actions, and no verdict writes unless asked."""
+
+    span: Span
+    when: Expr
+    verdicts: bool
+
+
 class Kind(AstNode, frozen=True):
     span: Span
     name: Name
@@ -361,6 +370,7 @@ class Kind(AstNode, frozen=True):
     primary_prefix: Text | None = None     # `primary containers prefix "step-"`
     recipes: tuple[Recipe, ...] = ()       # `actions { ... }`
     mode: Mode | None = None               # `mode audit`
+    foreign: Foreign | None = None         # `foreign when ...`
 
     @property
     def has_task(self) -> bool:

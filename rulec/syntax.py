@@ -267,9 +267,9 @@ _GROUPS: tuple[tuple[str, str, frozenset[str]], ...] = (
     ("declaration", "a declaration (`job`, `extend`, `inject`, `define`, `webhook`)",
      frozenset({"job", "extend", "inject", "define", "webhook"})),
     ("kind statement", "a kind statement (`pods`, `task`, `primary`, `plural`, `final`, `mode`, "
-     "a verdict such as `failed when ...`, `[audit] on ...`, `status {...}`)",
-     frozenset({"plural", "pods", "task", "primary", "final", "mode", "on", "audit", "status",
-                *_PHASES})),
+     "`foreign`, a verdict such as `failed when ...`, `[audit] on ...`, `status {...}`)",
+     frozenset({"plural", "pods", "task", "primary", "final", "mode", "foreign", "on", "audit",
+                "status", *_PHASES})),
     ("filter", "a pod filter (`exit`, `reason`, `container`, `pod reason`, `condition`, `task`, "
      "`restarts`, `label`, `where`, `is`)",
      frozenset({"exit", "reason", "container", "pod", "condition", "task", "restarts", "label",

@@ -78,12 +78,22 @@ def kind_for(source: plan.Plan | plan.Kind, job: Mapping[str, Any]) -> plan.Kind
     return kind
 
 
+def foreign(kind: plan.Kind, job: Mapping[str, Any], now: datetime) -> bool:
+    """Whether the job is another controller's, as the kind's `foreign when` says."""
+    if kind.foreign is None:
+        return False
+    return pods.truthy(templates.searcher(functions.options(now))(kind.foreign.when, job))
+
+
 def evaluate(source: plan.Plan | plan.Kind, job: Mapping[str, Any],
              pod_objects: Iterable[Mapping[str, Any]], stored: state.State | None,
              now: datetime, *, explain: bool = False) -> Evaluation:
-    """Evaluate one job. `pod_objects` are the job's pods (see `pods.pods_of`)."""
-    inputs, ledger = _start(kind_for(source, job), job, pod_objects, stored or state.EMPTY, now,
-                            explain)
+    """Evaluate one job. `pod_objects` are the job's pods (see `pods.pods_of`). A job that is
+    another controller's (`foreign when`) is evaluated with every policy in audit."""
+    kind = kind_for(source, job)
+    if foreign(kind, job, now):
+        kind = plan.in_audit(kind)
+    inputs, ledger = _start(kind, job, pod_objects, stored or state.EMPTY, now, explain)
     was_final = ledger.final is not None
     # 1. What changed since the stored state: pods, pending timers, tasks.
     changed, ledger.records = occurrences.of_pods(inputs)

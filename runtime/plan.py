@@ -282,6 +282,16 @@ class Audit:
 
 
 @dataclass(frozen=True, slots=True)
+class Foreign:
+    """`foreign when <<expr>>`: a job the expression holds for is another controller's (its
+    `spec.managedBy`, say). Its policies decide and record, none acts (as in audit); unless
+    `verdicts` (`write verdicts`), the controller writes nothing to it either."""
+
+    when: Expr
+    verdicts: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class StatusField:
     path: tuple[str, ...]
     map: Mapping[str, str]
@@ -401,6 +411,7 @@ class Kind:
     injected: frozenset[str] = frozenset()  # containers the plan's injections add to its pods
     actions: Mapping[str, Recipe] = dataclasses.field(default_factory=dict)  # declared recipes
     audit: Audit | None = None  # `mode audit`: every policy audits (Policy.audit says so)
+    foreign: Foreign | None = None  # `foreign when ...`: whose jobs we watch but do not act on
     # task -> the events some policy takes for a pod (or the task) of that task; None: of a
     # task no policy names. Derived from `policies` once, since every pod of every evaluation
     # asks.
@@ -599,6 +610,12 @@ def audited(source: Plan, selectors: Iterable[str]) -> Plan:
         dataclasses.replace(p, audit=True) if picked(k, p) else p for p in k.policies))
         for k in source.kinds)
     return dataclasses.replace(source, kinds=kinds)
+
+
+def in_audit(kind: Kind) -> Kind:
+    """The kind with every policy in audit: each decides and records, none acts."""
+    return dataclasses.replace(kind, policies=tuple(
+        dataclasses.replace(p, audit=True) for p in kind.policies))
 
 
 def unknown_audits(source: Plan, selectors: Iterable[str]) -> list[str]:
@@ -937,7 +954,16 @@ def _kind(value: Any) -> Kind:
                  for action, recipe in shape.obj(k.get("actions") or {}, f"{where}.actions").items()},
         audit=None if k.get("audit") is None else Audit(
             bool(shape.obj(k["audit"], f"{where}.audit").get("annotationOnly", False))),
+        foreign=_foreign(k.get("foreign"), f"{where}.foreign"),
     )
+
+
+def _foreign(value: Any, where: str) -> Foreign | None:
+    if value is None:
+        return None
+    f = shape.obj(value, where)
+    when = shape.obj(f.get("when"), f"{where}.when")
+    return Foreign(_expr(when.get("expr"), when.get("span")), bool(f.get("verdicts", False)))
 
 
 def _recipe(value: Any, where: str) -> Recipe:

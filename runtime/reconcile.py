@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping
 
 from runtime import evaluator, functions, intents, objects, plan, state, templates, vocabulary
@@ -62,13 +62,19 @@ class Writes:
         return tuple(out)
 
 
-def left_alone(kind: plan.Kind, job: Mapping[str, Any]) -> str | None:
+def left_alone(kind: plan.Kind, job: Mapping[str, Any], now: datetime | None = None,
+               ) -> str | None:
     """Why the controller does not reconcile a job it has (None: it does): a job going away,
-    or outside its kind's scope, has no rules."""
+    or outside its kind's scope, has no rules; another controller's job (`foreign when`,
+    without `write verdicts`) gets no writes from us."""
     if objects.deleting(job):
         return "it is being deleted"
     if not kind.covers(job):
         return f"it is outside the scope of kind {kind.name}"
+    if (kind.foreign is not None and not kind.foreign.verdicts
+            and evaluator.foreign(kind, job, now or datetime.now(timezone.utc))):
+        return (f"it is another controller's (kind {kind.name}: foreign when "
+                f"<<{kind.foreign.when.source}>>)")
     return None
 
 

@@ -135,6 +135,8 @@ def _job_exprs(k: nodes.Kind, extensions: Sequence[nodes.Extend] = ()) -> Iterat
         yield from in_template(v.message)
     if k.final is not None and k.final.until is not None:
         yield k.final.until
+    if k.foreign is not None:
+        yield k.foreign.when
     for p in (*k.policies, *(p for e in extensions for p in e.policies)):
         action: nodes.Action | None = p.action
         while action is not None:

@@ -180,7 +180,7 @@ def read(client: kube.Client, rules: planlib.Plan, kind: planlib.Kind, namespace
     if job is None:   # the server answered another object: not what the cache would key
         raise Trouble(f"{_resource_name(kind)} {namespace}/{name}: the API server answered "
                       "another object")
-    why_not = reconcile.left_alone(kind, job)
+    why_not = reconcile.left_alone(kind, job, now)
     if why_not is not None:
         raise Trouble(f"{_resource_name(kind)} {namespace}/{name}: the controller leaves it "
                       f"alone: {why_not}")

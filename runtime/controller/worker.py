@@ -142,9 +142,9 @@ class Worker:
         if not (kind.synced and watch.synced):
             raise NotYet()
         job = kind.jobs.get((namespace, name))
-        if job is None or reconcile.left_alone(kind.spec, job) is not None:
-            return None   # gone, going, or outside the kind's scope: it has no rules
         now = self.clock()
+        if job is None or reconcile.left_alone(kind.spec, job, now) is not None:
+            return None   # gone, going, outside the kind's scope or another's: no writes
         writes = reconcile.sync(
             kind.spec, job, watches.candidates(kind.spec, watch.store, job), now,
             lambda: self.client.list(kube.Resource("v1", "pods").path(namespace))["items"])

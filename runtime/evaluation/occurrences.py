@@ -155,8 +155,9 @@ def of_tasks(inputs: Inputs, snapshot: conditions.Snapshot) -> list[Occurrence]:
 
 def job_timers(inputs: Inputs, snapshot: conditions.Snapshot,
                phase: str) -> tuple[list[Occurrence], set[str]]:
-    """`jobRunningLongerThan D`: once, when the job's age reaches `D` and `phase` is not
-    terminal; and the timers that have fired."""
+    """`jobRunningLongerThan D`: once, when the job's age reaches `D` and `phase` is neither
+    terminal nor suspended (a job a queue holds is not running: Kueue keeps one suspended,
+    without `status.startTime`, for as long as it waits); and the timers that have fired."""
     out = []
     fired = set()
     age = snapshot.job_age()
@@ -165,7 +166,8 @@ def job_timers(inputs: Inputs, snapshot: conditions.Snapshot,
         token = f"jobRunningLongerThan>{seconds}"
         if token in inputs.stored.fired:
             fired.add(token)
-        elif age is not None and age >= seconds and phase not in vocabulary.TERMINAL_PHASES:
+        elif (age is not None and age >= seconds and phase not in vocabulary.TERMINAL_PHASES
+              and phase != "Suspended"):
             fired.add(token)
             out.append(Occurrence(("jobRunningLongerThan",), None, None, None,
                                   for_seconds=seconds, candidates=tuple(snapshot.pods)))
