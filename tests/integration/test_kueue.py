@@ -1,0 +1,182 @@
+"""Beside Kueue, on a control plane of its own running the real Kueue (v0.17, built from its Go
+module as the training operator is; devkit.cluster starts it, its webhooks called over TLS).
+
+Kueue's webhooks suspend a Job or PyTorchJob that names a LocalQueue; Kueue admits it when its
+ClusterQueue has the quota, then lifts the suspension, and the flavor's toleration takes its pods
+to the KWOK nodes. The controller runs the shipped rules (with examples/queued's policies): a
+queued job reads Suspended with reason Queued, never Pending, takes no action while it waits, and
+runs and succeeds once admitted. A Job whose `spec.managedBy` names MultiKueue is left alone:
+no write of ours, even with a pod of it failing as a policy listens for.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from support import apiserver, controllers
+import pytest
+
+from conftest import Session
+from devkit import cluster
+from rulec import api as rulec_api
+from rulec import emit
+from runtime.controller.kube import Client
+
+pytestmark = pytest.mark.integration
+
+KUEUE = "kueue.x-k8s.io/v1beta2"
+FLAVORS = apiserver.Resource(KUEUE, "resourceflavors")
+CLUSTER_QUEUES = apiserver.Resource(KUEUE, "clusterqueues")
+LOCAL_QUEUES = apiserver.Resource(KUEUE, "localqueues")
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+RULES = [cluster.REPO / "rules", cluster.REPO / "examples" / "queued" / "retry.rules"]
+
+
+@pytest.fixture(scope="module")
+def plane() -> Iterator[Session]:
+    """A control plane with Kueue (and the training operator, KWOK nodes, the scheduler), and
+    Kueue's flavor for the KWOK nodes: their label, and their taint tolerated."""
+    binaries = cluster.find_binaries()
+    with cluster.running(binaries=binaries, kueue=True) as started, started.client() as api:
+        if not started.kueue:
+            pytest.fail("Kueue did not start: `bash tools/build.sh kueue` failed (see above)")
+        apiserver.create(api, FLAVORS, {
+            "apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": "kwok"},
+            "spec": {"nodeLabels": {"type": "kwok"}, "tolerations": [cluster.KWOK_TOLERATION]}})
+        yield Session.of(api, started)
+
+
+@pytest.fixture
+def kube(plane: Session) -> Client:
+    return plane.api
+
+
+@pytest.fixture
+def queue(request: pytest.FixtureRequest, kube: Client) -> str:
+    """A namespace with a LocalQueue `lq` of a ClusterQueue of its own (named after it), with
+    quota for one CPU: the namespace's name."""
+    name = f"q-{request.node.name.split('_')[1]}-{os.urandom(3).hex()}"[:40]
+    apiserver.create(kube, apiserver.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                                  "metadata": {"name": name}})
+    apiserver.create(kube, CLUSTER_QUEUES, {
+        "apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": name},
+        "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": name}},
+                 "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{
+                     "name": "kwok", "resources": [{"name": "cpu", "nominalQuota": "1"},
+                                                   {"name": "memory", "nominalQuota": "4Gi"}]}]}]}})
+    apiserver.create(kube, LOCAL_QUEUES, {
+        "apiVersion": KUEUE, "kind": "LocalQueue", "metadata": {"name": "lq", "namespace": name},
+        "spec": {"clusterQueue": name}})
+    apiserver.wait_for("the default ServiceAccount", lambda: apiserver.exists(
+        kube, apiserver.SERVICE_ACCOUNTS.path(name, "default")))
+    return name
+
+
+@pytest.fixture
+def plan_file(tmp_path: Path) -> Path:
+    built = rulec_api.build([str(p) for p in RULES])
+    assert built.plan is not None, [str(d) for d in built.diagnostics]
+    out = tmp_path / "plan.json"
+    out.write_text(emit.dumps(built.plan))
+    return out
+
+
+def grant(kube: Client, namespace: str, cpu: str) -> None:
+    """Set the queue's CPU quota."""
+    path = CLUSTER_QUEUES.path(name=namespace)
+    spec = copy.deepcopy(apiserver.get(kube, path)["spec"])
+    spec["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = cpu
+    kube.merge_patch(path, {"spec": {"resourceGroups": spec["resourceGroups"]}})
+
+
+def container(name: str, cpu: str) -> dict[str, Any]:
+    return {"name": name, "image": "busybox:1.36",
+            "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}
+
+
+def queued_verdict(kube: Client, path: str) -> dict[str, Any]:
+    done = controllers.wait_for_verdict(kube, path, "Suspended", timeout=60)
+    return controllers.verdict(done)
+
+
+def test_a_job_kueue_holds_is_queued_then_runs_once_admitted(plane: Session, kube: Client,
+                                                              queue: str, plan_file: Path,
+                                                              tmp_path: Path) -> None:
+    path = apiserver.JOBS.path(queue, "big")
+    with controllers.running(plane, plan_file, queue, tmp_path) as controller:
+        created = apiserver.create(kube, apiserver.JOBS, {
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "big", "namespace": queue, "labels": {QUEUE_LABEL: "lq"}},
+            "spec": {"backoffLimit": 2, "template": {"spec": {
+                "restartPolicy": "Never", "containers": [container("main", "2")]}}}})
+        assert created["spec"]["suspend"] is True       # Kueue's webhook suspended it
+        verdict = queued_verdict(kube, path)
+        assert (verdict["reason"], verdict["message"]) == (
+            "Queued", "queued in lq: waiting for Kueue to admit it")
+        assert controller.metric("jobrules_controller_actions_total") == 0
+        grant(kube, queue, "4")
+        done = controllers.wait_for_verdict(kube, path, "Succeeded", timeout=90)
+        assert done["spec"]["suspend"] is False
+        [pod] = apiserver.list_pods(kube, queue)
+        assert cluster.KWOK_TOLERATION in pod["spec"]["tolerations"]   # the flavor's, from Kueue
+        assert controller.metric("jobrules_controller_actions_total") == 0
+
+
+def test_a_pytorchjob_kueue_holds_is_queued_then_runs_once_admitted(plane: Session, kube: Client,
+                                                                     queue: str, plan_file: Path,
+                                                                     tmp_path: Path) -> None:
+    if not plane.training_operator:
+        pytest.fail("the training operator is not running (its binary is missing)")
+    path = apiserver.PYTORCH_JOBS.path(queue, "train")
+    with controllers.running(plane, plan_file, queue, tmp_path):
+        apiserver.create(kube, apiserver.PYTORCH_JOBS, {
+            "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"name": "train", "namespace": queue, "labels": {QUEUE_LABEL: "lq"}},
+            "spec": {"pytorchReplicaSpecs": {"Master": {
+                "replicas": 1, "restartPolicy": "Never",
+                "template": {"spec": {"containers": [container("pytorch", "2")]}}}}}})
+        verdict = queued_verdict(kube, path)
+        assert verdict["reason"] == "Queued"
+        assert apiserver.get(kube, path)["spec"]["runPolicy"]["suspend"] is True
+        grant(kube, queue, "4")
+        done = controllers.wait_for_verdict(kube, path, "Succeeded", timeout=90)
+        assert controllers.verdict(done)["reason"] == "PyTorchJobSucceeded"
+
+
+def test_a_job_multikueue_manages_gets_nothing_from_us(plane: Session, kube: Client, queue: str,
+                                                       plan_file: Path, tmp_path: Path) -> None:
+    """Both Jobs exist before the controller starts, so its first list holds both; once it has
+    reconciled both (its metric), ours has a verdict and an action, the foreign one nothing."""
+    for name, managed_by in (("remote", "kueue.x-k8s.io/multikueue"), ("local", None)):
+        spec: dict[str, Any] = {"suspend": True, "template": {"spec": {
+            "restartPolicy": "Never", "containers": [container("main", "100m")]}}}
+        if managed_by:
+            spec["managedBy"] = managed_by
+        job = apiserver.create(kube, apiserver.JOBS, {
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": queue}, "spec": spec})
+        pod = apiserver.create(kube, apiserver.PODS, apiserver.pod_manifest(
+            queue, f"{name}-x1", containers=["main"], owner=job,
+            labels={"batch.kubernetes.io/controller-uid": job["metadata"]["uid"]}))
+        apiserver.report_failed(kube, pod, exit_code=137)
+    with controllers.running(plane, plan_file, queue, tmp_path) as controller:
+        local = apiserver.wait_for("a verdict on our Job", lambda: (
+            job if controllers.annotation(job := apiserver.get(
+                kube, apiserver.JOBS.path(queue, "local")), "jobrules.dev/verdict") else None),
+            timeout=60)
+        apiserver.wait_for("both Jobs reconciled", lambda: controller.metric(
+            "jobrules_controller_reconcile_total", kind="batchjob") >= 2, timeout=60)
+        remote = apiserver.get(kube, apiserver.JOBS.path(queue, "remote"))
+    ours = {k for k in (remote["metadata"].get("annotations") or {}) if "jobrules" in k}
+    assert ours == set(), remote["metadata"]["annotations"]
+    assert not [c for c in (remote.get("status") or {}).get("conditions") or []
+                if c["type"] == "JobRulesVerdict"]
+    assert controllers.events_of(kube, queue, "remote") == []
+    # The same failure on our own Job: the policy restarts it (the verdict says so, decided in
+    # the same reconcile as the restart).
+    assert controllers.verdict(local)["phase"] == "Restarting"
+    assert controllers.events_of(kube, queue, "local")
