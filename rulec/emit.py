@@ -160,6 +160,9 @@ class _Emitter:
             assert s.path is not None
             out.update(path=list(s.path.segments),
                        value=s.value.value if isinstance(s.value, nodes.Text) else s.value)
+        elif s.op == "resize":
+            assert s.path is not None
+            out["path"] = list(s.path.segments)
         elif s.op == "condition":
             assert s.type is not None
             out["type"] = s.type.value
@@ -225,6 +228,8 @@ class _Emitter:
             "delay": a.delay.seconds if a.delay else None,
             "doubling": a.doubling is not None,
             "delayCap": a.delay_cap.seconds if a.delay_cap else None,
+            **({"grow": {"resource": "memory", "factor": a.grow.factor,
+                         "max": a.grow.max.value if a.grow.max else None}} if a.grow else {}),
         }
 
     # ------------------------------------------------------------ conditions

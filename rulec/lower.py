@@ -337,6 +337,8 @@ class _Lowering:
                              else self.value(given)))
             return nodes.Step(span, "create", api_version=nodes.Name(self.span(api), str(api)),
                               kind=self.name(kind), body=tuple(body))
+        if tree.data == "step_resize":
+            return nodes.Step(span, "resize", path=self.path_of(ch[0]))
         return nodes.Step(span, "await", when=self.node(ch[0]), timeout=self.duration(ch[1]))
 
     def verdict(self, tree: Tree) -> nodes.Verdict:
@@ -462,6 +464,10 @@ class _Lowering:
                     fields["per"] = nodes.Name(self.span(ch[1]), str(ch[1].children[1]))
             elif kind == "budget_clause":
                 fields["budget"] = self.text(ch[0])
+            elif kind == "grow_clause":
+                fields["grow"] = nodes.Grow(
+                    self.span(clause), float(ch[0]),
+                    nodes.Text(self.span(ch[1]), str(ch[1])) if len(ch) > 1 else None)
             else:
                 fields["delay"] = self.duration(ch[0])
                 if len(ch) > 1:
@@ -474,7 +480,7 @@ class _Lowering:
             self.span(tree), _VERBS[words], fields.get("reason"),  # type: ignore[arg-type]
             fields.get("message"), fields.get("max"), fields.get("per"),  # type: ignore[arg-type]
             fields.get("budget"), fields.get("delay"), fallback,  # type: ignore[arg-type]
-            fields.get("doubling"), fields.get("cap"))  # type: ignore[arg-type]
+            fields.get("doubling"), fields.get("cap"), fields.get("grow"))  # type: ignore[arg-type]
 
     # ------------------------------------------------------------ conditions and filters
     def node(self, tree: Tree) -> nodes.Node:

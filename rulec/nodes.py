@@ -248,6 +248,15 @@ class Event(AstNode, frozen=True):
     evicted: bool = False          # `pod failed or evicted`
 
 
+class Grow(AstNode, frozen=True):
+    """`with memory * FACTOR [up to MAX]`: a restart that first raises the memory of the
+    containers that ran out of it."""
+
+    span: Span
+    factor: float
+    max: Text | None              # a Kubernetes quantity, as written
+
+
 class Action(AstNode, frozen=True):
     span: Span
     verb: str                      # plan ActionName
@@ -260,6 +269,7 @@ class Action(AstNode, frozen=True):
     fallback: "Action | None"
     doubling: Name | None = None   # `after D doubling`: the delay doubles with each use
     delay_cap: Duration | None = None  # `... up to D`
+    grow: Grow | None = None       # `with memory * F up to MAX`
 
 
 class Policy(AstNode, frozen=True):
@@ -275,10 +285,10 @@ class Step(AstNode, frozen=True):
     """One step of how an action is done (`actions { ... }`)."""
 
     span: Span
-    op: str                               # deletePods | set | condition | create | await
+    op: str                               # deletePods | set | condition | create | await | resize
     scope: str | None = None              # deletePods: pod | task | job
     evict: bool = False
-    path: FieldPath | None = None         # set
+    path: FieldPath | None = None         # set; resize: the pod template
     value: object = None                  # set: a JSON value (a Text for a string)
     type: Text | None = None              # condition
     api_version: Name | None = None       # create

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Mapping
 
-from runtime import conditions, functions, intents, objects, pods, plan, templates, vocabulary
+from runtime import (conditions, functions, intents, objects, pods, plan, resources, templates,
+                     vocabulary)
 
 DONE_ON_DELETE = frozenset({404})        # that incarnation is gone already
 DONE_ON_CREATE = frozenset({409})        # it exists already
@@ -79,6 +80,8 @@ def next_step(kind: plan.Kind, intent: intents.Intent, job: Mapping[str, Any],
         return _condition(step, intent, job, job_path, now, status_subresource)
     if isinstance(step, plan.CreateObject):
         return _create(kind, step, intent, job, namespace, now)
+    if isinstance(step, plan.ResizeTemplate):
+        return _resize(step, intent, job, job_path)
     return _await(kind, step, intent, job, pod_objects, now)
 
 
@@ -125,6 +128,21 @@ def _condition(step: plan.SetCondition, intent: intents.Intent, job: Mapping[str
     kept = [c for c in conditions_ if c.get("type") != step.type]
     return Next((Request("PATCH", _target(job_path, "status", status_subresource),
                          {"status": {"conditions": [*kept, wanted]}}, guarded=True),))
+
+
+def _resize(step: plan.ResizeTemplate, intent: intents.Intent, job: Mapping[str, Any],
+            job_path: str) -> Next:
+    """Write the intent's new sizes into the job's pod template: its container lists with
+    those containers' memory changed, as one patch guarded by the resourceVersion (a merge
+    patch replaces a list whole, so it is built from the job as it now is)."""
+    if not intent.resize:
+        return Next(note="no new size to write")
+    template = objects.at(job, step.path)
+    lists = resources.resized(template if isinstance(template, dict) else {}, intent.resize)
+    if lists is None:
+        return Next(note="already so")
+    patch = objects.put({}, (*step.path, "spec"), lists)
+    return Next((Request("PATCH", job_path, patch, guarded=True),))
 
 
 def _create(kind: plan.Kind, step: plan.CreateObject, intent: intents.Intent,

@@ -258,5 +258,7 @@ def _action_json(a: Action) -> dict[str, Any]:
         out["due"] = functions.rfc3339(a.due)
     if a.budget is not None:
         out["budget"] = _fields(a.budget)
+    if a.resize:
+        out["resize"] = [_fields(r) for r in a.resize]
     return out
 

@@ -19,6 +19,7 @@ from typing import Any, Mapping
 import orjson
 
 from runtime import plan, shape, vocabulary
+from runtime.resources import Resize
 
 ANNOTATION = vocabulary.INTENTS_ANNOTATION
 VERSION = 1
@@ -46,6 +47,7 @@ class Intent:
     attempts: int = 0               # permanent failures of the current step so far
     since: str | None = None        # when the current step began (for `await ... within`)
     observed: Mapping[str, Any] = field(default_factory=dict)   # the job as it was at commit
+    resize: tuple[Resize, ...] = ()   # a restart with more memory: the sizes to write
 
     def advanced(self, now: str) -> Intent:
         return replace(self, step=self.step + 1, attempts=0, since=now)
@@ -124,6 +126,8 @@ def _json(i: Intent) -> dict[str, Any]:
         out["attempts"] = i.attempts
     if i.observed:
         out["observed"] = dict(i.observed)
+    if i.resize:
+        out["resize"] = [[r.container, r.before, r.after] for r in i.resize]
     return out
 
 
@@ -160,8 +164,16 @@ def _from_json(data: Any) -> tuple[Intent, ...]:
             attempts=shape.count(i.get("attempts", 0), "intent.attempts"),
             since=shape.opt_string(i.get("since"), "intent.since"),
             observed=dict(shape.obj(i.get("observed", {}), "intent.observed")),
+            resize=tuple(_resize(r) for r in shape.array(i.get("resize", []), "intent.resize")),
         ))
     return tuple(out)
+
+
+def _resize(value: Any) -> Resize:
+    triple = shape.array(value, "intent.resize")
+    if len(triple) != 3:
+        raise IntentError(f"intent.resize: expected [container, before, after], got {triple!r}")
+    return Resize(*(shape.string(v, "intent.resize") for v in triple))
 
 
 def _target(value: Any) -> tuple[str, str]:

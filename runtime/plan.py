@@ -18,7 +18,7 @@ from typing import Any, Generic, Iterable, Mapping, Protocol, TypeAlias, TypeVar
 import jmespath
 import jmespath.exceptions
 
-from runtime import shape, vocabulary
+from runtime import functions, shape, vocabulary
 from runtime.span import Span
 
 class PlanError(shape.ShapeError):
@@ -248,6 +248,16 @@ class Budget:
 
 
 @dataclass(frozen=True, slots=True)
+class Grow:
+    """`with memory * FACTOR [up to MAX]`: the containers that ran out of memory restart with
+    FACTOR times it, at most MAX bytes (runtime.resources)."""
+
+    factor: float
+    max_bytes: float | None = None
+    max: str | None = None   # MAX as written
+
+
+@dataclass(frozen=True, slots=True)
 class Action:
     action: str
     reason: Template | None
@@ -257,6 +267,7 @@ class Action:
     delay: int | None
     doubling: bool = False  # the delay doubles with each use of the budget ...
     delay_cap: int | None = None  # ... up to this many seconds
+    grow: Grow | None = None  # restart with more memory
 
 
 @dataclass(frozen=True, slots=True)
@@ -372,7 +383,13 @@ class Await:
     timeout: int            # seconds; the action fails when it is not met by then
 
 
-Step: TypeAlias = Union[DeletePods, SetField, SetCondition, CreateObject, Await]
+@dataclass(frozen=True, slots=True)
+class ResizeTemplate:
+    span: Span | None
+    path: tuple[str, ...]   # the job's pod template the action's new sizes are written into
+
+
+Step: TypeAlias = Union[DeletePods, SetField, SetCondition, CreateObject, Await, ResizeTemplate]
 Recipe: TypeAlias = Union[tuple[Step, ...], str]   # steps, or "record" | "unsupported"
 
 
@@ -858,7 +875,24 @@ def _action(node: Any, where: str) -> Action:
         delay=_opt_int(a.get("delay"), f"{where}.delay"),
         doubling=bool(a.get("doubling", False)),
         delay_cap=_opt_int(a.get("delayCap"), f"{where}.delayCap"),
+        grow=_grow(a.get("grow"), f"{where}.grow"),
     )
+
+
+def _grow(value: Any, where: str) -> Grow | None:
+    if value is None:
+        return None
+    g = shape.obj(value, where)
+    _choice(g.get("resource"), ("memory",), f"{where}.resource")
+    factor = g.get("factor")
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not factor > 1:
+        raise PlanError(f"{where}.factor: expected a number above 1, got {factor!r}")
+    cap = shape.opt_string(g.get("max"), f"{where}.max")
+    try:
+        cap_bytes = None if cap is None else functions.quantity(cap)
+    except ValueError as err:
+        raise PlanError(f"{where}.max: {err}") from None
+    return Grow(float(factor), cap_bytes, cap)
 
 
 def _budget_max(value: Any, where: str) -> int | Expr:
@@ -985,6 +1019,8 @@ def _recipe(value: Any, where: str) -> Recipe:
             step = SetField(span, _strs(s.get("path"), f"{where}.path"), value)
         elif op == "condition":
             step = SetCondition(span, shape.string(s.get("type"), f"{where}.type"))
+        elif op == "resize":
+            step = ResizeTemplate(span, _strs(s.get("path"), f"{where}.path"))
         elif op == "create":
             body = tuple((key, None if isinstance(v, dict) and v.get("job") is True
                           else _template(v, f"{where}.body"))

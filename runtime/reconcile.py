@@ -163,7 +163,7 @@ def decide(kind: plan.Kind, job: Mapping[str, Any], pods: list[Mapping[str, Any]
             action=a.action, policy=a.policy, rule=a.rule, reason=a.reason, message=a.message,
             task=a.target.task, pod=a.target.pod, uid=a.target.uid,
             targets=tuple(sorted(targets)), since=functions.rfc3339(now),
-            observed={"status": intents.status_digest(kind, job)}))
+            observed={"status": intents.status_digest(kind, job)}, resize=a.resize))
     return out
 
 

@@ -66,7 +66,7 @@ EFFECTS = frozenset({"failJob", "completeJob", "restartJob", "restartTask", "res
 DEFAULT_RECIPES = {"failJob": "record", "completeJob": "record", "terminateJob": "record",
                    "failTask": "record", "abortJob": "unsupported"}
 DEFAULT_STEPS = {"restartPod": "pod", "restartTask": "task", "restartJob": "job"}   # delete pods
-STEPS = ("deletePods", "set", "condition", "create", "await")
+STEPS = ("deletePods", "set", "condition", "create", "await", "resize")
 TASK_ACTIONS = frozenset({"restartTask", "failTask"})   # need a task
 BUDGET_SCOPES = ("job", "task", "pod")
 # What an evaluation says to do with an action: run it now, it waits for its delay, it was

@@ -88,6 +88,8 @@ def action(ctx: Context, a: nodes.Action, e: nodes.Event, k: nodes.Kind) -> None
                    "the delay's cap is shorter than the first delay")
     values.template(ctx, a.reason, vocabulary.VERDICT_PLACEHOLDERS, "an action")
     values.template(ctx, a.message, vocabulary.VERDICT_PLACEHOLDERS, "an action")
+    if a.grow is not None:
+        grow(ctx, a, e, k)
     supported(ctx, a, k)
     if a.fallback is not None:
         action(ctx, a.fallback, e, k)
@@ -95,6 +97,32 @@ def action(ctx: Context, a: nodes.Action, e: nodes.Event, k: nodes.Kind) -> None
 
 # What a job-wide action only recorded leaves the job reading, while its pods run on.
 _RECORDED = {"failJob": "Failed", "completeJob": "Succeeded", "terminateJob": "Failed"}
+
+
+def grow(ctx: Context, a: nodes.Action, e: nodes.Event, k: nodes.Kind) -> None:
+    """`with memory * F up to MAX`: a restart, on a pod's failure, of a kind whose recipe for
+    it writes the new sizes somewhere (a `resize` step); F above 1 (MAX is a quantity by the
+    grammar)."""
+    assert a.grow is not None
+    verb = vocabulary.ACTIONS[a.verb]
+    if a.verb not in vocabulary.RESTARTS or e.name not in vocabulary.FAILURE_EVENTS - {"taskFailed"}:
+        ctx.report("action-not-allowed", a.grow.span,
+                   f"`with memory` raises the memory of a failed pod's containers before a "
+                   f"restart; `{verb}` on `{vocabulary.EVENTS[e.name]}` is not one",
+                   help="use it on `restart job|task|pod` after `on pod failed ...`")
+        return
+    if not 1 < a.grow.factor <= 16:
+        ctx.report("value-out-of-range", a.grow.span,
+                   f"the factor must be above 1 and at most 16, not {a.grow.factor:g}")
+    recipe = next((r for r in k.recipes if r.verb == a.verb), None)
+    if recipe is None or not any(s.op == "resize" for s in recipe.steps):
+        ctx.report("action-unsupported", a.grow.span,
+                   f"kind `{k.name.value}` cannot `{verb}` with more memory: its `{verb}` "
+                   "writes no new size anywhere",
+                   notes=() if recipe is None else (Note("its steps are here", recipe.span),),
+                   help=f"add a `resize PATH` step (the job's pod template) to its `{verb}` "
+                        "in `actions { ... }`, between stopping the pods and starting them "
+                        "again (docs/language.md, Actions)")
 
 
 def supported(ctx: Context, a: nodes.Action, k: nodes.Kind) -> None:
@@ -145,6 +173,10 @@ def recipes(ctx: Context, k: nodes.Kind) -> None:
                            f"`{verb}` is not")
             elif step.op == "await" and step.when is not None:
                 filters.condition(ctx, step.when, k)
+            elif step.op == "resize" and r.verb not in vocabulary.RESTARTS:
+                ctx.report("action-not-allowed", step.span,
+                           f"`resize` writes the new sizes of a restart with more memory, and "
+                           f"`{verb}` is no restart")
             elif step.op == "condition" and step.type is not None and not step.type.value:
                 ctx.report("empty-value", step.type.span, "a condition type cannot be empty")
             elif step.op == "create":

@@ -12,7 +12,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from runtime import conditions, describe, functions, plan, pods, state, vocabulary
+from runtime import conditions, describe, functions, plan, pods, resources, state, vocabulary
 from runtime.evaluation import budgets, verdicts
 from runtime.evaluation.ledger import Inputs, Ledger
 from runtime.evaluation.occurrences import Occurrence
@@ -89,14 +89,28 @@ def fire(inputs: Inputs, ledger: Ledger, policy: plan.Policy, name: str, action:
         dropped, why = given_up
         message = message or (f"{_happened(name, target)}: {describe.action(dropped)} given up "
                               f"({why}): {describe.action(action.action)} ({policy.span})")
+    sizes = _grown(inputs, action, target)
+    if sizes and message is None:
+        message = resources.said(sizes) + (f", {use.used} of {use.max}" if use else "")
     if policy.audit:   # decided and recorded; nothing done, nothing held
         ledger.actions.append(Action(action.action, "audited", policy.id, name, str(policy.span),
-                                     reason, message, target, due, use))
+                                     reason, message, target, due, use, sizes))
         return
     status = "counted" if action.action == "count" else "run"
     ledger.actions.append(Action(action.action, status, policy.id, name, str(policy.span),
-                                 reason, message, target, due, use))
+                                 reason, message, target, due, use, sizes))
     _consequences(inputs, ledger, action.action, policy, name, reason, message, target)
+
+
+def _grown(inputs: Inputs, action: plan.Action, target: Target) -> tuple[resources.Resize, ...]:
+    """A restart with more memory: the new sizes of the target pod's containers that ran out
+    of memory (none without `with memory`, or without such a container)."""
+    if action.grow is None or target.uid is None:
+        return ()
+    pod = next((p for p in inputs.pods if p.uid == target.uid), None)
+    if pod is None:
+        return ()
+    return resources.grown(pod.obj, action.grow.factor, action.grow.max_bytes)
 
 
 def action_of(policy: plan.Policy) -> plan.Action:

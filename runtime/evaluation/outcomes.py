@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from runtime.resources import Resize
+
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
@@ -65,6 +67,7 @@ class Action:
     target: Target
     due: datetime | None = None
     budget: BudgetUse | None = None
+    resize: tuple[Resize, ...] = ()   # a restart with more memory: the new sizes
 
 
 @dataclass(frozen=True, slots=True)

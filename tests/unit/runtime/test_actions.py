@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 import builders as b
 from rulec import api, emit
 from runtime import actions, intents, plan, reconcile
+from runtime.resources import Resize
 
 NOW = datetime(2026, 1, 1, 0, 10, tzinfo=timezone.utc)
 
@@ -79,7 +80,8 @@ journal_entries = st.builds(
     task=st.none() | names, pod=st.none() | names, uid=st.none() | names,
     targets=st.lists(st.tuples(names, names), max_size=3).map(tuple),
     step=st.integers(0, 5), attempts=st.integers(0, 5), since=st.none() | names,
-    observed=st.dictionaries(names, names, max_size=2))
+    observed=st.dictionaries(names, names, max_size=2),
+    resize=st.lists(st.builds(Resize, names, names, names), max_size=2).map(tuple))
 
 
 @given(st.lists(journal_entries, max_size=4).map(tuple))
@@ -104,6 +106,10 @@ def test_an_empty_journal_is_no_annotation() -> None:
      "expected [name, uid]"),
     ('{"v": 1, "open": [{"id": "x", "action": "failJob", "policy": "p", "step": -1}]}',
      "intent.step"),
+    ('{"v": 1, "open": [{"id": "x", "action": "restartJob", "policy": "p", "resize": [["main"]]}]}',
+     "expected [container, before, after]"),
+    ('{"v": 1, "open": [{"id": "x", "action": "restartJob", "policy": "p", "resize": [[1, 2, 3]]}]}',
+     "intent.resize"),
 ])
 def test_a_journal_that_cannot_be_read_is_dropped_and_said(text: str, error: str) -> None:
     decoded = intents.decode(text)

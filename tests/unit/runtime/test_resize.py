@@ -1,0 +1,120 @@
+"""Restart with more memory, from the policy to the requests: the shipped batch Job's `restart
+job` (suspend, wait for the pods to go, `resize spec.template`, resume) with a policy `restart
+job with memory * 1.5 up to 1Gi max 2`, as the controller's pure core decides and carries it
+out (runtime.reconcile, runtime.actions)."""
+
+from __future__ import annotations
+
+import copy
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rulec import api, emit
+from runtime import actions, intents, plan, reconcile
+from runtime.resources import Resize
+
+ROOT = Path(__file__).resolve().parents[3]
+NOW = datetime(2026, 12, 4, 14, 0, tzinfo=timezone.utc)
+UID = "0a0a0a0a-0000-4000-8000-00000000000a"
+POLICY = """
+extend batchjob {
+    on pod failed reason "OOMKilled" -> restart job with memory * 1.5 up to 1Gi max 2
+        then fail job reason "OutOfMemory" as "oom"
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def kind(tmp_path_factory: pytest.TempPathFactory) -> plan.Kind:
+    folder = tmp_path_factory.mktemp("rules")
+    (folder / "oom.rules").write_text(POLICY)
+    built = api.build([str(ROOT / "rules" / "batch-job.rules"), str(folder / "oom.rules")])
+    assert built.plan is not None, [str(d) for d in built.diagnostics]
+    [k] = plan.loads(emit.dumps(built.plan)).kinds
+    return k
+
+
+def containers(main: str) -> list[dict[str, Any]]:
+    return [{"name": "main", "image": "busybox",
+             "resources": {"requests": {"memory": main, "cpu": "1"}, "limits": {"memory": main}}},
+            {"name": "logs", "image": "busybox", "resources": {"limits": {"memory": "64Mi"}}}]
+
+
+def job(main: str = "256Mi", suspend: bool = False) -> dict[str, Any]:
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "train", "namespace": "ml", "uid": UID, "resourceVersion": "7",
+                         "creationTimestamp": "2026-12-04T13:50:00Z"},
+            "spec": {"suspend": suspend, "backoffLimit": 6, "template": {
+                "metadata": {"labels": {"batch.kubernetes.io/controller-uid": UID}},
+                "spec": {"restartPolicy": "Never", "containers": containers(main)}}}}
+
+
+def oom_pod(name: str, main: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "ml", "uid": f"{UID[:-2]}{name[-2:]}",
+                         "labels": {"batch.kubernetes.io/controller-uid": UID},
+                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
+                                              "name": "train", "uid": UID, "controller": True}]},
+            "spec": {"restartPolicy": "Never", "containers": containers(main)},
+            "status": {"phase": "Failed", "containerStatuses": [
+                {"name": "main", "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}},
+                {"name": "logs", "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]}}
+
+
+def test_the_decision_records_the_new_size_on_the_intent(kind: plan.Kind) -> None:
+    writes = reconcile.reconcile(kind, job(), [oom_pod("train-a1", "256Mi")], NOW)
+    [decided] = writes.new
+    assert decided.action == "restartJob"
+    assert decided.resize == (Resize("main", "256Mi", "384Mi"),)
+    assert decided.message == "main: memory 256Mi -> 384Mi after OOMKilled, 1 of 2"
+    assert writes.evaluation.verdict.phase == "Restarting"
+    # written into the journal the commit carries, so a crash cannot lose it
+    assert intents.decode(writes.commit["metadata"]["annotations"][intents.ANNOTATION]).intents \
+        == (decided,)
+
+
+def test_the_resize_step_writes_the_new_size_into_the_template(kind: plan.Kind) -> None:
+    recipe = kind.recipe("restartJob")
+    assert isinstance(recipe, tuple)
+    step = next(i for i, s in enumerate(recipe) if isinstance(s, plan.ResizeTemplate))
+    decided = intents.Intent("abc", "restartJob", "oom", "r:1:1", None, None,
+                             resize=(Resize("main", "256Mi", "384Mi"),), step=step)
+    suspended = job(suspend=True)
+    done = actions.next_step(kind, decided, suspended, [], NOW, status_subresource=True)
+    [request] = done.requests
+    assert (request.method, request.path, request.guarded) == (
+        "PATCH", "/apis/batch/v1/namespaces/ml/jobs/train", True)
+    written = copy.deepcopy(suspended)
+    written["spec"]["template"]["spec"].update(request.body["spec"]["template"]["spec"])
+    assert written["spec"]["template"]["spec"]["containers"] == containers("384Mi")[:1] + \
+        containers("256Mi")[1:]
+    # sent again after a crash: the template has it already, nothing more is sent
+    again = actions.next_step(kind, decided, written, [], NOW, status_subresource=True)
+    assert again.done and again.note == "already so"
+    # a plain restart (no new size) passes the step by
+    plain = actions.next_step(kind, intents.Intent("abc", "restartJob", "p", "r:1:1", None, None,
+                                                   step=step), suspended, [], NOW,
+                              status_subresource=True)
+    assert plain.done and plain.note == "no new size to write"
+
+
+def test_each_failure_grows_from_the_size_the_pod_ran_with_then_the_budget_ends(
+        kind: plan.Kind) -> None:
+    """Two OOMs restart with 384Mi then 576Mi; the third fails the Job (the budget is 2)."""
+    live = job()
+    seen: list[tuple[str, tuple[Resize, ...]]] = []
+    for n, size in enumerate(("256Mi", "384Mi", "576Mi")):
+        writes = reconcile.reconcile(kind, live, [oom_pod(f"train-a{n}", size)], NOW)
+        seen += [(i.action, i.resize) for i in writes.new]
+        annotations = writes.commit["metadata"]["annotations"]
+        live = copy.deepcopy(live)
+        live["metadata"].setdefault("annotations", {}).update(
+            {k: v for k, v in annotations.items() if k != intents.ANNOTATION and v is not None})
+    assert seen == [("restartJob", (Resize("main", "256Mi", "384Mi"),)),
+                    ("restartJob", (Resize("main", "384Mi", "576Mi"),)),
+                    ("failJob", ())]
+    assert writes.evaluation.verdict.phase == "Failed"
+    assert writes.evaluation.verdict.reason == "OutOfMemory"
