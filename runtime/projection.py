@@ -52,6 +52,10 @@ POD_FIELDS: dict[str, Any] = {
                "containerStatuses": {EACH: _CONTAINER_STATUS},
                "initContainerStatuses": {EACH: _CONTAINER_STATUS}},
 }
+# What a restart with more memory (`with memory`) reads of the pod that failed: each container's
+# name and resources (runtime.resources.grown).
+POD_RESOURCES: dict[str, Any] = {"spec": {key: {EACH: {"name": WHOLE, "resources": WHOLE}}
+                                          for key in ("containers", "initContainers")}}
 # What the controller reads of every job besides the plan's paths: identity, our annotations,
 # the conditions it writes among, and the status fields of the kind's `status` block.
 OURS = vocabulary.JOB_ANNOTATIONS
@@ -82,7 +86,19 @@ def of_kind(kind: plan.Kind) -> Projection:
             job_paths.append(step.path)
         elif isinstance(step, plan.CreateObject):  # made only while the status is as decided
             job_paths.append(("status",))
-    return Projection(merge(JOB_FIELDS, tree(job_paths)), merge(POD_FIELDS, tree(pod_paths)))
+        elif isinstance(step, plan.ResizeTemplate):  # its container lists are written back whole
+            job_paths += [(*step.path, "spec", "containers"), (*step.path, "spec", "initContainers")]
+    pods = merge(POD_FIELDS, tree(pod_paths))
+    if any(a.grow is not None for p in kind.policies for a in _chain(p.action)):
+        pods = merge(pods, POD_RESOURCES)
+    return Projection(merge(JOB_FIELDS, tree(job_paths)), pods)
+
+
+def _chain(action: plan.Action | None) -> Iterator[plan.Action]:
+    """An action and its fallbacks."""
+    while action is not None:
+        yield action
+        action = action.fallback
 
 
 def pod_tree(kinds: Iterable[plan.Kind]) -> Tree:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from rulec import api, emit
-from runtime import actions, intents, plan, reconcile
+from runtime import actions, intents, plan, projection, reconcile
 from runtime.resources import Resize
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -118,3 +118,26 @@ def test_each_failure_grows_from_the_size_the_pod_ran_with_then_the_budget_ends(
                     ("failJob", ())]
     assert writes.evaluation.verdict.phase == "Failed"
     assert writes.evaluation.verdict.reason == "OutOfMemory"
+
+
+def test_the_controller_cache_keeps_what_the_resize_reads_and_writes(kind: plan.Kind) -> None:
+    """The controller decides and writes from its cache's projected objects: the same new size,
+    and a template patch that loses nothing of the containers (the patch replaces them whole)."""
+    cut = projection.of_kind(kind)
+    whole_job, whole_pod = job(), oom_pod("train-a1", "256Mi")
+    whole_job["spec"]["template"]["spec"]["containers"][0].update(
+        command=["python", "train.py"], env=[{"name": "A", "value": "1"}])
+    projected_job = projection.project(whole_job, cut.job)
+    projected_pod = projection.project(whole_pod, cut.pod)
+    [decided] = reconcile.reconcile(kind, projected_job, [projected_pod], NOW).new
+    assert decided.resize == (Resize("main", "256Mi", "384Mi"),)
+    recipe = kind.recipe("restartJob")
+    assert isinstance(recipe, tuple)
+    step = next(i for i, s in enumerate(recipe) if isinstance(s, plan.ResizeTemplate))
+    at_step = intents.Intent(decided.id, "restartJob", "oom", "r", None, None,
+                             resize=decided.resize, step=step)
+    from_cache = actions.next_step(kind, at_step, projected_job, [], NOW, status_subresource=True)
+    from_whole = actions.next_step(kind, at_step, whole_job, [], NOW, status_subresource=True)
+    assert from_cache.requests == from_whole.requests
+    [written] = from_cache.requests[0].body["spec"]["template"]["spec"]["containers"][:1]
+    assert written["command"] == ["python", "train.py"] and written["env"] == [{"name": "A", "value": "1"}]

@@ -1,0 +1,102 @@
+"""Restart with more memory on the real control plane: a batch Job whose pod is killed for memory
+is suspended, its template's memory raised 1.5 times while suspended (Kubernetes 1.36 lets a
+suspended Job's pod resources change), and resumed; the Job controller's new pod runs with the new
+size. Twice, then the pod succeeds; in another Job a third kill for memory, past the budget,
+fails it. Pods stay off the nodes: the test reports their lifecycle through `pods/status`, as a
+kubelet would."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from support import apiserver, controllers
+import pytest
+
+from rulec import api as rulec_api
+from rulec import emit
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("controller_manager")]
+
+RULES = [controllers.REPO / "rules", controllers.REPO / "examples" / "oom-resize" / "resize.rules"]
+
+
+@pytest.fixture
+def plan_file(tmp_path: Path) -> Path:
+    built = rulec_api.build([str(p) for p in RULES])
+    assert built.plan is not None, [str(d) for d in built.diagnostics]
+    out = tmp_path / "plan.json"
+    out.write_text(emit.dumps(built.plan))
+    return out
+
+
+def training_job(namespace: str, name: str) -> dict[str, Any]:
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"backoffLimit": 6, "template": {"spec": {"restartPolicy": "Never", "containers": [
+                {"name": "main", "image": "busybox:1.36",
+                 "resources": {"requests": {"memory": "256Mi"}, "limits": {"memory": "256Mi"}}},
+                {"name": "logs", "image": "busybox:1.36",
+                 "resources": {"limits": {"memory": "64Mi"}}}]}}}}
+
+
+def memory(pod: dict[str, Any]) -> dict[str, str]:
+    return {c["name"]: c["resources"]["limits"]["memory"] for c in pod["spec"]["containers"]}
+
+
+def new_pod(api: Any, namespace: str, name: str, main: str) -> dict[str, Any]:
+    """The Job's pod that is not over nor going, once it has `main` memory for container main."""
+    def found() -> dict[str, Any] | None:
+        for pod in apiserver.list_pods(api, namespace, f"batch.kubernetes.io/job-name={name}"):
+            if (not pod["metadata"].get("deletionTimestamp")
+                    and (pod.get("status") or {}).get("phase") in (None, "Pending")
+                    and memory(pod)["main"] == main):
+                return pod
+        return None
+    return apiserver.wait_for(f"a pod of {name} with {main} for main", found, timeout=120)
+
+
+def oom(api: Any, pod: dict[str, Any]) -> None:
+    running = apiserver.report_running(api, pod)
+    apiserver.report_oom_killed(api, running, container="main")
+
+
+def test_a_job_killed_for_memory_twice_restarts_with_more_each_time_then_succeeds(
+        control_plane: Any, api: Any, namespace: str, plan_file: Path, tmp_path: Path) -> None:
+    path = apiserver.JOBS.path(namespace, "train")
+    with controllers.running(control_plane, plan_file, namespace, tmp_path) as controller:
+        apiserver.create(api, apiserver.JOBS, training_job(namespace, "train"))
+        sizes = []
+        for before, after in (("256Mi", "384Mi"), ("384Mi", "576Mi")):
+            pod = new_pod(api, namespace, "train", before)
+            sizes.append(memory(pod))
+            oom(api, pod)
+            new_pod(api, namespace, "train", after)
+        last = new_pod(api, namespace, "train", "576Mi")
+        sizes.append(memory(last))
+        apiserver.report_succeeded(api, apiserver.report_running(api, last))
+        done = controllers.wait_for_verdict(api, path, "Succeeded", timeout=60)
+        restarts = controller.metric("jobrules_controller_actions_total", action="restartJob",
+                                     result="done")
+    # read back from the pods the Job controller made: only the container killed for memory grew
+    assert sizes == [{"main": "256Mi", "logs": "64Mi"}, {"main": "384Mi", "logs": "64Mi"},
+                     {"main": "576Mi", "logs": "64Mi"}]
+    assert done["spec"]["suspend"] is False
+    assert restarts == 2
+    said = [e["note"] for e in controllers.events_of(api, namespace, "train")
+            if "memory" in (e.get("note") or "")]
+    assert any("main: memory 256Mi -> 384Mi after OOMKilled, 1 of 2" in n for n in said), said
+    assert any("main: memory 384Mi -> 576Mi after OOMKilled, 2 of 2" in n for n in said), said
+
+
+def test_a_third_kill_for_memory_past_the_budget_fails_the_job(
+        control_plane: Any, api: Any, namespace: str, plan_file: Path, tmp_path: Path) -> None:
+    path = apiserver.JOBS.path(namespace, "train")
+    with controllers.running(control_plane, plan_file, namespace, tmp_path):
+        apiserver.create(api, apiserver.JOBS, training_job(namespace, "train"))
+        for size, then in (("256Mi", "384Mi"), ("384Mi", "576Mi"), ("576Mi", None)):
+            oom(api, new_pod(api, namespace, "train", size))
+            if then:
+                new_pod(api, namespace, "train", then)
+        failed = apiserver.wait_for_condition(api, path, "Failed", timeout=60)
+        verdict = controllers.verdict(controllers.wait_for_verdict(api, path, "Failed"))
+    assert failed["reason"] == verdict["reason"] == "OutOfMemory"
