@@ -152,13 +152,18 @@ def decide_kind(kind: Mapping[str, Any], injections: Iterable[Mapping[str, Any]]
     if not walk.complete and walk.has_counts:
         # A count goes native only when every failure policy does and the last is the
         # unfiltered count (N115): decide again with the counts kept by the engine.
-        walk = _Walk(facts, counts=False)
+        walk = _Walk(facts, counts=False, why=walk.first_engine)
         walk.run()
     by_id = walk.decided
     decisions = tuple(by_id[p["id"]] for p in kind["policies"])
-    limit: int | None = UNLIMITED
+    # The Job's budget: the unfiltered count's when every failure policy went native; else,
+    # with some rules native, one never reached, so that the failures no rule takes are the
+    # engine's (the rules count none of them); with nothing native, the Job's own.
+    limit: int | None = None
     if walk.complete:
         limit = walk.default_limit
+    elif walk.rules:
+        limit = UNLIMITED
     return KindReport(kind["name"], _where(kind["span"]), decisions, tuple(walk.rules),
                       walk.mode == "task", limit)
 
@@ -202,9 +207,14 @@ class _Budget:
 class _Walk:
     """One pass over a kind's failure policies in the order the engine tries them."""
 
-    def __init__(self, facts: _Facts, *, counts: bool) -> None:
+    def __init__(self, facts: _Facts, *, counts: bool, lookahead: bool = True,
+                 why: str | None = None) -> None:
         self.facts = facts
         self.counts = counts      # whether a count may go native at all
+        self.why = why            # without counts: the failure policy the first pass kept
+        self.first_engine: str | None = None
+        self.lookahead = lookahead  # whether merges look ahead to a FailJob's message index
+        self.order: list[Json] = _tried(facts.policies)
         self.decided: dict[str, Decision] = {}
         self.rules: list[Rule] = []
         self.mergeable = False    # the last rule may take more condition patterns
@@ -223,20 +233,21 @@ class _Walk:
 
     def run(self) -> None:
         positions = {p["id"]: n for n, p in enumerate(self.facts.policies, 1)}
-        for policy in _tried(self.facts.policies):
+        for at, policy in enumerate(self.order):
             n = positions[policy["id"]]
             try:
-                self.decided[policy["id"]] = self.take(policy, n)
+                self.decided[policy["id"]] = self.take(policy, n, at)
             except _Engine as engine:
                 self.decided[policy["id"]] = Decision(n, policy["id"], _where(policy["span"]),
                                                       code=engine.code, reason=engine.reason)
                 shadowed = engine.code == "N107" and self.default_seen and self.blocked is None
                 if _competes(policy) and not shadowed:
                     self.engine_failure = True
+                    self.first_engine = self.first_engine or f"{policy['id']}: {engine.code}"
                     if self.blocked is None:
                         self.blocked = f"after {policy['id']} ({engine.code}), which the engine keeps"
 
-    def take(self, policy: Json, n: int) -> Decision:
+    def take(self, policy: Json, n: int, at: int) -> Decision:
         event = policy["event"]
         if not _competes(policy):
             raise _Engine("N102", f"`{_event_words(policy)}` is no pod failure")
@@ -267,7 +278,8 @@ class _Walk:
         where = _where(policy["span"])
         if len(self.rules) >= MAX_RULES and not self._merges(verb, requirement, action):
             raise _Engine("N108", f"would be rule {len(self.rules)}: at most {MAX_RULES} rules")
-        merge = self._merges(verb, requirement, action)
+        merge = self._merges(verb, requirement, action) and (
+            verb == "FailJob" or not self.lookahead or self._merge_fits(at))
         index = len(self.rules) - 1 if merge else len(self.rules)
         if verb == "FailJob":
             _check_fail_text(action, requirement, index)
@@ -308,9 +320,10 @@ class _Walk:
             return "FailIndex"
         if verb == "count":
             if not self.counts:
-                raise _Engine("N115", "a count the Job's one budget would not keep alike: "
-                                      "not every failure policy goes native, or none is the "
-                                      "unfiltered count")
+                why = (f"{self.why} stays with the engine" if self.why
+                       else "no unfiltered count ends the rules")
+                raise _Engine("N115", "the Job's one budget would also count the failures no "
+                                      f"rule takes ({why})")
             budget = _count_budget(action, self.facts, None)
             self._mode(budget.per, "a count per task" if budget.per == "task" else "a count per job")
             if self.budget is not None and self.budget != budget:
@@ -334,6 +347,26 @@ class _Walk:
             self.budget = self.budget or budget
             self.mode = budget.per
             self.has_counts = True
+
+    def _merge_fits(self, at: int) -> bool:
+        """Whether merging the policy at `at` into the last rule still lets the next FailJob
+        whose message names its rule index have that index: merging is optional for Ignore,
+        Count and FailIndex (first match wins either way), and is done unless it would leave
+        too few rules before that FailJob (the later merges taken as they come)."""
+        ahead = next((k for k in range(at + 1, len(self.order))
+                      if self.order[k]["action"]["action"] == "failJob"
+                      and _message_index(self.order[k]["action"]) is not None), None)
+        if ahead is None:
+            return True
+        trial = _Walk(self.facts, counts=self.counts, lookahead=False)
+        trial.rules, trial.mergeable, trial.budget = list(self.rules), self.mergeable, self.budget
+        trial.mode, trial.default_seen = self.mode, self.default_seen
+        for k in range(at, ahead + 1):
+            try:
+                trial.take(self.order[k], 0, k)
+            except _Engine as engine:
+                return k != ahead or engine.code != "N109"
+        return True
 
     def _merges(self, verb: str, requirement: _Requirement, action: Json) -> bool:
         """Whether a condition policy joins the previous rule as more patterns: the same
