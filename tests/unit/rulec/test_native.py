@@ -321,3 +321,26 @@ def test_the_shipped_rules(monkeypatch: pytest.MonkeyPatch) -> None:
     proc = subprocess.run([sys.executable, "-m", "rulec", "native", "rules/"],
                           capture_output=True, text=True, timeout=120)
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, SHIPPED, "")
+
+
+def test_docs_name_tests_that_exist_and_show_the_shipped_output() -> None:
+    """docs/native.md names, for each row, the test that covers it: each named test exists
+    (`...` abbreviates a name), each `test_table_row[id]` is a row of TABLE, and the shipped
+    rules' output it shows is the one test_the_shipped_rules holds."""
+    doc = (ROOT / "docs" / "native.md").read_text(encoding="utf-8")
+    here = Path(__file__).read_text(encoding="utf-8")
+    oracle = (ROOT / "tests" / "unit" / "test_native_oracle.py").read_text(encoding="utf-8")
+    defined = set(re_findall(r"^def (test_\w+)", here + oracle))
+    named = set(re_findall(r"`(test_\w+)(?:\.\.\.)?", doc))
+    assert len(named) >= 15
+    for name in named:
+        assert any(d.startswith(name) for d in defined), name
+    rows = set(re_findall(r"\[([a-z-]+)\]`", doc)) | set(re_findall(r"`\[([a-z-]+)\]`", doc))
+    assert rows and rows <= {t[0] for t in TABLE}, rows - {t[0] for t in TABLE}
+    assert "```\n" + SHIPPED + "```" in doc
+
+
+def re_findall(pattern: str, text: str) -> list[str]:
+    import re
+
+    return re.findall(pattern, text, re.M)
