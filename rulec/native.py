@@ -554,7 +554,8 @@ _EVENT_WORDS = {"podPending": "pod pending", "podRunning": "pod running",
 
 
 def _event_words(policy: Json) -> str:
-    return _EVENT_WORDS.get(policy["event"], policy["event"])
+    event = str(policy["event"])
+    return _EVENT_WORDS.get(event, event)
 
 
 def _where(span: Mapping[str, Any]) -> str:
