@@ -14,6 +14,7 @@ k8s.io/kubernetes is missing.
 """
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter
 from typing import Any
@@ -130,3 +131,22 @@ def evaluate_events(kind: Any, job: dict[str, Any], pod: dict[str, Any]) -> list
     found = evaluator.evaluate(kind, job, [pod], None, NOW)
     return [e for e in found.events if e.event in ("podFailed", "podEvicted")
             and e.pod == pod["metadata"]["name"] and e.policy]
+
+
+def test_the_job_controllers_own_test_table_comes_back() -> None:
+    """examples/pod-failure-policy/ holds the cases of the Job controller's
+    TestSyncJobWithJobPodFailurePolicy, each suite's rules the translation of its Jobs' policy:
+    `rulec native` on those rules gives the policy back, every policy native."""
+    import yaml
+
+    from tests.unit.test_pod_failure_policy import SUITES, jobs
+
+    assert len(SUITES) >= 10
+    for suite in SUITES:
+        doc = yaml.safe_load(suite.read_text())
+        [spec] = {json.dumps(j["spec"]["podFailurePolicy"], sort_keys=True)
+                  for j in jobs(suite) if "podFailurePolicy" in j["spec"]}
+        report = _report((suite.parent / doc["rules"]).read_text())
+        assert report.native_count == len(report.decisions), suite
+        assert report.fragment()["podFailurePolicy"]["rules"] == _normalised(
+            json.loads(spec)["rules"]), suite
