@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 import yaml
 
 from rulec import api, diagnostics, native
@@ -344,3 +345,77 @@ def re_findall(pattern: str, text: str) -> list[str]:
     import re
 
     return re.findall(pattern, text, re.M)
+
+
+# ---------------------------------------------------------------- invariants on random rules
+
+# Mostly what goes native, so that the prefix runs long (per job or per index); now and then
+# what does not.
+FILTERS = ["exit 1", "exit in [3, 5]", "exit not in [0, 2]", "exit 100..354",
+           'container "main" and exit 42', 'condition "DisruptionTarget"',
+           'condition "T" in ["False", "Unknown"]', 'condition "A" or condition "B"',
+           'condition "C" = "False"']
+PER_JOB = ["ignore", "fail job", 'fail job reason "PodFailurePolicy"',
+           'count max 3 budget "backoff" then fail job']
+PER_INDEX = ["ignore", "fail job", "fail task", 'count max 2 per task budget "backoff" then fail task']
+LAST = {"job": f'{FAILS} -> count max 3 budget "backoff" then fail job',
+           "task": f'{FAILS} -> count max 2 per task budget "backoff" then fail task'}
+ODD = ["on pod failed exit 1 -> ignore", "on pod evicted -> ignore",
+       f'on task "0" {FAILS[3:]} exit 1 -> ignore', "on pod pending for 5m -> fail job",
+       f"{FAILS} -> ignore", f"{FAILS} exit in [0, 3] -> ignore", f"{FAILS} exit 1..300 -> ignore",
+       f'{FAILS} exit 1 and condition "A" -> ignore', f'{FAILS} pod reason "Evicted" -> ignore',
+       f'{FAILS} exit 1 -> fail job reason "X"', f"{FAILS} exit 1 -> restart pod max 2",
+       f'{FAILS} exit 1 -> count max 4 budget "other" then fail job', f"{FAILS} exit 9 -> fail task",
+       f'{FAILS} exit 9 -> count max 3 budget "backoff" then fail job']
+
+
+@st.composite
+def programs(draw: st.DrawFn) -> list[str]:
+    mode = draw(st.sampled_from(["job", "task"]))
+    actions = PER_JOB if mode == "job" else PER_INDEX
+    lines = [f"{FAILS} {draw(st.sampled_from(FILTERS))} -> {draw(st.sampled_from(actions))}"
+             for _ in range(draw(st.integers(1, 23)))]
+    for _ in range(draw(st.sampled_from([0, 0, 0, 1, 2]))):
+        lines.insert(draw(st.integers(0, len(lines))), draw(st.sampled_from(ODD)))
+    if draw(st.booleans()):
+        lines.append(LAST[mode])
+    return [f'{line} as "p{n}"' for n, line in enumerate(lines)]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs())
+def test_decisions_keep_order_and_the_apis_limits(lines: list[str]) -> None:
+    text = HEAD + "".join(f"    {line}\n" for line in lines) + "}\n"
+    built = api.build_sources([SourceFile.from_text("j.rules", text)])
+    assert built.plan is not None, [str(d) for d in built.errors]
+    [found] = native.decide(built.plan)
+    policies = built.plan["kinds"][0]["policies"]
+    assert [d.policy for d in found.decisions] == [p["id"] for p in policies]
+    assert [d.position for d in found.decisions] == list(range(1, len(policies) + 1))
+    rules = found.fragment().get("podFailurePolicy", {"rules": []})["rules"]
+    assert len(rules) <= native.MAX_RULES
+    for rule in rules:
+        assert ("onExitCodes" in rule) != ("onPodConditions" in rule)
+        codes = rule.get("onExitCodes")
+        if codes:
+            assert 1 <= len(codes["values"]) <= native.MAX_CODES
+            assert codes["values"] == sorted(set(codes["values"]))
+            assert not (codes["operator"] == "In" and 0 in codes["values"])
+    # In the order the engine tries them, the native failure policies are a prefix, and their
+    # rules come in order, every rule used.
+    by_id = {d.policy: d for d in found.decisions}
+    tried = [by_id[p["id"]] for p in native._tried(policies) if native._competes(p)]
+    natives = [d.native for d in tried]
+    assert natives == sorted(natives, reverse=True)
+    numbers = [d.rule for d in tried if d.rule is not None]
+    assert numbers == sorted(numbers) and set(numbers) == set(range(len(rules)))
+    assert all(d.code in diagnostics.NATIVE_BY_CODE for d in found.decisions if not d.native)
+    if any(r["action"] == "FailIndex" for r in rules):
+        assert found.per_index
+    # A Count rule only when every failure policy went native, ending with the default
+    # handling, whose budget the fragment then carries.
+    if any(r["action"] == "Count" for r in rules):
+        assert all(natives) and any(d.default for d in tried)
+        assert found.limit in (2, 3) and found.limit != native.UNLIMITED
+    if rules and not all(natives):
+        assert found.limit == native.UNLIMITED
