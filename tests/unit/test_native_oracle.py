@@ -150,3 +150,93 @@ def test_the_job_controllers_own_test_table_comes_back() -> None:
         assert report.native_count == len(report.decisions), suite
         assert report.fragment()["podFailurePolicy"]["rules"] == _normalised(
             json.loads(spec)["rules"]), suite
+
+
+# -- random rules, not only the translation's shapes ------------------------------------------
+
+FILTERS = ["exit 1", "exit in [42, 143]", "exit not in [0, 1]", "exit 138..143", "exit in [1, 100..137]",
+           'container "main" and exit 42', 'container "init" and exit not in [0]',
+           'container "sidecar" and exit in [1, 137]', 'condition "DisruptionTarget"',
+           'condition "DisruptionTarget" in ["False", "Unknown"]',
+           'condition "ConfigIssue" or condition "DisruptionTarget" = "Unknown"',
+           'condition "ConfigIssue" = "False"']
+PER_JOB = ["ignore", 'fail job reason "PodFailurePolicy"', 'count max 2 budget "backoff" then fail job']
+PER_INDEX = ["ignore", 'fail job reason "PodFailurePolicy"', "fail task",
+             'count max 1 per task budget "backoff" then fail task']
+LAST = {"job": 'count max 2 budget "backoff" then fail job',
+        "task": 'count max 1 per task budget "backoff" then fail task'}
+
+
+def _random_rules(rng: random.Random) -> tuple[str, bool]:
+    """A batch Job kind with two to eight random native policies and the default handling,
+    in the forward translation's frame (tests/unit/native_policies.py); whether per index."""
+    from tests.unit import native_policies as forward
+
+    per_index = rng.random() < 0.4
+    actions = PER_INDEX if per_index else PER_JOB
+    lines = [f"    on pod failed or evicted {rng.choice(FILTERS)} -> {rng.choice(actions)} "
+             f"as \"rule-{n}\"\n" for n in range(rng.randint(2, 8))]
+    lines.append(f"    on pod failed or evicted -> {LAST['task' if per_index else 'job']} "
+                 "as \"default\"\n")
+    text = (forward.KIND + (forward.PER_INDEX if per_index else "") + forward.VERDICTS
+            + "".join(lines) + forward.ACTIONS + "}\n")
+    return text, per_index
+
+
+def _what(found: Any, pod: str) -> dict[str, Any]:
+    """jobrules' decision in the oracle's terms, the FailJob message aside (these rules write
+    none of their own)."""
+    from tests.unit.native_policies import decision
+
+    out = decision(found, pod)
+    verdict = out.get("verdict")
+    if verdict is not None and (verdict.phase, verdict.reason) == ("Failed", "PodFailurePolicy"):
+        taken = [e.policy for e in found.events if e.pod == pod and e.policy]
+        return {"action": "FailJob", "policy": taken[0], "counts": True}
+    return out
+
+
+def test_random_native_rules_decide_as_their_fragment() -> None:
+    from runtime import evaluator
+    from tests.unit.test_oracle import NOW, job_spec
+
+    rng = random.Random(SEED + 2)
+    pods = enumerated_pods()
+    cases = []
+    while len(cases) < 60:
+        text, per_index = _random_rules(rng)
+        report = _report(text)
+        if report.native_count < len(report.decisions):
+            continue   # a rule after a count of another budget, and the like: not all native
+        cases.append((text, per_index, report, rng.sample(range(len(pods)), 200)))
+    answers = oracle.ask("pod-failure-policy", (
+        {"podFailurePolicy": r.fragment()["podFailurePolicy"], "podIndexes": chosen}
+        | ({"pods": pods} if n == 0 else {})
+        for n, (_, _, r, chosen) in enumerate(cases)))
+    indexed = [{**p, "metadata": {**p["metadata"], "labels": {"foo": "bar", INDEX_LABEL: "0"}}}
+               for p in pods]
+    seen: Counter[str] = Counter()
+    disagreements = []
+    for (text, per_index, report, chosen), theirs in zip(cases, answers, strict=True):
+        kind = compile_kind(text)
+        spec = job_spec(report.fragment()["podFailurePolicy"]["rules"], 2)
+        if per_index:
+            spec.update(completionMode="Indexed", completions=3, parallelism=3, backoffLimitPerIndex=1)
+        job = {"apiVersion": "batch/v1", "kind": "Job",
+               "metadata": {"name": "foobar", "namespace": "default", "uid": JOB_UID,
+                            "creationTimestamp": "2024-05-01T12:00:00Z"}, "spec": spec}
+        rule_of = {d.policy: -1 if d.default else d.rule for d in report.decisions}
+        for pod in ((indexed if per_index else pods)[i] for i in chosen):
+            ours = _what(evaluator.evaluate(kind, job, [pod], None, NOW), pod["metadata"]["name"])
+            their = theirs.pop(0)
+            seen[str(their["action"])] += 1
+            if "policy" in ours:   # a FailJob: its rule by the native decision
+                ours = {"action": "FailJob", "index": rule_of[ours["policy"]], "counts": True}
+                their = {k: their[k] for k in ("action", "index", "counts")}
+            elif "index" in ours and ours["index"] >= 0:
+                ours = {**ours, "index": rule_of[f"rule-{ours['index']}"]}
+            if ours != their:
+                disagreements.append((report.fragment(), pod["status"], their, ours))
+    assert sum(seen.values()) == 60 * 200
+    assert set(seen) == {"None", "FailJob", "Ignore", "Count", "FailIndex"}, seen
+    assert not disagreements, disagreements[:3]
