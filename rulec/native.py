@@ -258,9 +258,6 @@ class _Walk:
         if event in FIRST_EVENTS:
             raise _Engine("N102", f"`{_event_words(policy)}` is tried before `pod failed`; "
                                   "the Job controller has no such event")
-        if event == "taskFailed":
-            raise _Engine("N102", "`task failed` is a task's event; the Job controller's rules "
-                                  "are about pods")
         if not policy["evicted"]:
             raise _Engine("N110", "`pod failed` leaves evicted pods out; the Job controller's "
                                   "rules take them")
@@ -276,10 +273,10 @@ class _Walk:
             return self.default(policy, n)
         requirement = _requirement(policy["filter"], self.facts)
         where = _where(policy["span"])
-        if len(self.rules) >= MAX_RULES and not self._merges(verb, requirement, action):
-            raise _Engine("N108", f"would be rule {len(self.rules)}: at most {MAX_RULES} rules")
         merge = self._merges(verb, requirement, action) and (
             verb == "FailJob" or not self.lookahead or self._merge_fits(at))
+        if len(self.rules) >= MAX_RULES and not merge:
+            raise _Engine("N108", f"would be rule {len(self.rules)}: at most {MAX_RULES} rules")
         index = len(self.rules) - 1 if merge else len(self.rules)
         if verb == "FailJob":
             _check_fail_text(action, requirement, index)

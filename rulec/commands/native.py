@@ -76,7 +76,9 @@ def text(reports: tuple[native.KindReport, ...]) -> str:
             out.append("  no policies: the Job's own podFailurePolicy and backoffLimit decide")
         fragment = report.fragment()
         if fragment and total:
-            out.append("  fragment (Job spec; the pod template needs restartPolicy: Never):")
+            needs = "restartPolicy: Never in the pod template" + (
+                ", completionMode: Indexed" if report.per_index else "")
+            out.append(f"  fragment (Job spec; it needs {needs}):")
             out += ["    " + line for line in _yaml(fragment).splitlines()]
         out.append("")
     return "\n".join(out)
