@@ -291,7 +291,7 @@ class _Walk:
 
     def default(self, policy: Json, n: int) -> Decision:
         """The unfiltered count: the Job's own handling of a failure no rule takes."""
-        budget = _count_budget(policy["action"], self.facts, policy["id"])
+        budget = _count_budget(policy["action"], self.facts)
         self._commit_budget("Count", policy["action"])
         self.default_seen = True
         self.default_limit = budget.limit
@@ -321,7 +321,7 @@ class _Walk:
                        else "no unfiltered count ends the rules")
                 raise _Engine("N115", "the Job's one budget would also count the failures no "
                                       f"rule takes ({why})")
-            budget = _count_budget(action, self.facts, None)
+            budget = _count_budget(action, self.facts)
             self._mode(budget.per, "a count per task" if budget.per == "task" else "a count per job")
             if self.budget is not None and self.budget != budget:
                 raise _Engine("N111", f"a second budget (`{budget.key}`, max "
@@ -340,7 +340,7 @@ class _Walk:
         if verb == "FailIndex":
             self.mode = "task"
         if verb == "Count":
-            budget = _count_budget(action, self.facts, None)
+            budget = _count_budget(action, self.facts)
             self.budget = self.budget or budget
             self.mode = budget.per
             self.has_counts = True
@@ -445,7 +445,7 @@ def _exit_codes(f: Json, facts: _Facts) -> ExitCodes:
     return ExitCodes(operator, tuple(sorted(values)), f.get("container"))
 
 
-def _count_budget(action: Json, facts: _Facts, policy: str | None) -> _Budget:
+def _count_budget(action: Json, facts: _Facts) -> _Budget:
     """The Job budget a count keeps, or _Engine."""
     budget = action["budget"]
     if budget is None or action["delay"] is not None:
