@@ -110,7 +110,7 @@ class KindReport:
     where: str
     decisions: tuple[Decision, ...]
     rules: tuple[Rule, ...]
-    per_index: bool               # the budgets are per index (backoffLimitPerIndex)
+    per_index: bool               # the kind counts per index (`fail task`, `per task`)
     limit: int | None             # the Job's budget; None: the one in the Job's manifest
 
     @property
@@ -120,7 +120,12 @@ class KindReport:
     def fragment(self) -> Json:
         """The Job `spec` fields that say natively what the native policies say."""
         out: Json = {}
-        if self.limit is not None:
+        if self.limit == UNLIMITED:
+            # Never reached, per job and, where the kind counts per index anywhere, per index.
+            out["backoffLimit"] = UNLIMITED
+            if self.per_index:
+                out["backoffLimitPerIndex"] = UNLIMITED
+        elif self.limit is not None:
             out["backoffLimitPerIndex" if self.per_index else "backoffLimit"] = self.limit
         if self.rules:
             out["podFailurePolicy"] = {"rules": [r.to_json() for r in self.rules]}
@@ -165,7 +170,7 @@ def decide_kind(kind: Mapping[str, Any], injections: Iterable[Mapping[str, Any]]
     elif walk.rules:
         limit = UNLIMITED
     return KindReport(kind["name"], _where(kind["span"]), decisions, tuple(walk.rules),
-                      walk.mode == "task", limit)
+                      walk.mode == "task" or facts.per_index, limit)
 
 
 # ------------------------------------------------------------------ internals
@@ -177,6 +182,7 @@ class _Facts:
     policies: tuple[Json, ...]
     index_task: bool              # the task is the completion index label
     some_containers: bool         # exit codes read from some containers only (N113)
+    per_index: bool               # some failure policy fails or counts per task
 
     @classmethod
     def of(cls, kind: Mapping[str, Any], injections: Iterable[Mapping[str, Any]]) -> _Facts:
@@ -185,7 +191,9 @@ class _Facts:
                        if not i.get("kinds") or kind["name"] in i["kinds"] for op in i["ops"])
         primary = (kind.get("primaryContainers") is not None
                    or kind.get("primaryContainerPrefix") is not None)
-        return cls(tuple(kind["policies"]), task.get("label") == INDEX_LABEL, sidecars or primary)
+        per_index = any(_per_task(p["action"]) for p in kind["policies"] if _competes(p))
+        return cls(tuple(kind["policies"]), task.get("label") == INDEX_LABEL, sidecars or primary,
+                   per_index)
 
 
 class _Engine(Exception):
@@ -531,6 +539,15 @@ def _tried(policies: Sequence[Json]) -> list[Json]:
 def _competes(policy: Json) -> bool:
     """Whether the engine may give a pod's failure to this policy rather than to a rule."""
     return policy["event"] in (*FIRST_EVENTS, "podFailed")
+
+
+def _per_task(action: Json | None) -> bool:
+    """Whether an action, or its fallback, fails or counts per task."""
+    if action is None:
+        return False
+    budget = action["budget"]
+    return (action["action"] == "failTask" or (budget is not None and budget["per"] == "task")
+            or _per_task(action["fallback"]))
 
 
 def _limit_text(budget: _Budget) -> str:

@@ -240,3 +240,62 @@ def test_random_native_rules_decide_as_their_fragment() -> None:
     assert sum(seen.values()) == 60 * 200
     assert set(seen) == {"None", "FailJob", "Ignore", "Count", "FailIndex"}, seen
     assert not disagreements, disagreements[:3]
+
+
+def test_with_an_engine_tail_the_fragment_decides_only_the_native_prefix() -> None:
+    """An engine-only policy among the random ones: the pods a native rule takes, Kubernetes
+    gives to that rule, and every other pod (the engine's, or nobody's) to no rule at all, with
+    a backoffLimit never reached, so the Job controller decides nothing the engine keeps."""
+    from runtime import evaluator
+    from tests.unit.test_oracle import NOW, job_spec
+
+    rng = random.Random(SEED + 3)
+    pods = enumerated_pods()
+    cases = []
+    while len(cases) < 40:
+        text, per_index = _random_rules(rng)
+        lines = text.splitlines(keepends=True)
+        policies = [n for n, line in enumerate(lines) if "as \"rule-" in line]
+        at = rng.choice(policies[1:])
+        lines.insert(at, f"    on pod failed or evicted {rng.choice(FILTERS)} -> restart pod max 2 "
+                         "as \"engine\"\n")
+        text = "".join(lines)
+        report = _report(text)
+        if not report.rules:
+            continue
+        assert report.fragment()["backoffLimit"] == native.UNLIMITED
+        assert report.fragment().get("backoffLimitPerIndex") == (native.UNLIMITED if per_index
+                                                                 else None)
+        cases.append((text, per_index, report, rng.sample(range(len(pods)), 200)))
+    answers = oracle.ask("pod-failure-policy", (
+        {"podFailurePolicy": r.fragment()["podFailurePolicy"], "podIndexes": chosen}
+        | ({"pods": pods} if n == 0 else {})
+        for n, (_, _, r, chosen) in enumerate(cases)))
+    indexed = [{**p, "metadata": {**p["metadata"], "labels": {"foo": "bar", INDEX_LABEL: "0"}}}
+               for p in pods]
+    engine = native_taken = 0
+    disagreements = []
+    for (text, per_index, report, chosen), theirs in zip(cases, answers, strict=True):
+        kind = compile_kind(text)
+        spec = job_spec(report.fragment()["podFailurePolicy"]["rules"], 2)
+        if per_index:
+            spec.update(completionMode="Indexed", completions=3, parallelism=3, backoffLimitPerIndex=1)
+        job = {"apiVersion": "batch/v1", "kind": "Job",
+               "metadata": {"name": "foobar", "namespace": "default", "uid": JOB_UID,
+                            "creationTimestamp": "2024-05-01T12:00:00Z"}, "spec": spec}
+        rule_of = {d.policy: d.rule for d in report.decisions if d.native}
+        for pod, their in zip(((indexed if per_index else pods)[i] for i in chosen), theirs,
+                              strict=True):
+            found = evaluator.evaluate(kind, job, [pod], None, NOW)
+            taken = [e.policy for e in found.events if e.pod == pod["metadata"]["name"] and e.policy]
+            rule = rule_of.get(taken[0]) if taken else None
+            if rule is not None:
+                native_taken += 1
+                ok = their["index"] == rule
+            else:
+                engine += bool(taken)
+                ok = their["action"] is None
+            if not ok:
+                disagreements.append((report.fragment(), pod["status"], their, taken))
+    assert native_taken and engine
+    assert not disagreements, disagreements[:3]
