@@ -27,7 +27,7 @@ from tests.unit.test_oracle import (SEED, compile_kind, enumerated_pods, jobrule
                                     random_policy, INDEX_LABEL, JOB_UID)
 
 POLICIES = 110
-PODS_PER_POLICY = 300
+PODS_PER_POLICY = 150
 
 
 def _cases() -> list[dict[str, Any]]:
