@@ -135,7 +135,7 @@ MAX_SYNTAX_ERRORS = 20
 _NAME = r"[a-z](?:[a-z0-9-]*[a-z0-9])?"
 _DECL_START = re.compile(
     rf"^(?:job[ \t]+(?:(?!(?:running|verdict)(?![a-z0-9-]))[a-z]|{_NAME}[ \t]*:)"
-    r"|(?:extend|inject|define|webhook)(?![A-Za-z0-9_-]))", re.M)
+    r"|(?:extend|inject|define|cause|webhook)(?![A-Za-z0-9_-]))", re.M)
 # Names a broken chunk may declare: `job NAME:` and `define NAME =`, and any `WORD NAME :`
 # or `WORD NAME =` starting a line, so that a misspelled `jbo NAME:` counts too.
 _MAYBE_DECLARED = re.compile(rf"^[ \t]*[A-Za-z]+[ \t]+({_NAME})[ \t]*[:=]", re.M)
@@ -264,8 +264,8 @@ _DESCRIBED = {
 _PHASES = ("pending", "running", "suspended", "restarting", "succeeded", "failed")
 # When every word of a group is expected, the group is named instead of its words.
 _GROUPS: tuple[tuple[str, str, frozenset[str]], ...] = (
-    ("declaration", "a declaration (`job`, `extend`, `inject`, `define`, `webhook`)",
-     frozenset({"job", "extend", "inject", "define", "webhook"})),
+    ("declaration", "a declaration (`job`, `extend`, `inject`, `define`, `cause`, `webhook`)",
+     frozenset({"job", "extend", "inject", "define", "cause", "webhook"})),
     ("kind statement", "a kind statement (`pods`, `task`, `primary`, `plural`, `final`, `mode`, "
      "a verdict such as `failed when ...`, `[audit] on ...`, `status {...}`)",
      frozenset({"plural", "pods", "task", "primary", "final", "mode", "on", "audit", "status",
