@@ -56,15 +56,18 @@ def cause_of(inputs: Inputs, snapshot: conditions.Snapshot, deciding: pods.Pod |
              first: str | None = None) -> plan.Cause | None:
     """The named cause of a failure. The causes are tried in order, `first` (the deciding
     policy's own) before the program's in declaration order, and the first that matches wins:
-    on the pod that decided, else on any failed or evicted pod of the snapshot, earliest
-    first. A reason is read whatever the exit code and the pod's phase."""
+    on the pod that decided, else on any failed or evicted pod of the snapshot (earliest
+    first), else on any other (a pod stuck in ImagePullBackOff when a deadline fails the
+    job). A reason is read whatever the exit code and the pod's phase."""
     causes = inputs.kind.causes
     if not causes:
         return None
     ordered = sorted(causes, key=lambda c: c.name != first)   # stable: declaration order
-    pool = [p for p in snapshot.pods if p.is_("failedOrEvicted") and p is not deciding]
-    pool.sort(key=lambda p: pods.sort_key(p, None))
-    for candidates in ([deciding] if deciding is not None else [], pool):
+    others = [p for p in snapshot.pods if p is not deciding]
+    ended = sorted((p for p in others if p.is_("failedOrEvicted")),
+                   key=lambda p: pods.sort_key(p, None))
+    rest = [p for p in others if not p.is_("failedOrEvicted")]
+    for candidates in ([deciding] if deciding is not None else [], ended, rest):
         for cause in ordered:
             for pod in candidates:
                 if pods.matches(cause.filter, pod, inputs.search, pod.is_("failedOrEvicted")):
