@@ -128,6 +128,8 @@ def _consequences(inputs: Inputs, ledger: Ledger, action: str, policy: plan.Poli
             cause = found.name if found is not None else None
         if reason is None and message is None and said.phase == phase:
             reason, message = said.reason, said.message  # it says why
+            if said.cause is not None and reason == verdicts.CAUSE_REASON + said.cause:
+                reason = None  # a reason the rules' cause gave: this failure's cause gives it
         default = verdicts.CAUSE_REASON + cause if cause else name[0].upper() + name[1:]
         ledger.final = state.Final(
             phase, reason or default,
