@@ -965,7 +965,7 @@ def _cited_causes(kind: Kind, where: str) -> Kind:
 
 
 def _causes(value: Any, where: str) -> tuple[Cause, ...]:
-    out = []
+    out: list[Cause] = []
     for raw in shape.array(value or [], where):
         c = shape.obj(raw, where)
         name = shape.string(c.get("name"), f"{where}.name")
