@@ -78,8 +78,9 @@ def test_on_a_failure_a_reason_is_read_from_a_container_that_exited_0() -> None:
 def test_a_container_that_exited_0_gives_no_exit_code_on_a_failure() -> None:
     """Exit terms keep podFailurePolicy's reading: only a failed container's code counts."""
     p = facts(pod("Failed", ("main", 0, "OOMKilled"), ("shipper", 2, "Error")))
-    both = plan.And((OOM, plan.ExitCode(frozenset({0}), (), True, None)))   # exit not in [0]
-    assert pods.witness(both, p, SEARCH, failure=True) == (False, None)
+    for codes, negate in (({0}, False), ({1}, True)):   # exit 0; exit not in [1]
+        both = plan.And((OOM, plan.ExitCode(frozenset(codes), (), negate, None)))
+        assert pods.witness(both, p, SEARCH, failure=True) == (False, None)
     named = plan.ContainerReason(frozenset({"OOMKilled"}), False, "main")
     assert pods.witness(named, p, SEARCH, failure=True)[0]
 
