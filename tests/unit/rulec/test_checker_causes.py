@@ -62,6 +62,12 @@ def test_a_broken_cause_does_not_hide_the_declarations_after_it() -> None:
     assert found(text) == [("R001", 1, 18), ("R109", 4, 25)]
 
 
+def test_a_cause_a_broken_declaration_may_declare_is_not_unknown() -> None:
+    """As for kinds and defines: the syntax error is the news, not its name's uses."""
+    assert found('cause "oom" when hint "h"\n' + KIND) == [("R001", 1, 18)]
+    assert found('caus "oom" when reason "OOMKilled" hint "h"\n' + KIND) == [("R002", 1, 1)]
+
+
 def test_a_long_cause_breaks_before_its_hint_and_its_or() -> None:
     text = ('cause "node_lost" when pod reason "NodeLost" or condition "DisruptionTarget" reason '
             '"DeletionByPodGC" hint "the pod\'s node was lost or shut down: run it again"\n')
