@@ -1,5 +1,6 @@
 """`cause "name" when FILTER hint "..."` in the compiler: what the checker refuses (each with
-its code and position), the syntax recovery around a broken one, and its layout."""
+its code and position), the syntax recovery around a broken one, its layout, and how `rulec
+eval` prints the cause a verdict carries."""
 from __future__ import annotations
 
 import pytest
@@ -76,3 +77,13 @@ def test_a_long_cause_breaks_before_its_hint_and_its_or() -> None:
                    '    or condition "DisruptionTarget" reason "DeletionByPodGC"\n'
                    '    hint "the pod\'s node was lost or shut down: run it again"\n')
     assert fmt.format_source(SourceFile.from_text("c.rules", out)).text == out
+
+
+def test_rulec_eval_text_names_the_cause() -> None:
+    from rulec.commands import run
+
+    result = {"phase": "Failed", "reason": "Cause_oom", "rule": "t.rules:3:5", "final": True,
+              "cause": "oom", "message": None, "events": [], "actions": [], "state": {"v": 1}}
+    assert run.eval_text(result).splitlines()[0] == (
+        "Failed (Cause_oom)  [t.rules:3:5]  final  cause oom")
+    assert "cause" not in run.eval_text({**result, "cause": None}).splitlines()[0]
