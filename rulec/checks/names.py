@@ -143,7 +143,9 @@ def nesting(ctx: Context) -> set[nodes.Decl]:
         if not uses & over:
             ctx.report("nesting-too-deep", where,
                        f"this nests {depth} levels deep"
-                       + (" with the defines it uses" if uses else "")
+                       + (" with the defines it uses" if uses and not any(
+                           u.startswith(_CAUSE) for u in uses) else
+                          " with the causes and defines it uses" if uses else "")
                        + f"; at most {expr.MAX_NESTING} levels can be evaluated",
                        help="use defines side by side rather than each inside the next"
                        if uses else None)

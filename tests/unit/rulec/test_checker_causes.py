@@ -87,3 +87,17 @@ def test_rulec_eval_text_names_the_cause() -> None:
     assert run.eval_text(result).splitlines()[0] == (
         "Failed (Cause_oom)  [t.rules:3:5]  final  cause oom")
     assert "cause" not in run.eval_text({**result, "cause": None}).splitlines()[0]
+
+
+def test_a_cause_counts_as_deep_as_its_when_where_it_is_used() -> None:
+    """The runtime evaluates the inlined filter by recursion: 60 levels in the cause and 60
+    around its use are too deep together, and said once, at the use."""
+    deep, use = "exit 1", 'cause "deep"'
+    for _ in range(60):
+        deep, use = f"not ({deep})", f"not ({use})"
+    text = (f'cause "deep" when {deep} hint "h"\n'
+            f"job t: example.dev/v1 T {{\n    on pod failed {use} -> restart pod max 1\n"
+            "    succeeded when all pods succeeded\n}\n")
+    build = api.build_sources([SourceFile.from_text("c.rules", text)], emit_plan=False)
+    [(code, line, message)] = [(d.code, d.span.line, d.message) for d in build.diagnostics]
+    assert (code, line) == ("R005", 3) and "with the causes and defines it uses" in message
