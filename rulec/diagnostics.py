@@ -71,6 +71,9 @@ CODES: tuple[Code, ...] = (
          "be expanded."),
     Code("R108", "missing-clause", ERROR, "a required statement is missing",
          "For example a `sidecar` without `image`: the pod would be rejected by the API server."),
+    Code("R109", "unknown-cause", ERROR, "`cause \"name\"` with no `cause \"name\" when ...`",
+         "A pod filter used as `cause \"name\"` must name a cause declared with `cause \"name\" "
+         "when FILTER hint \"...\"` in one of the files given to the same command."),
     # ---- R2xx: JMESPath
     Code("R201", "jmespath-syntax", ERROR, "a JMESPath expression that does not parse",
          "The position points at the offending character inside `<<...>>`."),
@@ -129,6 +132,15 @@ CODES: tuple[Code, ...] = (
          "False or Unknown",
          "Pod conditions have the status \"True\", \"False\" or \"Unknown\" (with that spelling); "
          "`condition \"T\" = \"S\"` with any other status never matches."),
+    Code("R310", "invalid-hint", ERROR, "a cause's hint that is empty, too long or not one line",
+         "A hint goes into the job's condition message and the `jobrules.dev/verdict` "
+         "annotation, where the job's owner reads it: one line of 1 to 200 characters, no "
+         "control characters, no space at either end."),
+    Code("R311", "invalid-cause-name", ERROR, "a cause name that cannot label a metric and a "
+         "reason",
+         "A cause name is a metric label value (`jobrules_failures_total{cause=...}`) and the "
+         "end of a default reason (`Cause_oom`), which Kubernetes condition reasons restrict: "
+         "a lower-case letter, then lower-case letters, digits and `_`, at most 63 characters."),
     # ---- R4xx: kinds, verdicts, policies
     Code("R401", "shadowed-policy", WARNING, "a policy that an earlier one always catches first",
          "Policies are tried in order and the first match wins. An earlier policy on the same "
