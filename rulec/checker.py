@@ -55,6 +55,10 @@ def _run(ctx: Context) -> None:
             injections.injection(ctx, decl)
         elif isinstance(decl, nodes.Define):
             filters.filter_root(ctx, decl.filter, None, failure=False)
+            names.nested_causes(ctx, decl.filter, f"define `{decl.name.value}`")
+        elif isinstance(decl, nodes.Cause):
+            filters.filter_root(ctx, decl.filter, None, failure=False)
+            names.cause(ctx, decl)
     conflicts.conflicts(ctx, [d for d in ctx.decls if isinstance(d, nodes.Injection)])
     injections.webhooks(ctx, [d for d in ctx.decls if isinstance(d, nodes.Webhook)])
 

@@ -71,6 +71,9 @@ CODES: tuple[Code, ...] = (
          "be expanded."),
     Code("R108", "missing-clause", ERROR, "a required statement is missing",
          "For example a `sidecar` without `image`: the pod would be rejected by the API server."),
+    Code("R109", "unknown-cause", ERROR, "`cause \"name\"` with no `cause \"name\" when ...`",
+         "A pod filter used as `cause \"name\"` must name a cause declared with `cause \"name\" "
+         "when FILTER hint \"...\"` in one of the files given to the same command."),
     # ---- R2xx: JMESPath
     Code("R201", "jmespath-syntax", ERROR, "a JMESPath expression that does not parse",
          "The position points at the offending character inside `<<...>>`."),
@@ -129,6 +132,15 @@ CODES: tuple[Code, ...] = (
          "False or Unknown",
          "Pod conditions have the status \"True\", \"False\" or \"Unknown\" (with that spelling); "
          "`condition \"T\" = \"S\"` with any other status never matches."),
+    Code("R310", "invalid-hint", ERROR, "a cause's hint that is empty, too long or not one line",
+         "A hint goes into the job's condition message and the `jobrules.dev/verdict` "
+         "annotation, where the job's owner reads it: one line of 1 to 200 characters, no "
+         "control characters, no space at either end."),
+    Code("R311", "invalid-cause-name", ERROR, "a cause name that cannot label a metric and a "
+         "reason",
+         "A cause name is a metric label value (`jobrules_failures_total{cause=...}`) and the "
+         "end of a default reason (`Cause_oom`), which Kubernetes condition reasons restrict: "
+         "a lower-case letter, then lower-case letters, digits and `_`, at most 63 characters."),
     # ---- R4xx: kinds, verdicts, policies
     Code("R401", "shadowed-policy", WARNING, "a policy that an earlier one always catches first",
          "Policies are tried in order and the first match wins. An earlier policy on the same "
@@ -217,6 +229,86 @@ CODES: tuple[Code, ...] = (
 BY_CODE: dict[str, Code] = {c.code: c for c in CODES}
 BY_NAME: dict[str, Code] = {c.name: c for c in CODES}
 
+ENGINE = "engine"
+
+# The reasons `rulec native` (rulec/native.py) gives for a policy of a batch/v1 Job that stays
+# with the engine rather than going into the Job's own podFailurePolicy. They are no diagnostics
+# (nothing is wrong with the rules), but stable codes all the same, so that `rulec explain`
+# knows them: never renumbered, never reused. docs/native.md has the table.
+NATIVE_CODES: tuple[Code, ...] = (
+    Code("N101", "native-action", ENGINE, "an action the Job controller does not have",
+         "The podFailurePolicy actions are FailJob, Ignore, Count and FailIndex: `fail job`, "
+         "`ignore`, `count ... then fail job` (the Job's backoffLimit) and `fail task` (an "
+         "index, with backoffLimitPerIndex). `restart pod`, `restart task`, `restart job`, "
+         "`abort job`, `terminate job` and `complete job`, and a `count` whose fallback is not "
+         "`fail job` (per job) or `fail task` (per task), stay with the engine."),
+    Code("N102", "native-event", ENGINE, "an event other than `pod failed or evicted`",
+         "A podFailurePolicy decides pod failures only. Policies on other events stay with the "
+         "engine; those that take a pod's end before `pod failed` does (`pod evicted`, `pod "
+         "deleted`) also keep every later failure policy with the engine (N107), as they are "
+         "tried first. The others (pending, running, restarts, tasks, the job) do not compete "
+         "with pod failures and end nothing."),
+    Code("N103", "native-filter", ENGINE, "a filter the Job controller cannot express",
+         "A rule of a podFailurePolicy has exit codes (`exit in [...]`, `exit not in [...]`, "
+         "optionally `container \"c\" and ...`) or pod conditions (`condition \"T\"`, "
+         "`condition \"T\" = \"False\"`, several joined with `or`). No filter at all, a task "
+         "scope, a condition's `reason`, `not`, labels, pod or container reasons, restarts "
+         "and JMESPath stay with the engine."),
+    Code("N104", "native-both", ENGINE, "exit codes and pod conditions in one filter",
+         "A podFailurePolicy rule has `onExitCodes` or `onPodConditions`, never both; a filter "
+         "that needs both stays with the engine."),
+    Code("N105", "native-too-many-codes", ENGINE, "more than 255 exit codes",
+         "A rule's `onExitCodes` holds 1 to 255 values; ranges count as every code in them."),
+    Code("N106", "native-exit-zero", ENGINE, "exit 0 among `exit in [...]`",
+         "The API server rejects `operator: In` with the value 0 (a container that exited 0 "
+         "did not fail; on a failure the rules never match it either: R302). Drop the 0."),
+    Code("N107", "native-after-engine", ENGINE, "after a policy that stays with the engine",
+         "The first matching policy wins, and policies are never reordered: once a failure "
+         "policy stays with the engine, every later one does too, since the Job controller "
+         "would decide a failure before the engine's policy had its turn."),
+    Code("N108", "native-too-many-rules", ENGINE, "more than 20 podFailurePolicy rules",
+         "A podFailurePolicy holds at most 20 rules; the policy that would make the 21st stays "
+         "with the engine, and every later one (N107)."),
+    Code("N109", "native-text", ENGINE, "a reason or message the Job controller does not write",
+         "The Job controller fails a Job with the reason `PodFailurePolicy` and its own message "
+         "(`Container C for pod NS/P failed with exit code X matching FailJob rule at index I`, "
+         "or `Pod NS/P has condition T matching FailJob rule at index I`), and at its backoff "
+         "limit with `BackoffLimitExceeded`. A `fail job` goes native with no reason or with "
+         "those; another text stays with the engine."),
+    Code("N110", "native-failed-only", ENGINE, "`pod failed` without `or evicted`",
+         "The Job controller gives an evicted or disrupted pod that failed to its "
+         "podFailurePolicy like any failed pod; `on pod failed` leaves those pods out. Write "
+         "`on pod failed or evicted` to say what the Job controller does."),
+    Code("N111", "native-budget", ENGINE, "a budget the Job cannot keep",
+         "A Job has one budget: `backoffLimit` (or `backoffLimitPerIndex`, one per index). A "
+         "`count` goes native when its budget is `max N` or `max <<spec.backoffLimit>>` (per "
+         "task: `<<spec.backoffLimitPerIndex>>`), shared by every native `count` (one `budget` "
+         "name, one `max`); a second budget, `per pod`, a delay, or a fallback with a budget "
+         "of its own stays with the engine."),
+    Code("N112", "native-task", ENGINE, "a task that is not the Job's completion index",
+         "FailIndex and backoffLimitPerIndex are about the index of an Indexed Job: `fail task` "
+         "and `per task` go native when the kind's task is `task label "
+         "\"batch.kubernetes.io/job-completion-index\"`."),
+    Code("N113", "native-containers", ENGINE, "exit codes read from some containers only",
+         "The Job controller reads the exit codes of every container; the rules read only the "
+         "kind's primary containers (`primary container ...`) and never those an injection "
+         "adds. With either, exit-code policies of the kind stay with the engine."),
+    Code("N114", "native-audit", ENGINE, "a policy in audit",
+         "An audited policy only watches; the Job controller would act. It stays with the "
+         "engine until `audit` is dropped."),
+    Code("N115", "native-count", ENGINE, "a count the Job's one budget would not keep alike",
+         "The Job's backoffLimit also counts every failure no rule takes, where the rules count "
+         "only what their `count` policies match. A `count` goes native only when every "
+         "failure policy does and the last one is the unfiltered `count` on the same budget "
+         "(the Job's default handling)."),
+    Code("N116", "native-index-mix", ENGINE, "a per-job budget beside per-index handling",
+         "With backoffLimitPerIndex (which `fail task` needs) the Job controller counts "
+         "failures per index: a `count` per job after a `fail task` or a `count ... per task`, "
+         "or the other way round, stays with the engine."),
+)
+NATIVE_BY_CODE: dict[str, Code] = {c.code: c for c in NATIVE_CODES}
+NATIVE_BY_NAME: dict[str, Code] = {c.name: c for c in NATIVE_CODES}
+
 
 @dataclass(frozen=True, slots=True)
 class Note:
@@ -264,8 +356,10 @@ def one_line(text: str) -> str:
 
 
 def lookup(word: str) -> Code | None:
-    """A code by number (`R001`, any case) or kebab-case name."""
-    return BY_CODE.get(word.upper()) or BY_NAME.get(word.lower())
+    """A code by number (`R001`, `N101`, any case) or kebab-case name: a diagnostic's or a
+    reason of `rulec native`."""
+    return (BY_CODE.get(word.upper()) or BY_NAME.get(word.lower())
+            or NATIVE_BY_CODE.get(word.upper()) or NATIVE_BY_NAME.get(word.lower()))
 
 
 def did_you_mean(word: str, candidates: Iterable[str]) -> str | None:

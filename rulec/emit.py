@@ -23,11 +23,12 @@ def plan(files: Sequence[tuple[SourceFile, nodes.File]]) -> Json:
     """The plan of a program; `files` must be sorted by path and free of errors."""
     decls = [d for _, f in files for d in f.decls]
     defines = {d.name.value: d for d in decls if isinstance(d, nodes.Define)}
+    causes = {d.name.value: d for d in decls if isinstance(d, nodes.Cause)}
     extensions: dict[str, list[nodes.Policy]] = {}
     for d in decls:
         if isinstance(d, nodes.Extend):
             extensions.setdefault(d.name.value, []).extend(d.policies)
-    emitter = _Emitter(defines, extensions)
+    emitter = _Emitter(defines, causes, extensions)
     kinds = [emitter.kind(d) for d in decls if isinstance(d, nodes.Kind)]
     injections = [emitter.injection(decl, name)
                   for _, file in files for decl, name in file.injection_names()]
@@ -80,6 +81,16 @@ def _webhook(hooks: list[nodes.Webhook]) -> Json:
             "timeoutSeconds": timeout}
 
 
+def _walk(n: nodes.Node | None) -> list[nodes.Node]:
+    """The filter's terms in source order but those under `not` (the first `cause` term names
+    a policy's cause: `not cause "x"` names none)."""
+    if n is None or isinstance(n, nodes.Not):
+        return []
+    if isinstance(n, (nodes.And, nodes.Or)):
+        return [n, *(t for a in n.args for t in _walk(a))]
+    return [n]
+
+
 def phase_name(word: str) -> str:
     return word[:1].upper() + word[1:].lower()
 
@@ -99,11 +110,12 @@ def container_scope(node: nodes.Node | None) -> tuple[nodes.Node | None, str | N
 
 
 class _Emitter:
-    __slots__ = ("defines", "extensions")
+    __slots__ = ("defines", "causes", "extensions")
 
-    def __init__(self, defines: Mapping[str, nodes.Define],
+    def __init__(self, defines: Mapping[str, nodes.Define], causes: Mapping[str, nodes.Cause],
                  extensions: Mapping[str, list[nodes.Policy]]) -> None:
         self.defines = defines
+        self.causes = causes  # in declaration order: the first that matches a verdict wins
         self.extensions = extensions  # kind name -> the policies `extend` adds, in plan order
 
     # ------------------------------------------------------------ kinds
@@ -121,7 +133,7 @@ class _Emitter:
             counters[p.event.name] = n + 1
             policies.append(self.policy(p, p.id.value if p.id else f"{p.event.name}#{n}",
                                         audit=k.mode is not None))
-        return {
+        out = {
             "name": k.name.value, "span": span(k.span),
             "group": k.group, "version": k.version, "kind": k.kind.value,
             "plural": k.plural.value if k.plural else plural(k.kind.value),
@@ -151,6 +163,13 @@ class _Emitter:
             "audit": None if k.mode is None else {"span": span(k.mode.span),
                                                   "annotationOnly": k.mode.annotation_only},
         }
+        if self.causes:  # absent from the plans of programs without causes, as before them
+            out["causes"] = [self.cause(c) for c in self.causes.values()]
+        return out
+
+    def cause(self, c: nodes.Cause) -> Json:
+        return {"name": c.name.value, "span": span(c.span), "hint": c.hint.value,
+                "filter": self.pod_filter(c.filter)}
 
     def step(self, s: nodes.Step) -> Json:
         out: Json = {"op": s.op, "span": span(s.span)}
@@ -203,7 +222,7 @@ class _Emitter:
     def policy(self, p: nodes.Policy, policy_id: str, *, audit: bool = False) -> Json:
         """`audit`: the kind's `mode audit` (a policy's own `audit on` counts as well)."""
         e = p.event
-        return {
+        out: Json = {
             "id": policy_id, "span": span(p.span), "event": e.name,
             "task": e.task.value if e.task else None,
             "filter": self.pod_filter(p.filter),
@@ -213,6 +232,10 @@ class _Emitter:
             "action": self.action(p.action, policy_id),
             "audit": audit or p.audit is not None,
         }
+        cause = next((n.name.value for n in _walk(p.filter) if isinstance(n, nodes.IsCause)), None)
+        if cause is not None:  # the policy's own cause: the one a verdict it decides carries
+            out["cause"] = cause
+        return out
 
     def action(self, a: nodes.Action, key: str) -> Json:
         budget = None
@@ -290,6 +313,10 @@ class _Emitter:
             return _key_test(n)
         if isinstance(n, nodes.Where):
             return _jmespath(n.expr)
+        if isinstance(n, nodes.IsCause):
+            emitted = self.pod_filter(self.causes[n.name.value].filter)
+            assert emitted is not None
+            return emitted
         assert isinstance(n, nodes.IsDefine), n
         emitted = self.pod_filter(self.defines[n.name.value].filter)
         assert emitted is not None

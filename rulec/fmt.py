@@ -114,7 +114,8 @@ class _Items:
                 elif child.type == "COMMA" and _closes(children, i + 1):
                     continue  # trailing comma
                 else:
-                    if kind == "policy" and str(child) == "->":
+                    if kind == "policy" and str(child) == "->" \
+                            or kind == "cause_decl" and str(child) == "hint":
                         self.pending = "soft"
                     elif kind == chain:
                         self.pending = "fill"
@@ -139,6 +140,8 @@ class _Items:
                 self.items[-1].pad = RECIPE_WIDTH - sum(len(str(w)) + 1 for w in words[:-1])
             elif kind == "recipe":
                 self.visit(child, level, cont=level * INDENT + RECIPE_WIDTH + len("-> "))
+            elif kind == "cause_decl" and child.data in _CHAINS:
+                self.visit(child, level, cont=cont, chain=child.data)
             elif kind in ("inject_where", "kind_where") and child.data in _CHAINS:
                 self.visit(child, level, cont=cont + len("where "), chain=child.data)
             elif kind == "policy" and child.data == "policy_id":

@@ -137,6 +137,7 @@ class _Lowering:
             "namespace_label_term": lambda t: self._key_test(t, "namespace label"),
             "where_term": lambda t: nodes.Where(self.span(t), self.expr(t.children[0])),
             "is_term": lambda t: nodes.IsDefine(self.span(t), self.name(t.children[0])),
+            "cause_term": lambda t: nodes.IsCause(self.span(t), self.text(t.children[0])),
             "namespace_term": self._namespace,
             "primary_term": lambda t: nodes.PrimaryPod(self.span(t)),
         }
@@ -194,7 +195,7 @@ class _Lowering:
     def decl(self, tree: Tree) -> nodes.Decl:
         lowerings: dict[str, Callable[[Tree], nodes.Decl]] = {
             "kind_decl": self.kind, "extend_decl": self.extend, "inject_decl": self.injection,
-            "define_decl": self.define, "webhook_decl": self.webhook}
+            "define_decl": self.define, "cause_decl": self.cause, "webhook_decl": self.webhook}
         return lowerings[tree.data](tree)
 
     def extend(self, tree: Tree) -> nodes.Extend:
@@ -205,6 +206,10 @@ class _Lowering:
     def define(self, tree: Tree) -> nodes.Define:
         name, body = tree.children
         return nodes.Define(self.span(tree), self.name(name), self.node(body))
+
+    def cause(self, tree: Tree) -> nodes.Cause:
+        name, body, hint = tree.children
+        return nodes.Cause(self.span(tree), self.text(name), self.node(body), self.text(hint))
 
     def webhook(self, tree: Tree) -> nodes.Webhook:
         seen: dict[str, Span] = {}

@@ -212,6 +212,13 @@ class IsDefine(AstNode, frozen=True):
     name: Name
 
 
+class IsCause(AstNode, frozen=True):
+    """`cause "name"`: the `when` of a named cause, inlined as a define is."""
+
+    span: Span
+    name: Text
+
+
 # ---------------------------------------------------------------- injection match terms
 
 class Namespace(AstNode, frozen=True):
@@ -226,7 +233,7 @@ class PrimaryPod(AstNode, frozen=True):
 
 Node = Union[And, Or, Not, JobExpr, PodQuant, PodCount, TaskQuant, TaskCount, JobAge, ExitCodes,
              ContainerReason, ContainerScope, PodReason, PodCondition, TaskIs, Restarts, KeyTest,
-             Where, IsDefine, Namespace, PrimaryPod]
+             Where, IsDefine, IsCause, Namespace, PrimaryPod]
 
 
 # ---------------------------------------------------------------- kinds
@@ -481,13 +488,23 @@ class Define(AstNode, frozen=True):
     filter: Node
 
 
+class Cause(AstNode, frozen=True):
+    """`cause "name" when FILTER hint "text"`: a failure cause named once, matched in
+    verdicts and usable in filters, with a hint for the job's owner."""
+
+    span: Span
+    name: Text
+    filter: Node
+    hint: Text
+
+
 class Webhook(AstNode, frozen=True):
     span: Span
     failure: Name | None           # open | closed
     timeout: Duration | None
 
 
-Decl = Union[Kind, Extend, Injection, Define, Webhook]
+Decl = Union[Kind, Extend, Injection, Define, Cause, Webhook]
 
 
 class AllowComment(AstNode, frozen=True):

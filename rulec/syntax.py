@@ -135,10 +135,12 @@ MAX_SYNTAX_ERRORS = 20
 _NAME = r"[a-z](?:[a-z0-9-]*[a-z0-9])?"
 _DECL_START = re.compile(
     rf"^(?:job[ \t]+(?:(?!(?:running|verdict)(?![a-z0-9-]))[a-z]|{_NAME}[ \t]*:)"
-    r"|(?:extend|inject|define|webhook)(?![A-Za-z0-9_-]))", re.M)
+    r"|(?:extend|inject|define|cause|webhook)(?![A-Za-z0-9_-]))", re.M)
 # Names a broken chunk may declare: `job NAME:` and `define NAME =`, and any `WORD NAME :`
 # or `WORD NAME =` starting a line, so that a misspelled `jbo NAME:` counts too.
 _MAYBE_DECLARED = re.compile(rf"^[ \t]*[A-Za-z]+[ \t]+({_NAME})[ \t]*[:=]", re.M)
+# Causes a broken chunk may declare: `cause "NAME" when`, a misspelled keyword too.
+_MAYBE_CAUSE = re.compile(r'^[ \t]*[A-Za-z]+[ \t]+"([^"\\\n]*)"[ \t\r\n]+when(?![A-Za-z0-9_-])', re.M)
 
 
 def _error_offset(source: SourceFile, err: "lark.exceptions.UnexpectedInput") -> int:
@@ -224,7 +226,8 @@ def _recover(source: SourceFile, p: "lark.Lark", first: Diagnostic, failed_at: i
         elif all(d.sort_key() > first.sort_key() for _, _, d in problems):
             problems.append((failed_at, failed_at, first))
     unsure = frozenset(m.group(1) for start, end, _ in problems
-                       for m in _MAYBE_DECLARED.finditer(text, start, end))
+                       for found in (_MAYBE_DECLARED, _MAYBE_CAUSE)
+                       for m in found.finditer(text, start, end))
     # A chunk that ran on and failed in the next one may fail there on its own as well.
     reported = sorted(dict.fromkeys(d for _, _, d in problems), key=Diagnostic.sort_key) or [first]
     if len(reported) > MAX_SYNTAX_ERRORS:
@@ -264,8 +267,8 @@ _DESCRIBED = {
 _PHASES = ("pending", "running", "suspended", "restarting", "succeeded", "failed")
 # When every word of a group is expected, the group is named instead of its words.
 _GROUPS: tuple[tuple[str, str, frozenset[str]], ...] = (
-    ("declaration", "a declaration (`job`, `extend`, `inject`, `define`, `webhook`)",
-     frozenset({"job", "extend", "inject", "define", "webhook"})),
+    ("declaration", "a declaration (`job`, `extend`, `inject`, `define`, `cause`, `webhook`)",
+     frozenset({"job", "extend", "inject", "define", "cause", "webhook"})),
     ("kind statement", "a kind statement (`pods`, `task`, `primary`, `plural`, `final`, `mode`, "
      "`foreign`, a verdict such as `failed when ...`, `[audit] on ...`, `status {...}`)",
      frozenset({"plural", "pods", "task", "primary", "final", "mode", "foreign", "on", "audit",

@@ -226,10 +226,12 @@ def _explanation(inputs: Inputs, ledger: Ledger, decided: Verdict) -> tuple[Find
 
 
 def to_json(e: Evaluation) -> dict[str, Any]:
-    """The `rulec eval` output contract: phase, reason, message, events, actions, state, rule."""
+    """The `rulec eval` output contract: phase, reason, message, events, actions, state, rule
+    (and `cause`, when a named cause matched a failure)."""
     out: dict[str, Any] = {
         "phase": e.verdict.phase, "reason": e.verdict.reason, "message": e.verdict.message,
         "rule": e.verdict.rule, "final": e.verdict.final,
+        **({"cause": e.verdict.cause} if e.verdict.cause is not None else {}),
         "events": [_compact(_fields(ev)) for ev in e.events],
         "actions": [_action_json(a) for a in e.actions],
         "state": state.to_json(e.state),

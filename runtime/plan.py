@@ -282,6 +282,18 @@ class Policy:
     action: Action
     evicted: bool = False  # podFailed: evicted (disrupted) pods too (`pod failed or evicted`)
     audit: bool = False    # decided and recorded (an Event, a metric), never acted on
+    cause: str | None = None  # the first `cause "x"` of its filter: the verdict it makes has it
+
+
+@dataclass(frozen=True, slots=True)
+class Cause:
+    """A named failure cause (`cause "oom" when FILTER hint "..."`): the verdicts that fail a
+    job say which one matched, so that failures can be counted by cause on every kind."""
+
+    name: str
+    span: Span
+    hint: str
+    filter: PodFilter | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -429,6 +441,7 @@ class Kind:
     actions: Mapping[str, Recipe] = dataclasses.field(default_factory=dict)  # declared recipes
     audit: Audit | None = None  # `mode audit`: every policy audits (Policy.audit says so)
     foreign: Foreign | None = None  # `foreign when ...`: whose jobs we watch but do not act on
+    causes: tuple[Cause, ...] = ()  # the program's causes, in declaration order
     # task -> the events some policy takes for a pod (or the task) of that task; None: of a
     # task no policy names. Derived from `policies` once, since every pod of every evaluation
     # asks.
@@ -926,7 +939,7 @@ def _kind(value: Any) -> Kind:
     final = shape.obj(k.get("final") or {}, f"{where}.final")
     until = final.get("until")
     version = shape.string(k.get("version"), f"{where}.version")
-    return Kind(
+    return _cited_causes(Kind(
         name=name,
         span=_span(k.get("span")),
         group=shape.string(k.get("group", ""), f"{where}.group"),
@@ -963,6 +976,7 @@ def _kind(value: Any) -> Kind:
                 action=_action(p.get("action"), f"{where}.policies.action"),
                 evicted=bool(p.get("evicted", False)),
                 audit=bool(p.get("audit", False)),
+                cause=shape.opt_string(p.get("cause"), f"{where}.policies.cause"),
             )
             for p in map(lambda x: shape.obj(x, f"{where}.policies"), shape.array(k.get("policies", []), where))
         ),
@@ -989,7 +1003,29 @@ def _kind(value: Any) -> Kind:
         audit=None if k.get("audit") is None else Audit(
             bool(shape.obj(k["audit"], f"{where}.audit").get("annotationOnly", False))),
         foreign=_foreign(k.get("foreign"), f"{where}.foreign"),
-    )
+        causes=_causes(k.get("causes"), f"{where}.causes"),
+    ), where)
+
+
+def _cited_causes(kind: Kind, where: str) -> Kind:
+    """A policy's cause must be one of the kind's: a verdict cannot carry a cause it lacks."""
+    names = {c.name for c in kind.causes}
+    for p in kind.policies:
+        if p.cause is not None and p.cause not in names:
+            raise PlanError(f"{where}.policies.cause: {p.cause!r} is not one of the kind's causes")
+    return kind
+
+
+def _causes(value: Any, where: str) -> tuple[Cause, ...]:
+    out: list[Cause] = []
+    for raw in shape.array(value or [], where):
+        c = shape.obj(raw, where)
+        name = shape.string(c.get("name"), f"{where}.name")
+        if any(seen.name == name for seen in out):
+            raise PlanError(f"{where}: cause {name!r} is declared twice")
+        out.append(Cause(name, _span(c.get("span")), shape.string(c.get("hint"), f"{where}.hint"),
+                         _opt_pod_filter(c.get("filter"), f"{where}.filter")))
+    return tuple(out)
 
 
 def _foreign(value: Any, where: str) -> Foreign | None:

@@ -378,13 +378,35 @@ def witness(filter: Any, pod: Pod, search: templates.Search,
     if named is not None:
         container = pod.container(named)
         if failure and container is not None and not _failed(container):
-            container = None
+            container = _reason_only(container) if _asks_reason(filter) else None
         ok = _test(filter, pod, container, search)
         return ok, container if ok else None
     for container in pod.candidates(failure) or (None,):
         if _test(filter, pod, container, search):
             return True, container
+    if failure and _asks_reason(filter):
+        # A reason does not depend on the exit code: an OOMKilled container that exited 0 is
+        # still OOMKilled. Its exit code is not a failure's, so exit terms do not hold for it.
+        for container in sorted(pod.containers, key=lambda c: (c.init, c.index)):
+            if pod.counts(container.name) and container.state == "terminated" \
+                    and not _failed(container) and container.reason:
+                if _test(filter, pod, _reason_only(container), search):
+                    return True, container
     return False, None
+
+
+def _reason_only(c: Container) -> Container:
+    """A container that ended without failing, seen on a failure: its reason, no exit code."""
+    return Container(c.name, c.index, c.init, c.restarts, c.state, None, c.reason, c.finished)
+
+
+def _asks_reason(filter: Any, positive: bool = True) -> bool:
+    """Whether the filter asks for a container reason (`reason "X"`, not under `not`)."""
+    if isinstance(filter, (plan.And, plan.Or)):
+        return any(_asks_reason(a, positive) for a in filter.args)
+    if isinstance(filter, plan.Not):
+        return _asks_reason(filter.arg, not positive)
+    return isinstance(filter, plan.ContainerReason) and filter.negate != positive
 
 
 def matches(filter: Any, pod: Pod, search: templates.Search, failure: bool = False) -> bool:

@@ -220,7 +220,8 @@ JOB, POD = "job", "pod"
 # The fields whose expressions are evaluated against a pod (docs/plan.md: `filter`,
 # `primaryPods` and the task expression); every other expression of a kind reads the job.
 _POD_CONTEXT = frozenset({(plan.Kind, "task_expr"), (plan.Kind, "primary_pods"),
-                          (plan.Pods, "filter"), (plan.Count, "filter"), (plan.Policy, "filter")})
+                          (plan.Pods, "filter"), (plan.Count, "filter"), (plan.Policy, "filter"),
+                          (plan.Cause, "filter")})
 
 
 def expressions(kind: plan.Kind) -> Iterator[tuple[str, plan.Expr]]:

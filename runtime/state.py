@@ -71,6 +71,7 @@ class Final:
     rule: str  # path:line:col of the verdict rule or the policy
     by: str = "policy"  # verdict | policy
     run: str | None = None  # the kind's `final until` value when decided (compact JSON)
+    cause: str | None = None  # the named cause that matched the failure
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +153,8 @@ def to_json(state: State) -> dict[str, Any]:
             out["final"]["by"] = state.final.by
         if state.final.run is not None:
             out["final"]["run"] = state.final.run
+        if state.final.cause is not None:
+            out["final"]["cause"] = state.final.cause
     if state.restarting is not None:
         out["restarting"] = {"reason": state.restarting.reason,
                              "message": state.restarting.message, "rule": state.restarting.rule}
@@ -245,7 +248,8 @@ def from_json(data: Any) -> State:
             raise StateError(f"final.by: {by!r} is not verdict or policy")
         final = Final(shape.string(f.get("phase"), "final.phase"), shape.opt_string(f.get("reason"), "final.reason"),
                       shape.opt_string(f.get("message"), "final.message"), shape.string(f.get("rule", ""), "final.rule"),
-                      by, shape.opt_string(f.get("run"), "final.run"))
+                      by, shape.opt_string(f.get("run"), "final.run"),
+                      shape.opt_string(f.get("cause"), "final.cause"))
     restarting = obj.get("restarting")
     if restarting is not None:
         r = shape.obj(restarting, "restarting")

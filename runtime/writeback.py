@@ -5,7 +5,7 @@ they agree, so a reconcile of an unchanged job writes nothing and our own writes
 another pass. The conventions (docs/controller.md):
 
 - annotations `jobrules.dev/state` (the evaluator's memory) and `jobrules.dev/verdict` (phase,
-  reason, message, rule, final, since, observedGeneration: what `kubectl get -o
+  reason, message, rule, final, cause, hint, since, observedGeneration: what `kubectl get -o
   custom-columns` can show for any kind);
 - a condition of the kind's type (`JobRulesVerdict` by default): status "True" once the verdict
   is Succeeded or Failed, else "Unknown"; a reason that fits the Kubernetes condition schema
@@ -50,7 +50,8 @@ def verdict_annotation(verdict: evaluator.Verdict, job: Mapping[str, Any], now: 
     previous = _json(objects.annotations(job).get(VERDICT_ANNOTATION))
     since = previous.get("since") if previous.get("phase") == verdict.phase else None
     body = {"phase": verdict.phase, "reason": verdict.reason, "message": verdict.message,
-            "rule": verdict.rule, "final": verdict.final,
+            "rule": verdict.rule, "final": verdict.final, "cause": verdict.cause,
+            "hint": verdict.hint,
             "since": since if isinstance(since, str) else functions.rfc3339(now),
             "observedGeneration": objects.generation(job)}
     return json.dumps({k: v for k, v in body.items() if v is not None}, separators=(",", ":"),
@@ -246,10 +247,13 @@ condition_reason = objects.condition_reason
 
 def _message(verdict: evaluator.Verdict) -> str:
     """The verdict's message (with its reason first when that did not fit the condition's
-    reason), citing the rule that decided: `OOMKilled ... (rules/vcjob.rules:20:5)`."""
+    reason), then its cause and hint, citing the rule that decided: `OOMKilled ... (cause oom:
+    raise the memory limit) (rules/vcjob.rules:20:5)`."""
     parts = [p for p in (verdict.reason if reason(verdict) != verdict.reason else None,
                          verdict.message) if p]
     text = ": ".join(parts) if parts else f"verdict {verdict.phase}"
+    if verdict.cause is not None:
+        text += f" (cause {verdict.cause}" + (f": {verdict.hint})" if verdict.hint else ")")
     return f"{text} ({verdict.rule})" if verdict.rule else text
 
 

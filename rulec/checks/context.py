@@ -24,6 +24,7 @@ class Context:
     decls: list[nodes.Decl] = field(default_factory=list)
     kinds: dict[str, nodes.Kind] = field(default_factory=dict)
     defines: dict[str, nodes.Define] = field(default_factory=dict)
+    causes: dict[str, nodes.Cause] = field(default_factory=dict)
     parsed: dict[nodes.Expr, expr.Parsed] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -91,6 +91,12 @@ def filter_terms(ctx: Context, n: nodes.Node, k: nodes.Kind | None, failure: boo
         if n.name.value not in ctx.defines and n.name.value not in ctx.unsure:
             ctx.report("unknown-define", n.name.span, f"no define is called `{n.name.value}`",
                        help=diagnostics.did_you_mean(n.name.value, ctx.defines))
+    elif isinstance(n, nodes.IsCause):
+        if n.name.value not in ctx.causes and n.name.value not in ctx.unsure:
+            ctx.report("unknown-cause", n.name.span,
+                       f"expected the name of a declared cause, got \"{n.name.value}\"",
+                       help=diagnostics.did_you_mean(n.name.value, ctx.causes)
+                       or "declare it: `cause \"name\" when FILTER hint \"...\"`")
 
 
 def exit_codes(ctx: Context, n: nodes.ExitCodes, on_failure: bool) -> None:

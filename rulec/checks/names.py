@@ -2,6 +2,8 @@
 nested no deeper than can be evaluated."""
 from __future__ import annotations
 
+import re
+import unicodedata
 from typing import Any
 
 from rulec import expr, nodes
@@ -48,6 +50,50 @@ def declarations(ctx: Context) -> None:
         elif isinstance(d, nodes.Define):
             if unique("define", d.name.value, d.name.span, f"define `{d.name.value}`"):
                 ctx.defines[d.name.value] = d
+        elif isinstance(d, nodes.Cause):
+            if unique("cause", d.name.value, d.name.span, f"cause \"{d.name.value}\""):
+                ctx.causes[d.name.value] = d
+
+
+CAUSE_NAME = re.compile(r"[a-z][a-z0-9_]{0,62}")
+HINT_MAX = 200
+
+
+def cause(ctx: Context, c: nodes.Cause) -> None:
+    """A cause's name labels a metric and ends a reason; its hint is read by people, on one
+    line; its `when` names no cause (so that inlining one always ends)."""
+    if c.name.value == "none":
+        ctx.report("invalid-cause-name", c.name.span,
+                   "expected a cause name other than \"none\", the metric's label for failures "
+                   "that no cause matched")
+    elif not CAUSE_NAME.fullmatch(c.name.value):
+        ctx.report("invalid-cause-name", c.name.span,
+                   f"expected a cause name such as \"oom\" or \"image_pull\", got "
+                   f"\"{c.name.value}\"",
+                   help="a lower-case letter, then lower-case letters, digits and `_`, at most "
+                        "63 characters")
+    hint = c.hint.value
+    problem = ("is empty" if not hint.strip() else
+               f"is {len(hint)} characters long" if len(hint) > HINT_MAX else
+               "is not one line" if any(ch in hint for ch in "\n\r\u2028\u2029") else
+               "holds a control character" if any(unicodedata.category(ch) == "Cc" for ch in hint)
+               else "has a space at one end" if hint != hint.strip() else None)
+    if problem is not None:
+        ctx.report("invalid-hint", c.hint.span,
+                   f"expected a hint of one line of 1 to {HINT_MAX} characters; this one "
+                   f"{problem}",
+                   help="say what the job's owner can do: \"the container ran out of memory: "
+                        "raise its limit\"")
+    nested_causes(ctx, c.filter, f"the `when` of cause \"{c.name.value}\"")
+
+
+def nested_causes(ctx: Context, root: nodes.Node, where: str) -> None:
+    """`cause "x"` inside a define or a cause: refused, so that causes and defines never
+    inline each other in a loop."""
+    for n in walk(root):
+        if isinstance(n, nodes.IsCause):
+            ctx.report("invalid-filter", n.span, f"expected no `cause` term in {where}",
+                       help="put the filter both need in a `define` and use `is NAME` in each")
 
 
 def define_cycles(ctx: Context) -> None:
@@ -78,28 +124,39 @@ def nesting(ctx: Context) -> set[nodes.Decl]:
     depths: dict[str, int] = {}
     deep: set[nodes.Decl] = set()
     over: set[str] = set()
-    for decl in [*_defines_in_order(ctx),
-                 *(d for d in ctx.decls if not isinstance(d, nodes.Define))]:
-        is_define = isinstance(decl, nodes.Define)
+    causes = [d for d in ctx.decls if isinstance(d, nodes.Cause)]
+    for decl in [*_defines_in_order(ctx), *causes,
+                 *(d for d in ctx.decls if not isinstance(d, (nodes.Define, nodes.Cause)))]:
         if isinstance(decl, nodes.Define):
             depth, where = _nesting(decl.filter, depths)
             depths[decl.name.value] = depth
+        elif isinstance(decl, nodes.Cause):
+            depth, where = _nesting(decl.filter, depths)
+            depths.setdefault(_CAUSE + decl.name.value, depth)
         else:
             depth, where = _nesting(decl, depths)
         if depth <= expr.MAX_NESTING:
             continue
         deep.add(decl)
-        uses = {n.name.value for n in walk(decl) if isinstance(n, nodes.IsDefine)}
+        uses = {n.name.value if isinstance(n, nodes.IsDefine) else _CAUSE + n.name.value
+                for n in walk(decl) if isinstance(n, (nodes.IsDefine, nodes.IsCause))}
         if not uses & over:
             ctx.report("nesting-too-deep", where,
                        f"this nests {depth} levels deep"
-                       + (" with the defines it uses" if uses else "")
+                       + (" with the defines it uses" if uses and not any(
+                           u.startswith(_CAUSE) for u in uses) else
+                          " with the causes and defines it uses" if uses else "")
                        + f"; at most {expr.MAX_NESTING} levels can be evaluated",
                        help="use defines side by side rather than each inside the next"
                        if uses else None)
         if isinstance(decl, nodes.Define):
             over.add(decl.name.value)
+        elif isinstance(decl, nodes.Cause):
+            over.add(_CAUSE + decl.name.value)
     return deep
+
+
+_CAUSE = "cause "  # depths of causes are kept beside those of defines, apart by this prefix
 
 
 def _defines_in_order(ctx: Context) -> list[nodes.Define]:
@@ -133,6 +190,8 @@ def _nesting(root: Any, defines: dict[str, int]) -> tuple[int, Span]:
         below = children(node)
         if isinstance(node, nodes.IsDefine):
             depth += defines.get(node.name.value, 0)
+        elif isinstance(node, nodes.IsCause):
+            depth += defines.get(_CAUSE + node.name.value, 0)
         elif not below:
             continue  # a name, a number, an expression (checked on its own): no level
         if depth > deepest:

@@ -32,6 +32,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "test": ("rulec.commands.run", "run rule test suites"),
     "why": ("rulec.commands.why",
             "explain a live job as the controller sees it, and whether it agrees"),
+    "native": ("rulec.commands.native",
+               "which batch Job policies the Job's own podFailurePolicy can take"),
 }
 
 FORMATS = ("concise", "full", "json", "github", "sarif")
@@ -260,7 +262,8 @@ def _explain(args: argparse.Namespace) -> int:
 
     code = diagnostics.lookup(args.code)
     if code is None:
-        hint = diagnostics.did_you_mean(args.code, [c.name for c in diagnostics.CODES])
+        hint = diagnostics.did_you_mean(
+            args.code, [c.name for c in (*diagnostics.CODES, *diagnostics.NATIVE_CODES)])
         print(f"rulec: unknown code `{args.code}`" + (f"; {hint}" if hint else ""),
               file=sys.stderr)
         return 2

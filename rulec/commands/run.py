@@ -204,7 +204,8 @@ def _json(value: Any) -> str:
 def eval_text(r: dict[str, Any]) -> str:
     """The eval output for a terminal."""
     lines = [f"{r['phase']}" + (f" ({r['reason']})" if r.get("reason") else "")
-             + (f"  [{r['rule']}]" if r.get("rule") else "") + ("  final" if r.get("final") else "")]
+             + (f"  [{r['rule']}]" if r.get("rule") else "") + ("  final" if r.get("final") else "")
+             + (f"  cause {r['cause']}" if r.get("cause") else "")]
     if r.get("message"):
         lines.append(f"  {r['message']}")
     lines.append("events:" if r["events"] else "events: none")

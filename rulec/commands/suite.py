@@ -40,8 +40,8 @@ from runtime import describe, evaluator, functions, mutator, objects, state
 from runtime import patch as patchlib
 from runtime import plan as planlib
 
-EVAL_EXPECT = ("phase", "reason", "message", "rule", "final", "events", "actions", "state",
-               "wakeAt", "problems")
+EVAL_EXPECT = ("phase", "reason", "message", "rule", "final", "cause", "events", "actions",
+               "state", "wakeAt", "problems")
 MUTATE_EXPECT = ("patch", "pod", "applied", "kind", "error")
 SHARED_EXPECT = ("explain",)
 INPUTS = ("now", "after", "job", "pods", "state", "pod", "owner", "namespace", "namespaceLabels")

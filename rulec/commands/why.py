@@ -355,9 +355,12 @@ def _written_text(w: dict[str, Any]) -> list[str]:
                    + (f" ({verdict['reason']})" if verdict.get("reason") else "")
                    + (f"  [{verdict['rule']}]" if verdict.get("rule") else "")
                    + ("  final" if verdict.get("final") else "")
-                   + (f"  since {verdict['since']}" if verdict.get("since") else ""))
+                   + (f"  since {verdict['since']}" if verdict.get("since") else "")
+                   + (f"  cause {verdict['cause']}" if verdict.get("cause") else ""))
         if verdict.get("message"):
             out.append(f"  {verdict['message']}")
+        if verdict.get("hint"):
+            out.append(f"  hint: {verdict['hint']}")
     elif verdict is not None:
         out.append(f"verdict: unreadable: {verdict}")
     else:

@@ -116,6 +116,21 @@ VERDICTS = Counter(
     "Verdict changes written, by kind and the new phase.",
     ["kind", "phase"],
 )
+FAILURES = Counter(
+    "jobrules_failures",
+    "Jobs failed, by kind and the named cause that matched (none: no cause did).",
+    ["kind", "cause"],
+)
+NO_CAUSE = "none"  # the cause label of a failure no cause matched (no cause may be so named)
+
+
+def verdict_changed(kind: str, phase: str, cause: str | None) -> None:
+    """Count a verdict change written; a change to Failed is a job failed, counted by cause."""
+    VERDICTS.labels(kind, phase).inc()
+    if phase == "Failed":
+        FAILURES.labels(kind, cause or NO_CAUSE).inc()
+
+
 VERDICT_LATENCY = Histogram(
     "jobrules_controller_verdict_latency_seconds",
     "From the first pod event of a change received to the verdict it caused committed.",

@@ -270,7 +270,8 @@ class Worker:
                 log.info("%s: would %s%s (policy %s, rule %s; audit: not done)", job, a.action,
                          f" {a.target.pod}" if a.target.pod else "", a.policy, a.rule)
         if writes.verdict_changed:
-            metrics.VERDICTS.labels(kind.spec.name, writes.evaluation.verdict.phase).inc()
+            verdict = writes.evaluation.verdict
+            metrics.verdict_changed(kind.spec.name, verdict.phase, verdict.cause)
             if received is not None:
                 metrics.VERDICT_LATENCY.observe(time.monotonic() - received)
 

@@ -134,12 +134,21 @@ def _consequences(inputs: Inputs, ledger: Ledger, action: str, policy: plan.Poli
     if action in TERMINAL and ledger.final is None:
         phase = TERMINAL[action]
         said = verdicts.rules_verdict(inputs, ledger)
+        cause = None
+        if phase == "Failed" and inputs.kind.causes:
+            pod = next((p for p in inputs.pods if target.uid is not None and p.uid == target.uid),
+                       None)
+            found = verdicts.cause_of(inputs, ledger.snapshot, pod, policy.cause)
+            cause = found.name if found is not None else None
         if reason is None and message is None and said.phase == phase:
             reason, message = said.reason, said.message  # it says why
+            if said.cause is not None and reason == verdicts.CAUSE_REASON + said.cause:
+                reason = None  # a reason the rules' cause gave: this failure's cause gives it
+        default = verdicts.CAUSE_REASON + cause if cause else name[0].upper() + name[1:]
         ledger.final = state.Final(
-            phase, reason or name[0].upper() + name[1:],
+            phase, reason or default,
             message or f"{_happened(name, target)}: {describe.action(action)} ({policy.span})",
-            str(policy.span), "policy", inputs.run)
+            str(policy.span), "policy", inputs.run, cause)
     if action in vocabulary.RESTARTS:
         _restarting(inputs, ledger, policy, name, action, reason, message, target, None)
     if action == "restartJob":

@@ -20,6 +20,8 @@ class Verdict:
     message: str | None
     rule: str | None  # path:line:col of the deciding rule (or of the policy that made it final)
     final: bool = False  # made by an action; holds from then on
+    cause: str | None = None  # the named cause of a Failed verdict (docs/causes.md)
+    hint: str | None = None   # that cause's hint, for the job's owner
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ import json
 from dataclasses import replace
 from typing import Any, Iterable, Mapping
 
-from runtime import conditions, plan, state, templates, vocabulary
+from runtime import conditions, plan, pods, state, templates, vocabulary
 from runtime.evaluation.ledger import Inputs, Ledger
 from runtime.evaluation.outcomes import Verdict
 
@@ -49,16 +49,55 @@ def under_way(kind: plan.Kind, records: Iterable[state.PodRecord],
         for d in delayed)
 
 
+CAUSE_REASON = "Cause_"  # a failure's default reason when a cause matched: `Cause_oom`
+
+
+def cause_of(inputs: Inputs, snapshot: conditions.Snapshot, deciding: pods.Pod | None,
+             first: str | None = None) -> plan.Cause | None:
+    """The named cause of a failure. The causes are tried in order, `first` (the deciding
+    policy's own) before the program's in declaration order, and the first that matches wins:
+    on the pod that decided, else on any failed or evicted pod of the snapshot (earliest
+    first), else on any other (a pod stuck in ImagePullBackOff when a deadline fails the
+    job). A reason is read whatever the exit code and the pod's phase."""
+    causes = inputs.kind.causes
+    if not causes:
+        return None
+    ordered = sorted(causes, key=lambda c: c.name != first)   # stable: declaration order
+    others = [p for p in snapshot.pods if p is not deciding]
+    ended = sorted((p for p in others if p.is_("failedOrEvicted")),
+                   key=lambda p: pods.sort_key(p, None))
+    rest = [p for p in others if not p.is_("failedOrEvicted")]
+    for candidates in ([deciding] if deciding is not None else [], ended, rest):
+        for cause in ordered:
+            for pod in candidates:
+                if pods.matches(cause.filter, pod, inputs.search, pod.is_("failedOrEvicted")):
+                    return cause
+    return None
+
+
+def hint_of(kind: plan.Kind, cause: str | None) -> str | None:
+    return next((c.hint for c in kind.causes if c.name == cause), None)
+
+
 def of_rules(inputs: Inputs, snapshot: conditions.Snapshot) -> Verdict:
-    """The first verdict rule that holds over the snapshot decides; none: Pending."""
+    """The first verdict rule that holds over the snapshot decides; none: Pending. A Failed
+    verdict carries its cause (and, naming no reason, takes `Cause_NAME` for one)."""
     for rule in inputs.kind.verdicts:
         ok, w = (True, None) if rule.when is None else snapshot.holds(rule.when)
         if ok:
+            cause = None
+            if rule.phase == "Failed" and inputs.kind.causes:
+                cause = cause_of(inputs, snapshot, (w or conditions.Witness()).decide()[0])
+            name, hint = (cause.name, cause.hint) if cause is not None else (None, None)
             if rule.reason is None and rule.message is None:
-                return Verdict(rule.phase, None, None, str(rule.span))
+                return Verdict(rule.phase, CAUSE_REASON + name if name else None, None,
+                               str(rule.span), cause=name, hint=hint)
             variables = inputs.variables(w or conditions.Witness())
-            return Verdict(rule.phase, inputs.text(rule.reason, variables),
-                           inputs.text(rule.message, variables), str(rule.span))
+            reason = inputs.text(rule.reason, variables)
+            if rule.reason is None and name:
+                reason = CAUSE_REASON + name
+            return Verdict(rule.phase, reason, inputs.text(rule.message, variables),
+                           str(rule.span), cause=name, hint=hint)
     return Verdict("Pending", None, None, None)
 
 
@@ -75,7 +114,7 @@ def decided_by_the_job(inputs: Inputs, ledger: Ledger) -> None:
     rule = next(r for r in inputs.kind.verdicts if str(r.span) == said.rule)
     if _reads_the_job_alone(rule.when):
         ledger.final = state.Final(said.phase, said.reason, said.message, said.rule or "",
-                                   "verdict", inputs.run)
+                                   "verdict", inputs.run, said.cause)
 
 
 def _reads_the_job_alone(condition: plan.Condition | None) -> bool:
@@ -112,13 +151,14 @@ def decide(inputs: Inputs, ledger: Ledger) -> Verdict:
         ledger.restarting = None
     if ledger.final is not None:
         f = ledger.final
-        return Verdict(f.phase, f.reason, f.message, f.rule, True)
+        return Verdict(f.phase, f.reason, f.message, f.rule, True, f.cause,
+                       hint_of(inputs.kind, f.cause))
     if ledger.restarting is not None:
         r = ledger.restarting
         return Verdict("Restarting", r.reason, r.message, r.rule)
     rules = rules_verdict(inputs, ledger, ledger.snapshot)
     if rules.phase in vocabulary.TERMINAL_PHASES and inputs.kind.sticky:
         ledger.final = state.Final(rules.phase, rules.reason, rules.message, rules.rule or "",
-                                   "verdict", inputs.run)
+                                   "verdict", inputs.run, rules.cause)
         return replace(rules, final=True)
     return rules

@@ -115,7 +115,7 @@ def test_the_stages_and_the_commands_are_what_they_are_meant_to_be() -> None:
         "rulec.__main__", "rulec.commands", "rulec.commands.cli", "rulec.commands.run",
         "rulec.commands.suite", "rulec.commands.inputs", "rulec.commands.junit",
         "rulec.commands.sarif", "rulec.commands.manifests", "rulec.commands.webhook_config",
-        "rulec.commands.why"}
+        "rulec.commands.why", "rulec.commands.native"}
 
 
 def test_the_checks_import_only_downwards() -> None:

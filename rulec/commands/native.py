@@ -1,0 +1,98 @@
+"""`rulec native RULES...`: which policies of the batch Job kinds the Job controller can take
+itself, and the Job `spec` fragment that says so (`rulec.native` decides; this prints).
+
+`--format text` (the default) prints per kind a table of its policies (native, and into which
+podFailurePolicy rule, or kept by the engine with a code `rulec explain` knows), the share that
+went native and the fragment as YAML; `json` the whole report; `yaml` only the fragments, one
+document per kind, to paste into a Job's manifest. Exit codes: 0 reported; 1 the rules have
+errors (no report); 2 unreadable input.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from rulec import api, native
+
+FORMATS = ("text", "json", "yaml")
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "native", help="which batch Job policies the Job's own podFailurePolicy can take",
+        description="For each batch/v1 Job kind, decide which of its policies the Job "
+                    "controller's podFailurePolicy can take (in order: first match wins) and "
+                    "print the Job spec fragment that says it (docs/native.md).")
+    parser.add_argument("paths", nargs="+", metavar="PATH", help=".rules files or folders")
+    parser.add_argument("--format", choices=FORMATS, default="text",
+                        help="text (default): tables and fragments; json: the whole report; "
+                             "yaml: the fragments only")
+    parser.set_defaults(func=run, command="native")
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        result = api.build(args.paths)
+    except api.InputError as err:
+        print(f"rulec: {err}", file=sys.stderr)
+        return 2
+    if result.plan is None:
+        from rulec import diagnostics
+
+        sys.stderr.write(diagnostics.render(result.errors, "concise", result.sources))
+        print(f"rulec: no report: {len(result.errors)} error(s)", file=sys.stderr)
+        return 1
+    reports = native.decide(result.plan)
+    if args.format == "json":
+        sys.stdout.write(json.dumps({"kinds": [r.to_json() for r in reports]}, indent=2,
+                                    ensure_ascii=False) + "\n")
+    elif args.format == "yaml":
+        sys.stdout.write(fragments_yaml(reports))
+    else:
+        sys.stdout.write(text(reports))
+    return 0
+
+
+def text(reports: tuple[native.KindReport, ...]) -> str:
+    """The report as a person reads it."""
+    if not reports:
+        return "no batch/v1 Job kind: nothing can go native\n"
+    out: list[str] = []
+    for report in reports:
+        out.append(f"kind {report.kind} (batch/v1 Job), {report.where}")
+        total = len(report.decisions)
+        if total:
+            rows = [("#", "policy", "where", "decision")] + [
+                (str(d.position), d.policy, d.where, d.text()) for d in report.decisions]
+            widths = [max(len(r[i]) for r in rows) for i in range(3)]
+            out += ["  " + "  ".join(c.ljust(w) for c, w in zip(r[:3], widths)) + "  " + r[3]
+                    for r in rows]
+            share = round(100 * report.native_count / total)
+            out.append(f"  native: {report.native_count} of {total} policies ({share}%)")
+        else:
+            out.append("  no policies: the Job's own podFailurePolicy and backoffLimit decide")
+        fragment = report.fragment()
+        if fragment and total:
+            needs = "restartPolicy: Never in the pod template" + (
+                ", completionMode: Indexed" if report.per_index else "")
+            out.append(f"  fragment (Job spec; it needs {needs}):")
+            out += ["    " + line for line in _yaml(fragment).splitlines()]
+        out.append("")
+    return "\n".join(out)
+
+
+def fragments_yaml(reports: tuple[native.KindReport, ...]) -> str:
+    """The fragments, one YAML document per kind (an empty mapping where nothing is native)."""
+    docs = [f"# kind {r.kind} ({r.where}): {r.native_count} of {len(r.decisions)} policies "
+            f"native\n{_yaml(r.fragment()) if r.fragment() else '{}'}\n"
+            for r in reports]
+    return "---\n".join(docs)
+
+
+def _yaml(value: Any) -> str:
+    import yaml
+
+    return str(yaml.safe_dump(value, sort_keys=False, default_flow_style=None, width=100)).rstrip("\n")
