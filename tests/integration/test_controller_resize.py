@@ -2,7 +2,7 @@
 is suspended, its template's memory raised 1.5 times while suspended (Kubernetes 1.36 lets a
 suspended Job's pod resources change), and resumed; the Job controller's new pod runs with the new
 size. Twice, then the pod succeeds; in another Job a third kill for memory, past the budget,
-fails it. Pods stay off the nodes: the test reports their lifecycle through `pods/status`, as a
+fails it, with the cause and its hint in the verdict and the condition. Pods stay off the nodes: the test reports their lifecycle through `pods/status`, as a
 kubelet would."""
 
 from __future__ import annotations
@@ -98,5 +98,11 @@ def test_a_third_kill_for_memory_past_the_budget_fails_the_job(
             if then:
                 new_pod(api, namespace, "train", then)
         failed = apiserver.wait_for_condition(api, path, "Failed", timeout=60)
-        verdict = controllers.verdict(controllers.wait_for_verdict(api, path, "Failed"))
-    assert failed["reason"] == verdict["reason"] == "OutOfMemory"
+        done = controllers.wait_for_verdict(api, path, "Failed")
+        ours = apiserver.condition(done, "JobRulesVerdict")
+    verdict = controllers.verdict(done)
+    assert failed["reason"] == verdict["reason"] == ours["reason"] == "OutOfMemory"
+    # the cause and its hint (rules/causes.rules), in the verdict and in our condition
+    assert (verdict["cause"], verdict["hint"]) == (
+        "oom", "the container ran out of memory: raise its memory limit")
+    assert "(cause oom: the container ran out of memory: raise its memory limit)" in ours["message"]
