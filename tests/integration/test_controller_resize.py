@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from support import apiserver, controllers
+from support import apiserver, audit, controllers
 import pytest
 
 from rulec import api as rulec_api
@@ -106,3 +106,38 @@ def test_a_third_kill_for_memory_past_the_budget_fails_the_job(
     assert (verdict["cause"], verdict["hint"]) == (
         "oom", "the container ran out of memory: raise its memory limit")
     assert "(cause oom: the container ran out of memory: raise its memory limit)" in ours["message"]
+
+
+def resizes(log: Path, namespace: str) -> list[str]:
+    """The new sizes of main written into the Job's template, one per successful patch."""
+    out = []
+    for body in audit.patches(log, namespace, "jobs", "train"):
+        listed = (((body.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers")
+        if listed:
+            out.append(next(c for c in listed if c["name"] == "main")["resources"]["limits"]["memory"])
+    return out
+
+
+@pytest.mark.parametrize("fault", ["exit-after:act:1", "exit-after:act:2"])
+def test_a_kill_9_mid_resize_writes_the_new_size_once(control_plane: Any, api: Any, namespace: str,
+                                                      plan_file: Path, tmp_path: Path,
+                                                      fault: str) -> None:
+    """Killed after the suspension (act 1) or after the template's patch (act 2), before the
+    resumption: the next controller goes on from the intent on the Job, and the size is raised
+    once, by the factor once (the audit log)."""
+    if control_plane.plane is None:
+        pytest.skip("reads the audit log of a control plane the tests started")
+    apiserver.create(api, apiserver.JOBS, training_job(namespace, "train"))
+    with controllers.running(control_plane, plan_file, namespace, tmp_path, name="crashing",
+                             JOBRULES_TEST_HOOKS="1", JOBRULES_FAULT=fault) as crashing:
+        oom(api, new_pod(api, namespace, "train", "256Mi"))
+        apiserver.wait_for("the fault's exit", lambda: crashing.process.poll() is not None, 60)
+        assert crashing.process.returncode == 137, crashing.logs()
+    stopped = apiserver.get(api, apiserver.JOBS.path(namespace, "train"))
+    assert stopped["spec"]["suspend"] is True            # it died before the resumption
+    with controllers.running(control_plane, plan_file, namespace, tmp_path, name="replay"):
+        pod = new_pod(api, namespace, "train", "384Mi")
+        apiserver.report_succeeded(api, apiserver.report_running(api, pod))
+        controllers.wait_for_verdict(api, apiserver.JOBS.path(namespace, "train"), "Succeeded", 60)
+    assert resizes(control_plane.plane.audit_log, namespace) == ["384Mi"]
+    assert memory(pod) == {"main": "384Mi", "logs": "64Mi"}
