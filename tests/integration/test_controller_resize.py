@@ -91,7 +91,7 @@ def test_a_job_killed_for_memory_twice_restarts_with_more_each_time_then_succeed
 def test_a_third_kill_for_memory_past_the_budget_fails_the_job(
         control_plane: Any, api: Any, namespace: str, plan_file: Path, tmp_path: Path) -> None:
     path = apiserver.JOBS.path(namespace, "train")
-    with controllers.running(control_plane, plan_file, namespace, tmp_path):
+    with controllers.running(control_plane, plan_file, namespace, tmp_path) as controller:
         apiserver.create(api, apiserver.JOBS, training_job(namespace, "train"))
         for size, then in (("256Mi", "384Mi"), ("384Mi", "576Mi"), ("576Mi", None)):
             oom(api, new_pod(api, namespace, "train", size))
@@ -100,6 +100,9 @@ def test_a_third_kill_for_memory_past_the_budget_fails_the_job(
         failed = apiserver.wait_for_condition(api, path, "Failed", timeout=60)
         done = controllers.wait_for_verdict(api, path, "Failed")
         ours = apiserver.condition(done, "JobRulesVerdict")
+        counted = apiserver.wait_for("the failure counted", lambda: controller.metric(
+            "jobrules_failures_total", kind="batchjob", cause="oom"))
+    assert counted == 1   # read back from the controller's /metrics
     verdict = controllers.verdict(done)
     assert failed["reason"] == verdict["reason"] == ours["reason"] == "OutOfMemory"
     # the cause and its hint (rules/causes.rules), in the verdict and in our condition
