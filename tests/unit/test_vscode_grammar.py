@@ -95,7 +95,9 @@ def tokens() -> dict[str, list[tuple[int, int, int, str]]]:
 WHOLE = {"STRING": "string.quoted.double.rules", "EXPR": "meta.embedded.expression.jmespath.rules"}
 EXACT = {"INT": ("constant.numeric.integer.rules",), "DURATION": ("constant.numeric.duration.rules",),
          "GROUP_VERSION": ("constant.other.api-version.rules",),
-         "FAILED_OR_EVICTED": ("keyword.other.state.rules",)}
+         "FAILED_OR_EVICTED": ("keyword.other.state.rules",),
+         "FACTOR": ("constant.numeric.decimal.rules", "constant.numeric.integer.rules"),
+         "QUANTITY": ("constant.numeric.quantity.rules", "constant.numeric.integer.rules")}
 NAMES = ("NAME", "KIND", "PATH", "WORD")  # innermost scope: a name of some sort
 NAME_SCOPES = ("variable.", "entity.name.", "support.type.")
 
