@@ -37,9 +37,10 @@ declare -A MUTATE=(
     [lower]="rulec/lower.py"
     [expr]="rulec/expr.py"
     [emit]="rulec/emit.py"
+    [resources]="runtime/resources.py"
 )
 ORDER=(evaluator conditions pods journal reconcile writeback mutator admission
-       state intents actions patch templates functions checker lower expr emit)
+       state intents actions patch templates functions checker lower expr emit resources)
 
 # The unit tests each module runs against: its own and those that read its answers. Left
 # out: the oracle's differential tests (a Go harness, a minute each), the integration tests,
@@ -74,6 +75,7 @@ declare -A TESTS=(
     [lower]="$rulec_tests $u/rulec/test_fmt.py"
     [expr]="$rulec_tests"
     [emit]="$rulec_tests $u/test_examples.py"
+    [resources]="$rt/test_resources.py $rt/test_resize.py"
 )
 
 mode=run

@@ -131,3 +131,25 @@ def test_said() -> None:
     assert said([Resize("main", "4Gi", "6Gi")]) == "main: memory 4Gi -> 6Gi after OOMKilled"
     assert said([Resize("a", "1Gi", "2Gi"), Resize("b", "1Mi", "2Mi")]) == (
         "a: memory 1Gi -> 2Gi after OOMKilled; b: memory 1Mi -> 2Mi after OOMKilled")
+
+
+def test_grown_reads_init_containers_and_goes_past_what_it_leaves_out() -> None:
+    failed = pod([{"name": "bare", "state": terminated("OOMKilled")},
+                  {"name": "main", "state": terminated("OOMKilled")}],
+                 [{"name": "bare", "image": "busybox"}, sized("main", "1Gi")],
+                 ([sized("setup", "64Mi")], [{"name": "setup", "state": terminated("OOMKilled")}]))
+    assert grown(failed, 1.5, None) == (Resize("setup", "64Mi", "96Mi"),
+                                        Resize("main", "1Gi", "1536Mi"))
+
+
+def test_out_of_memory_goes_past_an_odd_entry() -> None:
+    found = pod(["odd", {"name": "main", "state": terminated("OOMKilled")}],   # type: ignore[list-item]
+                [sized("main", "1Gi")])
+    assert out_of_memory(found) == ("main",)
+
+
+def test_resized_keeps_odd_entries_and_goes_past_an_odd_list() -> None:
+    template = {"spec": {"initContainers": "odd",
+                         "containers": ["odd", sized("main", "1Gi")]}}
+    assert resized(template, [Resize("main", "1Gi", "2Gi")]) == {
+        "containers": ["odd", sized("main", "2Gi")]}
