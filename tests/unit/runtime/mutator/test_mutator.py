@@ -8,10 +8,13 @@ then mutates the result again and requires an empty patch: every test is also a 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
+import os
 import re
 import shlex
 import subprocess
+import sys
 from typing import Any
 
 import jsonpatch
@@ -393,8 +396,14 @@ def test_label(labels, expected):
 
 @pytest.mark.parametrize("value", ["has space", "-lead", "trail-", "x" * 64, "a/b"])
 def test_invalid_label_value_is_an_error(value):
-    with pytest.raises(mutator.MutationError, match="not a valid label value"):
-        mutator.mutate(build(inj(op("label", key="l", value=[value]))), pod())
+    """Refused whether the value is written in the rules or rendered, citing the op."""
+    at = {**SPAN, "line": 21, "endLine": 21}
+    for parts in ([value], [expr("pod.metadata.annotations.v")]):
+        with pytest.raises(mutator.MutationError) as info:
+            mutator.mutate(build(inj({**op("label", key="l", value=parts), "span": at})),
+                           pod(annotations={"v": value}))
+        assert (info.value.span.line, info.value.message) == (
+            21, f"label 'l': {value!r} is not a valid label value")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -907,6 +916,29 @@ def test_the_record_names_each_injection_by_a_digest_of_what_it_does(monkeypatch
     assert entries(inj(annotate("k", ["changed"]), name="one")) != one
     assert entries(inj(annotate(), name="one", kinds=("job", "workflow"))) != one
     assert entries(inj(annotate(), name="renamed"))[0].split("@")[1] != one[0].split("@")[1]
+
+
+def test_every_webhook_replica_records_the_same_digest(tmp_path):
+    """Each replica of the webhook is its own process, with its own hash seed: the digest of an
+    injection holding a set (`namespace in [...]`) must not follow the set's iteration order."""
+    names = [f"team-{i}" for i in range(40)]
+    shape = {"planVersion": 1, "files": [], "kinds": KINDS, "injections": [
+        inj(annotate(), name="one", match={"op": "namespace", "values": names, "negate": False})]}
+    (tmp_path / "plan.json").write_text(json.dumps(shape))
+    code = ("import json, sys; from runtime import plan; from runtime.mutator import inject; "
+            "print(inject.digest(plan.load(json.load(open(sys.argv[1]))).injections[0]))")
+    seen = {subprocess.run([sys.executable, "-c", code, str(tmp_path / "plan.json")],
+                           capture_output=True, text=True, check=True, timeout=60,
+                           env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout.strip()
+            for seed in (1, 2, 3)}
+    shape["injections"][0]["match"]["values"] = names[::-1]
+    assert seen == {DIGEST_OF(plan.load(shape).injections[0])}
+
+
+def test_a_value_the_digest_does_not_know_is_refused_by_its_type():
+    [injection] = build(inj(annotate(), name="one")).plan.injections
+    with pytest.raises(TypeError, match=r"^no canonical form for a complex in an injection$"):
+        DIGEST_OF(dataclasses.replace(injection, kinds=(1j,)))
 
 
 def test_every_shipped_injection_has_a_digest():
