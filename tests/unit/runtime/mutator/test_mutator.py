@@ -394,6 +394,15 @@ def test_label(labels, expected):
     assert list(mutation.patch[1:]) == expected
 
 
+def test_a_label_on_a_pod_whose_labels_cannot_be_written_cites_the_op():
+    at = {**SPAN, "line": 22, "endLine": 22}
+    with pytest.raises(mutator.MutationError) as info:
+        mutator.mutate(build(inj({**op("label", key="l", value=["v"]), "span": at})),
+                       pod(labels="x"))
+    assert (info.value.injection, info.value.span.line, info.value.message) == (
+        "inj", 22, "pod field metadata.labels is a str, not an object")
+
+
 @pytest.mark.parametrize("value", ["has space", "-lead", "trail-", "x" * 64, "a/b"])
 def test_invalid_label_value_is_an_error(value):
     """Refused whether the value is written in the rules or rendered, citing the op."""
@@ -663,6 +672,30 @@ def test_completion_containers():
         {"name": mutator.COMPLETION_ENV, "value": "main"}]
     assert result["spec"]["containers"][-1]["env"] == [
         {"name": mutator.COMPLETION_ENV, "value": "mine"}]
+
+
+def test_completion_containers_are_listed_in_order():
+    plan_ = build(inj(sidecar(native=True), kinds=["workflow"], completion=["main", "wait"]))
+    _, result = run(plan_, pod("wait", "main", owner="workflow"))
+    assert result["metadata"]["annotations"][mutator.COMPLETION_ANNOTATION] == "main,wait"
+    assert result["spec"]["initContainers"][0]["env"] == [
+        {"name": mutator.COMPLETION_ENV, "value": "main,wait"}]
+
+
+def test_completion_on_a_pod_whose_annotations_cannot_be_written_fails_its_injection():
+    """The completion annotation is the injection's last step: it fails there, citing the
+    injection, before a later injection runs (whose own failure would be reported instead)."""
+    at = {**SPAN, "line": 30, "endLine": 30}
+    first = {**inj(sidecar(native=True), name="first", kinds=["workflow"], completion=["main"]),
+             "span": at}
+    second = inj(wrap(argv=[["/jr/run"]]), name="second", kinds=["workflow"])
+    for injections in ([first], [first, second]):
+        with pytest.raises(mutator.MutationError) as info:
+            mutator.mutate(build(*injections),
+                           pod(container("main", command=None), owner="workflow",
+                               annotations=["x"]))
+        assert (info.value.injection, info.value.span.line, info.value.message) == (
+            "first", 30, "pod field metadata.annotations is a list, not an object")
 
 
 # ---------------------------------------------------------------------------------------------
