@@ -553,8 +553,11 @@ def test_mount_skips_a_path_already_mounted():
 
 
 def test_mount_of_an_unknown_volume_is_an_error():
-    with pytest.raises(mutator.MutationError, match="mount of volume 'v'"):
-        mutator.mutate(build(inj(mount())), pod())
+    at = {**SPAN, "line": 23, "endLine": 23}
+    with pytest.raises(mutator.MutationError) as info:
+        mutator.mutate(build(inj({**mount(), "span": at})), pod())
+    assert (info.value.injection, info.value.span.line, info.value.message) == (
+        "inj", 23, "mount of volume 'v', which neither the pod nor an earlier `volume` op declares")
 
 
 # ---------------------------------------------------------------------------------------------
