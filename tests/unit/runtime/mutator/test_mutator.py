@@ -550,6 +550,11 @@ def test_mount_skips_a_path_already_mounted():
     c = container("main", volumeMounts=[{"name": "theirs", "mountPath": "/data"}])
     mutation, _ = run(build(inj(mount())), pod(c, volumes=[{"name": "v", "emptyDir": {}}]))
     assert mutation.patch == ()
+    # only in that container: the others still get it
+    mutation, result = run(build(inj(mount(containers=every()))),
+                           pod(c, "other", volumes=[{"name": "v", "emptyDir": {}}]))
+    assert [c.get("volumeMounts") for c in result["spec"]["containers"]] == [
+        [{"name": "theirs", "mountPath": "/data"}], [{"name": "v", "mountPath": "/data"}]]
 
 
 def test_mount_of_an_unknown_volume_is_an_error():
