@@ -557,6 +557,19 @@ def test_mount_skips_a_path_already_mounted():
         [{"name": "theirs", "mountPath": "/data"}], [{"name": "v", "mountPath": "/data"}]]
 
 
+@pytest.mark.parametrize(("written", "field", "value", "message"), [
+    (lambda: mount(), "volumeMounts", {"x": 1}, "container 'main': volumeMounts is a dict, not an array"),
+    (lambda: env(), "env", "x", "container 'main': env is a str, not an array"),
+])
+def test_a_container_list_that_is_not_an_array_fails_citing_the_op(written, field, value, message):
+    at = {**SPAN, "line": 24, "endLine": 24}
+    c = container("main", **{field: value})
+    with pytest.raises(mutator.MutationError) as info:
+        mutator.mutate(build(inj({**written(), "span": at})),
+                       pod(c, volumes=[{"name": "v", "emptyDir": {}}]))
+    assert (info.value.injection, info.value.span.line, info.value.message) == ("inj", 24, message)
+
+
 def test_mount_of_an_unknown_volume_is_an_error():
     at = {**SPAN, "line": 23, "endLine": 23}
     with pytest.raises(mutator.MutationError) as info:
