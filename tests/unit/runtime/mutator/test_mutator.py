@@ -474,6 +474,13 @@ def test_env_existing(existing, expected):
         assert list(mutation.patch[1:]) == [patch.test("/spec/containers/0/name", "main")] + expected
 
 
+def test_env_the_pod_has_in_one_container_is_still_added_to_the_others():
+    own = container("a", env=[{"name": "TRIAL", "value": "mine"}])
+    _, result = run(build(inj(env(containers=every()))), pod(own, "b"))
+    assert [c["env"] for c in result["spec"]["containers"]] == [
+        [{"name": "TRIAL", "value": "mine"}], [{"name": "TRIAL", "value": "t"}]]
+
+
 def test_env_null_list_is_replaced():
     _, result = run(build(inj(env())), pod(container("main", env=None)))
     assert result["spec"]["containers"][0]["env"] == [{"name": "TRIAL", "value": "t"}]
