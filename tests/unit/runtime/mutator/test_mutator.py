@@ -577,6 +577,24 @@ def test_a_container_list_that_is_not_an_array_fails_citing_the_op(written, fiel
     assert (info.value.injection, info.value.span.line, info.value.message) == ("inj", 24, message)
 
 
+def test_a_mount_alone_credits_its_injection_and_one_path_is_mounted_once():
+    plan_ = build(inj(mount(), name="one"), inj(mount("w"), name="two"))
+    mutation, result = run(plan_, pod("main", volumes=[{"name": "v", "emptyDir": {}},
+                                                      {"name": "w", "emptyDir": {}}]))
+    assert mutation.applied == ("one",)
+    assert result["spec"]["containers"][0]["volumeMounts"] == [{"name": "v", "mountPath": "/data"}]
+    assert result["metadata"]["annotations"][RECORD] == record("one")
+
+
+def test_a_volume_on_a_pod_whose_volumes_cannot_be_written_cites_the_op():
+    at = {**SPAN, "line": 25, "endLine": 25}
+    with pytest.raises(mutator.MutationError) as info:
+        mutator.mutate(build(inj({**op("volume", name="v", source={"emptyDir": {}}), "span": at})),
+                       pod("main", volumes={"v": 1}))
+    assert (info.value.injection, info.value.span.line, info.value.message) == (
+        "inj", 25, "pod field spec.volumes is a dict, not an array")
+
+
 def test_mount_of_an_unknown_volume_is_an_error():
     at = {**SPAN, "line": 23, "endLine": 23}
     with pytest.raises(mutator.MutationError) as info:
