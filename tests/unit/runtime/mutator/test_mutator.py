@@ -595,6 +595,16 @@ def test_a_volume_on_a_pod_whose_volumes_cannot_be_written_cites_the_op():
         "inj", 25, "pod field spec.volumes is a dict, not an array")
 
 
+def test_a_volume_s_source_is_copied_into_each_patch():
+    """A caller may edit what a patch adds (apply it in place, then change the pod): the next
+    pod's patch still adds the volume as the plan writes it."""
+    plan_ = build(inj(op("volume", name="v", source={"emptyDir": {}})))
+    [first] = mutator.mutate(plan_, pod("main", volumes=[])).patch[-1:]
+    first["value"]["emptyDir"]["medium"] = "Memory"
+    [again] = mutator.mutate(plan_, pod("main", volumes=[])).patch[-1:]
+    assert again["value"] == {"name": "v", "emptyDir": {}}
+
+
 def test_mount_of_an_unknown_volume_is_an_error():
     at = {**SPAN, "line": 23, "endLine": 23}
     with pytest.raises(mutator.MutationError) as info:
