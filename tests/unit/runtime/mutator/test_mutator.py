@@ -603,6 +603,10 @@ def test_a_volume_s_source_is_copied_into_each_patch():
     first["value"]["emptyDir"]["medium"] = "Memory"
     [again] = mutator.mutate(plan_, pod("main", volumes=[])).patch[-1:]
     assert again["value"] == {"name": "v", "emptyDir": {}}
+    # the loader checks the source's key, not its value: one that is not an object is kept
+    plan_ = build(inj(op("volume", name="v", source={"emptyDir": None})))
+    _, result = run(plan_, pod("main"))
+    assert result["spec"]["volumes"] == [{"name": "v", "emptyDir": None}]
 
 
 def test_mount_of_an_unknown_volume_is_an_error():
