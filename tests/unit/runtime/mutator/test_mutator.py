@@ -605,8 +605,9 @@ def test_a_volume_s_source_is_copied_into_each_patch():
     assert again["value"] == {"name": "v", "emptyDir": {}}
     # the loader checks the source's key, not its value: one that is not an object is kept
     plan_ = build(inj(op("volume", name="v", source={"emptyDir": None})))
-    _, result = run(plan_, pod("main"))
+    mutation, result = run(plan_, pod("main"))
     assert result["spec"]["volumes"] == [{"name": "v", "emptyDir": None}]
+    assert mutation.applied == ("inj",)    # a volume alone is a change of its injection
 
 
 def test_mount_of_an_unknown_volume_is_an_error():
