@@ -759,6 +759,28 @@ def test_completion_on_a_pod_whose_annotations_cannot_be_written_fails_its_injec
             "first", 30, "pod field metadata.annotations is a list, not an object")
 
 
+@pytest.mark.parametrize(("written", "received", "message"), [
+    (lambda: sidecar(native=True), lambda: pod("main", init=(), initContainers="x"),
+     "pod field spec.initContainers is a str, not an array"),
+    (lambda: sidecar(), lambda: pod("main", containers={"main": {}}),
+     "pod field spec.containers is a dict, not an array"),
+    (lambda: sidecar(mounts=[{"volume": "nope", "path": "/p"}]), lambda: pod("main"),
+     "mount of volume 'nope', which neither the pod nor an earlier `volume` op declares"),
+    (lambda: wrap(argv=[["/jr/run"]]), lambda: pod(container("main", command=None)),
+     "container 'main' has no command: its entrypoint is in the image, which the webhook does "
+     "not read; spell the command out in the pod template"),
+    (lambda: wrap(argv=[["/jr/run"]]), lambda: pod(container("main", args="x")),
+     "container 'main': command and args must be string lists"),
+    (lambda: annotate(), lambda: pod("main", annotations=["x"]),
+     "pod field metadata.annotations is a list, not an object"),
+], ids=["native", "regular", "sidecar-mount", "no-command", "odd-args", "annotate"])
+def test_an_op_that_cannot_be_applied_fails_citing_it(written, received, message):
+    at = {**SPAN, "line": 26, "endLine": 26}
+    with pytest.raises(mutator.MutationError) as info:
+        mutator.mutate(build(inj({**written(), "span": at})), received())
+    assert (info.value.injection, info.value.span.line, info.value.message) == ("inj", 26, message)
+
+
 # ---------------------------------------------------------------------------------------------
 # Command wrapping
 
