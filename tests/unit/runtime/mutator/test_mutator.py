@@ -481,6 +481,13 @@ def test_env_the_pod_has_in_one_container_is_still_added_to_the_others():
         [{"name": "TRIAL", "value": "mine"}], [{"name": "TRIAL", "value": "t"}]]
 
 
+def test_env_one_variable_twice_keeps_the_first():
+    plan_ = build(inj(env("A", ["1"]), name="one"), inj(env("A", ["2"]), name="two"))
+    mutation, result = run(plan_, pod("main"))
+    assert result["spec"]["containers"][0]["env"] == [{"name": "A", "value": "1"}]
+    assert mutation.applied == ("one",)
+
+
 def test_env_null_list_is_replaced():
     _, result = run(build(inj(env())), pod(container("main", env=None)))
     assert result["spec"]["containers"][0]["env"] == [{"name": "TRIAL", "value": "t"}]
@@ -715,6 +722,16 @@ def test_sidecar_without_a_token_mount(spec, sidecar_mounts):
     added = result["spec"]["containers"][-1]
     assert all(m["name"] != TOKEN_VOLUME["name"] for m in added.get("volumeMounts", []))
     assert service_account_plugin(result) == result
+
+
+def test_sidecar_templates_name_the_sidecar_and_the_pod():
+    made = sidecar(image=["img/", var("container")], command=[["run"], [var("container")]],
+                   args=[[var("pod")], ["--ns=", expr("namespace")]],
+                   env_=[{"name": "WHO", "value": [var("container"), "@", var("pod")]}])
+    _, result = run(build(inj(made)), pod("main", name="p-0"), namespace="ns")
+    assert result["spec"]["containers"][-1] == {
+        "name": "collector", "image": "img/collector", "command": ["run", "collector"],
+        "args": ["p-0", "--ns=ns"], "env": [{"name": "WHO", "value": "collector@p-0"}]}
 
 
 def test_sidecar_with_empty_image_is_an_error():
