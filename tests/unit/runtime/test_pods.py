@@ -620,3 +620,14 @@ def test_a_filter_of_no_known_type_is_refused_naming_it() -> None:
     for ask in (pods.matches, pods.witness):
         with pytest.raises(TypeError, match=r"^not a pod filter: 'nonsense'$"):
             ask("nonsense", facts(OOM), OPTS)
+
+
+def test_matches_answers_as_witness_does() -> None:
+    """`matches` skips the containers when no term reads them; a term under `not` does."""
+    exit_1 = pod("p", "Failed", containers=[terminated("main", 1)])
+    for f in (None, negate(exit_in(1)), negate(exit_in(2)), jp("metadata.name == 'p'")):
+        for failure in (False, True):
+            expected = pods.witness(loaded(f), facts(exit_1), OPTS, failure)[0]
+            assert pods.matches(loaded(f), facts(exit_1), OPTS, failure) is expected
+    assert pods.matches(None, facts(exit_1), OPTS)
+    assert not pods.matches(loaded(negate(exit_in(1))), facts(exit_1), OPTS, True)
