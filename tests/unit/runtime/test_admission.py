@@ -410,3 +410,39 @@ def test_a_warning_has_no_unprintable_characters() -> None:
 def test_a_dry_run_is_said_whatever_the_answer(fields: dict[str, Any]) -> None:
     assert decide(request(**fields, dryRun=True)).dry_run is True
     assert decide(request(**fields)).dry_run is False
+
+
+@pytest.mark.parametrize("fake, message, warning, blamed", FAILURES)
+@pytest.mark.parametrize("plan", [PLAN, PLAN_CLOSED], ids=["open", "closed"])
+def test_a_failure_is_handed_to_the_shell_whole(monkeypatch: pytest.MonkeyPatch, plan: Any,
+                                                fake: Any, message: str, warning: str,
+                                                blamed: str) -> None:
+    """What the shell logs and counts: the one failure with its exception, whether a rule failed
+    (expected) or a bug (a traceback), and whether the API server persists the pod."""
+    if fake is not None:
+        monkeypatch.setattr(mutator, "mutate", fake)
+    for dry_run in (True, False):
+        decision = decide(request(_wrapped_pod(), dryRun=dry_run), plan)
+        assert decision.dry_run is dry_run and decision.applied == ()
+        [failure] = decision.failures
+        assert (failure.injection, failure.message.startswith(message), failure.expected) == (
+            blamed, True, fake is None)
+        assert isinstance(failure.exception, mutator.MutationError if fake is None else Exception)
+        assert failure.message == str(failure.exception) if fake is None else True
+
+
+def test_fail_open_names_every_injection_left_out() -> None:
+    from tests.unit.runtime.reviews import span
+
+    data = plan_data("Ignore")
+    wrapper = next(i for i in data["injections"] if i["name"] == "wrapper")
+    again = copy.deepcopy(wrapper)
+    again["name"], again["span"] = "rewrapper", span(60)
+    again["ops"][0]["span"] = span(61)
+    data["injections"].append(again)
+    decision = decide(request(_wrapped_pod()), admission.prepare(planlib.load(data, digest="f" * 64)))
+    assert decision.result == "failed-open"
+    assert [f.injection for f in decision.failures] == ["wrapper", "rewrapper"]
+    said = ("jobrules: injection wrapper failed (rules/webhook-test.rules:41:5), injection "
+            "rewrapper failed (rules/webhook-test.rules:61:5); pod admitted without injection")
+    assert decision.review["response"]["warnings"] == [said[:admission.WARNING_MAX - 1] + "…"]
