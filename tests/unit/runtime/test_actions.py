@@ -462,3 +462,48 @@ def test_an_await_reads_the_evaluation_s_clock(tmp_path: Path) -> None:
     i = intent("restartJob", step=1, since="2026-01-01T00:09:30Z")
     assert step_of(k, i, job(), []).note == "holds"
     assert step_of(k, i, job(), [], NOW + timedelta(seconds=1)).wait == actions.AWAIT_POLL
+
+
+def test_an_await_for_a_time_reads_the_evaluation_s_clock(tmp_path: Path) -> None:
+    """`for D` inside an `await` counts from the pod's start to the evaluation's now."""
+    k = compiled(tmp_path, RULES.replace("await no pod running within 1m",
+                                         "await any pod running for 30s within 1m"))
+    i = intent("restartJob", step=1, since=None)
+    running = [b.pod("w-0")]                     # started at T0 + 1 s
+    assert step_of(k, i, job(), running, b.T0 + timedelta(seconds=30)).wait == actions.AWAIT_POLL
+    assert step_of(k, i, job(), running, b.T0 + timedelta(seconds=31)).note == "holds"
+
+
+def test_an_await_reads_the_tasks_of_a_kind_that_names_them_by_expression(tmp_path: Path) -> None:
+    k = compiled(tmp_path, RULES.replace(
+        'task label "volcano.sh/task-spec"', "task <<metadata.labels.role>>").replace(
+        "await no pod running within 1m", 'await no pod of task "ps" running within 1m'))
+    i = intent("restartJob", step=1, since=None)
+    ps, worker = b.pod("p-0", labels={"role": "ps"}), b.pod("w-0", labels={"role": "worker"})
+    assert step_of(k, i, job(), [worker]).note == "holds"
+    assert step_of(k, i, job(), [worker, ps]).wait == actions.AWAIT_POLL
+
+
+@pytest.mark.parametrize("var", ["job", "namespace", "kind"])
+def test_an_await_s_count_renders_the_job_s_placeholders(tmp_path: Path, var: str) -> None:
+    """A count's value may be a template (the plan allows `{job}`, `{namespace}`, `{kind}`
+    there): the await hands the condition this job's name, namespace and kind."""
+    shape = json.loads(emit.dumps(api.build_sources(
+        [api.read(str(_written(tmp_path, RULES)))]).plan))
+    [await_step] = [s for s in shape["kinds"][0]["actions"]["restartJob"]["steps"]
+                    if s["op"] == "await"]
+    await_step["when"] = {"op": "count", "task": None, "state": "running", "filter": None,
+                          "cmp": "==", "value": [{"var": var}]}
+    [k] = plan.load(shape).kinds
+    the_job = b.job(**{"name": "train", "namespace": "ml", "kind": "Job",
+                       {"job": "name"}.get(var, var): "2"})
+    i = intent("restartJob", step=1, since=None)
+    two = [b.pod("w-0"), b.pod("w-1")]
+    assert step_of(k, i, the_job, two).note == "holds"
+    assert step_of(k, i, the_job, two[:1]).wait == actions.AWAIT_POLL
+
+
+def _written(folder: Path, rules: str) -> Path:
+    path = folder / "j.rules"
+    path.write_text(rules)
+    return path

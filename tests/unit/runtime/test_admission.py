@@ -185,7 +185,8 @@ def test_warnings_and_audit_annotations_name_the_rules() -> None:
     ("team-a", None, "team-a", True),        # controller-made pods carry no namespace
     ("team-b", None, "team-b", False),
     ("team-b", "team-a", "team-b", False),   # the request's namespace is authoritative
-], ids=["from-request", "other-namespace", "request-wins"])
+    (3, "team-b", "team-b", False),          # not a string: the pod's own
+], ids=["from-request", "other-namespace", "request-wins", "not-a-string"])
 def test_namespace_comes_from_the_request(namespace: str, pod_namespace: str | None, env: str,
                                           team_label: bool) -> None:
     req = request(pod(namespace=pod_namespace), namespace=namespace)
@@ -230,8 +231,9 @@ def test_an_injected_pod_is_left_as_it_is() -> None:
     req = request()
     once = patched(req, decide(req))
     again = decide(request(once))
-    assert again.result == "unchanged"
+    assert again.result == "unchanged" and again.dry_run is False
     assert "patch" not in again.review["response"]
+    assert decide(request(once, dryRun=True)).dry_run is True
 
 
 def test_dry_run_gets_the_same_answer_and_says_so() -> None:
@@ -410,3 +412,76 @@ def test_a_warning_has_no_unprintable_characters() -> None:
 def test_a_dry_run_is_said_whatever_the_answer(fields: dict[str, Any]) -> None:
     assert decide(request(**fields, dryRun=True)).dry_run is True
     assert decide(request(**fields)).dry_run is False
+
+
+@pytest.mark.parametrize("fake, message, warning, blamed", FAILURES)
+@pytest.mark.parametrize("plan", [PLAN, PLAN_CLOSED], ids=["open", "closed"])
+def test_a_failure_is_handed_to_the_shell_whole(monkeypatch: pytest.MonkeyPatch, plan: Any,
+                                                fake: Any, message: str, warning: str,
+                                                blamed: str) -> None:
+    """What the shell logs and counts: the one failure with its exception, whether a rule failed
+    (expected) or a bug (a traceback), and whether the API server persists the pod."""
+    if fake is not None:
+        monkeypatch.setattr(mutator, "mutate", fake)
+    for dry_run in (True, False):
+        decision = decide(request(_wrapped_pod(), dryRun=dry_run), plan)
+        assert decision.dry_run is dry_run and decision.applied == ()
+        [failure] = decision.failures
+        assert (failure.injection, failure.message.startswith(message), failure.expected) == (
+            blamed, True, fake is None)
+        assert isinstance(failure.exception, mutator.MutationError if fake is None else Exception)
+        assert failure.message == str(failure.exception) if fake is None else True
+
+
+def test_fail_open_names_every_injection_left_out() -> None:
+    from tests.unit.runtime.reviews import span
+
+    data = plan_data("Ignore")
+    wrapper = next(i for i in data["injections"] if i["name"] == "wrapper")
+    again = copy.deepcopy(wrapper)
+    again["name"], again["span"] = "rewrapper", span(60)
+    again["ops"][0]["span"] = span(61)
+    data["injections"].append(again)
+    decision = decide(request(_wrapped_pod()), admission.prepare(planlib.load(data, digest="f" * 64)))
+    assert decision.result == "failed-open"
+    assert [f.injection for f in decision.failures] == ["wrapper", "rewrapper"]
+    response = decision.review["response"]
+    assert response["uid"] == request()["uid"]
+    assert response["auditAnnotations"] == {
+        "error": "; ".join(f.message for f in decision.failures), "plan": "f" * 12}
+    said = ("jobrules: injection wrapper failed (rules/webhook-test.rules:41:5), injection "
+            "rewrapper failed (rules/webhook-test.rules:61:5); pod admitted without injection")
+    assert decision.review["response"]["warnings"] == [said[:admission.WARNING_MAX - 1] + "…"]
+
+
+def test_fail_open_answers_the_request_it_was_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mutator, "mutate", _raise(KeyError("spec")))
+    req = request(_wrapped_pod())
+    response = decide(req).review["response"]
+    assert response["uid"] == req["uid"]
+    assert response["auditAnnotations"]["plan"] == PLAN.plan.digest[:12]
+
+
+def test_a_patch_that_is_not_json_blames_every_injection_in_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mutator, "mutate", lambda *a, **k: mutator.Mutation(
+        ({"op": "add", "path": "/spec/x", "value": {1j}},), ("tracing", "metrics"), "batchjob"))
+    [failure] = decide(request(_wrapped_pod())).failures
+    assert failure.injection == "tracing, metrics"
+
+
+def test_fail_open_with_others_injected_audits_every_failure() -> None:
+    from tests.unit.runtime.reviews import span
+
+    data = plan_data("Ignore")
+    wrapper = next(i for i in data["injections"] if i["name"] == "wrapper")
+    again = copy.deepcopy(wrapper)
+    again["name"], again["span"] = "rewrapper", span(60)
+    data["injections"].append(again)
+    data["injections"].append({"name": "metrics", "span": span(70), "kinds": ["wrapped"],
+                               "match": None, "completionContainers": None, "ops": [
+        {"op": "annotate", "span": span(71), "key": "example.com/metrics", "value": ["on"]}]})
+    decision = decide(request(_wrapped_pod()), admission.prepare(planlib.load(data, digest="f" * 64)))
+    assert decision.result == "patched" and decision.applied == ("metrics",)
+    assert decision.review["response"]["auditAnnotations"]["error"] == "; ".join(
+        f.message for f in decision.failures)
+    assert [f.injection for f in decision.failures] == ["wrapper", "rewrapper"]

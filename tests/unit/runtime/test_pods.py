@@ -365,6 +365,9 @@ def test_failures_are_regular_before_init_each_in_status_order() -> None:
     (pod("p", "Succeeded", containers=[terminated("a", 0, finished=70)]), "succeeded", 70),
     (evicted("p"), "evicted", 50),
     (evicted("p"), "failedOrEvicted", 50),
+    # disrupted (a preemption's DisruptionTarget at 50), then it exited 0: succeeded when it ended
+    (pod("p", "Succeeded", containers=[terminated("a", 0, finished=70)],
+         conditions=[condition("DisruptionTarget", "PreemptionByScheduler")]), "succeeded", 70),
     (pod("p", "Failed", containers=[terminated("a", 1, finished=70)]), "failedOrEvicted", 70),
     (pod("p", "Running", deleting=100), "terminating", 100),
 ])
@@ -606,3 +609,25 @@ def test_a_container_without_a_name_counts_under_no_prefix() -> None:
     obj = pod("p", "Running", containers=[running("step-a", restarts=1)])
     obj["status"]["containerStatuses"].append({"name": 5, "restartCount": 7})
     assert facts(obj, kind).restarts == 1
+
+
+def test_a_pod_s_namespace_is_read_from_its_metadata() -> None:
+    assert facts(pod("p")).namespace == "ml"
+    assert facts({"metadata": {"namespace": 3}}).namespace is None
+
+
+def test_a_filter_of_no_known_type_is_refused_naming_it() -> None:
+    for ask in (pods.matches, pods.witness):
+        with pytest.raises(TypeError, match=r"^not a pod filter: 'nonsense'$"):
+            ask("nonsense", facts(OOM), OPTS)
+
+
+def test_matches_answers_as_witness_does() -> None:
+    """`matches` skips the containers when no term reads them; a term under `not` does."""
+    exit_1 = pod("p", "Failed", containers=[terminated("main", 1)])
+    for f in (None, negate(exit_in(1)), negate(exit_in(2)), jp("metadata.name == 'p'")):
+        for failure in (False, True):
+            expected = pods.witness(loaded(f), facts(exit_1), OPTS, failure)[0]
+            assert pods.matches(loaded(f), facts(exit_1), OPTS, failure) is expected
+    assert pods.matches(None, facts(exit_1), OPTS)
+    assert not pods.matches(loaded(negate(exit_in(1))), facts(exit_1), OPTS, True)

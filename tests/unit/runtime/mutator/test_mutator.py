@@ -8,10 +8,13 @@ then mutates the result again and requires an empty patch: every test is also a 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
+import os
 import re
 import shlex
 import subprocess
+import sys
 from typing import Any
 
 import jsonpatch
@@ -391,10 +394,25 @@ def test_label(labels, expected):
     assert list(mutation.patch[1:]) == expected
 
 
+def test_a_label_on_a_pod_whose_labels_cannot_be_written_cites_the_op():
+    at = {**SPAN, "line": 22, "endLine": 22}
+    with pytest.raises(mutator.MutationError) as info:
+        mutator.mutate(build(inj({**op("label", key="l", value=["v"]), "span": at})),
+                       pod(labels="x"))
+    assert (info.value.injection, info.value.span.line, info.value.message) == (
+        "inj", 22, "pod field metadata.labels is a str, not an object")
+
+
 @pytest.mark.parametrize("value", ["has space", "-lead", "trail-", "x" * 64, "a/b"])
 def test_invalid_label_value_is_an_error(value):
-    with pytest.raises(mutator.MutationError, match="not a valid label value"):
-        mutator.mutate(build(inj(op("label", key="l", value=[value]))), pod())
+    """Refused whether the value is written in the rules or rendered, citing the op."""
+    at = {**SPAN, "line": 21, "endLine": 21}
+    for parts in ([value], [expr("pod.metadata.annotations.v")]):
+        with pytest.raises(mutator.MutationError) as info:
+            mutator.mutate(build(inj({**op("label", key="l", value=parts), "span": at})),
+                           pod(annotations={"v": value}))
+        assert (info.value.span.line, info.value.message) == (
+            21, f"label 'l': {value!r} is not a valid label value")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -454,6 +472,20 @@ def test_env_existing(existing, expected):
         assert mutation.patch == ()      # the pod's own variable wins, whatever its value
     else:
         assert list(mutation.patch[1:]) == [patch.test("/spec/containers/0/name", "main")] + expected
+
+
+def test_env_the_pod_has_in_one_container_is_still_added_to_the_others():
+    own = container("a", env=[{"name": "TRIAL", "value": "mine"}])
+    _, result = run(build(inj(env(containers=every()))), pod(own, "b"))
+    assert [c["env"] for c in result["spec"]["containers"]] == [
+        [{"name": "TRIAL", "value": "mine"}], [{"name": "TRIAL", "value": "t"}]]
+
+
+def test_env_one_variable_twice_keeps_the_first():
+    plan_ = build(inj(env("A", ["1"]), name="one"), inj(env("A", ["2"]), name="two"))
+    mutation, result = run(plan_, pod("main"))
+    assert result["spec"]["containers"][0]["env"] == [{"name": "A", "value": "1"}]
+    assert mutation.applied == ("one",)
 
 
 def test_env_null_list_is_replaced():
@@ -532,11 +564,65 @@ def test_mount_skips_a_path_already_mounted():
     c = container("main", volumeMounts=[{"name": "theirs", "mountPath": "/data"}])
     mutation, _ = run(build(inj(mount())), pod(c, volumes=[{"name": "v", "emptyDir": {}}]))
     assert mutation.patch == ()
+    # only in that container: the others still get it
+    mutation, result = run(build(inj(mount(containers=every()))),
+                           pod(c, "other", volumes=[{"name": "v", "emptyDir": {}}]))
+    assert [c.get("volumeMounts") for c in result["spec"]["containers"]] == [
+        [{"name": "theirs", "mountPath": "/data"}], [{"name": "v", "mountPath": "/data"}]]
+
+
+@pytest.mark.parametrize(("written", "field", "value", "message"), [
+    (lambda: mount(), "volumeMounts", {"x": 1}, "container 'main': volumeMounts is a dict, not an array"),
+    (lambda: env(), "env", "x", "container 'main': env is a str, not an array"),
+])
+def test_a_container_list_that_is_not_an_array_fails_citing_the_op(written, field, value, message):
+    at = {**SPAN, "line": 24, "endLine": 24}
+    c = container("main", **{field: value})
+    with pytest.raises(mutator.MutationError) as info:
+        mutator.mutate(build(inj({**written(), "span": at})),
+                       pod(c, volumes=[{"name": "v", "emptyDir": {}}]))
+    assert (info.value.injection, info.value.span.line, info.value.message) == ("inj", 24, message)
+
+
+def test_a_mount_alone_credits_its_injection_and_one_path_is_mounted_once():
+    plan_ = build(inj(mount(), name="one"), inj(mount("w"), name="two"))
+    mutation, result = run(plan_, pod("main", volumes=[{"name": "v", "emptyDir": {}},
+                                                      {"name": "w", "emptyDir": {}}]))
+    assert mutation.applied == ("one",)
+    assert result["spec"]["containers"][0]["volumeMounts"] == [{"name": "v", "mountPath": "/data"}]
+    assert result["metadata"]["annotations"][RECORD] == record("one")
+
+
+def test_a_volume_on_a_pod_whose_volumes_cannot_be_written_cites_the_op():
+    at = {**SPAN, "line": 25, "endLine": 25}
+    with pytest.raises(mutator.MutationError) as info:
+        mutator.mutate(build(inj({**op("volume", name="v", source={"emptyDir": {}}), "span": at})),
+                       pod("main", volumes={"v": 1}))
+    assert (info.value.injection, info.value.span.line, info.value.message) == (
+        "inj", 25, "pod field spec.volumes is a dict, not an array")
+
+
+def test_a_volume_s_source_is_copied_into_each_patch():
+    """A caller may edit what a patch adds (apply it in place, then change the pod): the next
+    pod's patch still adds the volume as the plan writes it."""
+    plan_ = build(inj(op("volume", name="v", source={"emptyDir": {}})))
+    [first] = mutator.mutate(plan_, pod("main", volumes=[])).patch[-1:]
+    first["value"]["emptyDir"]["medium"] = "Memory"
+    [again] = mutator.mutate(plan_, pod("main", volumes=[])).patch[-1:]
+    assert again["value"] == {"name": "v", "emptyDir": {}}
+    # the loader checks the source's key, not its value: one that is not an object is kept
+    plan_ = build(inj(op("volume", name="v", source={"emptyDir": None})))
+    mutation, result = run(plan_, pod("main"))
+    assert result["spec"]["volumes"] == [{"name": "v", "emptyDir": None}]
+    assert mutation.applied == ("inj",)    # a volume alone is a change of its injection
 
 
 def test_mount_of_an_unknown_volume_is_an_error():
-    with pytest.raises(mutator.MutationError, match="mount of volume 'v'"):
-        mutator.mutate(build(inj(mount())), pod())
+    at = {**SPAN, "line": 23, "endLine": 23}
+    with pytest.raises(mutator.MutationError) as info:
+        mutator.mutate(build(inj({**mount(), "span": at})), pod())
+    assert (info.value.injection, info.value.span.line, info.value.message) == (
+        "inj", 23, "mount of volume 'v', which neither the pod nor an earlier `volume` op declares")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -638,6 +724,16 @@ def test_sidecar_without_a_token_mount(spec, sidecar_mounts):
     assert service_account_plugin(result) == result
 
 
+def test_sidecar_templates_name_the_sidecar_and_the_pod():
+    made = sidecar(image=["img/", var("container")], command=[["run"], [var("container")]],
+                   args=[[var("pod")], ["--ns=", expr("namespace")]],
+                   env_=[{"name": "WHO", "value": [var("container"), "@", var("pod")]}])
+    _, result = run(build(inj(made)), pod("main", name="p-0"), namespace="ns")
+    assert result["spec"]["containers"][-1] == {
+        "name": "collector", "image": "img/collector", "command": ["run", "collector"],
+        "args": ["p-0", "--ns=ns"], "env": [{"name": "WHO", "value": "collector@p-0"}]}
+
+
 def test_sidecar_with_empty_image_is_an_error():
     with pytest.raises(mutator.MutationError, match="image is empty"):
         mutator.mutate(build(inj(sidecar(image=[expr("pod.nothing")]))), pod())
@@ -654,6 +750,52 @@ def test_completion_containers():
         {"name": mutator.COMPLETION_ENV, "value": "main"}]
     assert result["spec"]["containers"][-1]["env"] == [
         {"name": mutator.COMPLETION_ENV, "value": "mine"}]
+
+
+def test_completion_containers_are_listed_in_order():
+    plan_ = build(inj(sidecar(native=True), kinds=["workflow"], completion=["main", "wait"]))
+    _, result = run(plan_, pod("wait", "main", owner="workflow"))
+    assert result["metadata"]["annotations"][mutator.COMPLETION_ANNOTATION] == "main,wait"
+    assert result["spec"]["initContainers"][0]["env"] == [
+        {"name": mutator.COMPLETION_ENV, "value": "main,wait"}]
+
+
+def test_completion_on_a_pod_whose_annotations_cannot_be_written_fails_its_injection():
+    """The completion annotation is the injection's last step: it fails there, citing the
+    injection, before a later injection runs (whose own failure would be reported instead)."""
+    at = {**SPAN, "line": 30, "endLine": 30}
+    first = {**inj(sidecar(native=True), name="first", kinds=["workflow"], completion=["main"]),
+             "span": at}
+    second = inj(wrap(argv=[["/jr/run"]]), name="second", kinds=["workflow"])
+    for injections in ([first], [first, second]):
+        with pytest.raises(mutator.MutationError) as info:
+            mutator.mutate(build(*injections),
+                           pod(container("main", command=None), owner="workflow",
+                               annotations=["x"]))
+        assert (info.value.injection, info.value.span.line, info.value.message) == (
+            "first", 30, "pod field metadata.annotations is a list, not an object")
+
+
+@pytest.mark.parametrize(("written", "received", "message"), [
+    (lambda: sidecar(native=True), lambda: pod("main", init=(), initContainers="x"),
+     "pod field spec.initContainers is a str, not an array"),
+    (lambda: sidecar(), lambda: pod("main", containers={"main": {}}),
+     "pod field spec.containers is a dict, not an array"),
+    (lambda: sidecar(mounts=[{"volume": "nope", "path": "/p"}]), lambda: pod("main"),
+     "mount of volume 'nope', which neither the pod nor an earlier `volume` op declares"),
+    (lambda: wrap(argv=[["/jr/run"]]), lambda: pod(container("main", command=None)),
+     "container 'main' has no command: its entrypoint is in the image, which the webhook does "
+     "not read; spell the command out in the pod template"),
+    (lambda: wrap(argv=[["/jr/run"]]), lambda: pod(container("main", args="x")),
+     "container 'main': command and args must be string lists"),
+    (lambda: annotate(), lambda: pod("main", annotations=["x"]),
+     "pod field metadata.annotations is a list, not an object"),
+], ids=["native", "regular", "sidecar-mount", "no-command", "odd-args", "annotate"])
+def test_an_op_that_cannot_be_applied_fails_citing_it(written, received, message):
+    at = {**SPAN, "line": 26, "endLine": 26}
+    with pytest.raises(mutator.MutationError) as info:
+        mutator.mutate(build(inj({**written(), "span": at})), received())
+    assert (info.value.injection, info.value.span.line, info.value.message) == ("inj", 26, message)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -907,6 +1049,29 @@ def test_the_record_names_each_injection_by_a_digest_of_what_it_does(monkeypatch
     assert entries(inj(annotate("k", ["changed"]), name="one")) != one
     assert entries(inj(annotate(), name="one", kinds=("job", "workflow"))) != one
     assert entries(inj(annotate(), name="renamed"))[0].split("@")[1] != one[0].split("@")[1]
+
+
+def test_every_webhook_replica_records_the_same_digest(tmp_path):
+    """Each replica of the webhook is its own process, with its own hash seed: the digest of an
+    injection holding a set (`namespace in [...]`) must not follow the set's iteration order."""
+    names = [f"team-{i}" for i in range(40)]
+    shape = {"planVersion": 1, "files": [], "kinds": KINDS, "injections": [
+        inj(annotate(), name="one", match={"op": "namespace", "values": names, "negate": False})]}
+    (tmp_path / "plan.json").write_text(json.dumps(shape))
+    code = ("import json, sys; from runtime import plan; from runtime.mutator import inject; "
+            "print(inject.digest(plan.load(json.load(open(sys.argv[1]))).injections[0]))")
+    seen = {subprocess.run([sys.executable, "-c", code, str(tmp_path / "plan.json")],
+                           capture_output=True, text=True, check=True, timeout=60,
+                           env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout.strip()
+            for seed in (1, 2, 3)}
+    shape["injections"][0]["match"]["values"] = names[::-1]
+    assert seen == {DIGEST_OF(plan.load(shape).injections[0])}
+
+
+def test_a_value_the_digest_does_not_know_is_refused_by_its_type():
+    [injection] = build(inj(annotate(), name="one")).plan.injections
+    with pytest.raises(TypeError, match=r"^no canonical form for a complex in an injection$"):
+        DIGEST_OF(dataclasses.replace(injection, kinds=(1j,)))
 
 
 def test_every_shipped_injection_has_a_digest():
