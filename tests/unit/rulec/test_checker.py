@@ -643,10 +643,10 @@ def _types(text: str, item: bool = False, field_types: expr.FieldTypes | None = 
     return set(expr.types(parser.Parser().parse(text).parsed, item, field_types))
 
 
-def _items(text: str, item: bool = False) -> set[str]:
+def _items(text: str, item: bool = False, field_types: expr.FieldTypes | None = None) -> set[str]:
     from jmespath import parser
 
-    return set(expr.shape(parser.Parser().parse(text).parsed, item).items)
+    return set(expr.shape(parser.Parser().parse(text).parsed, item, field_types).items)
 
 
 # A schema's answer for two paths from the root (what `--crd` gives the checker).
@@ -676,6 +676,15 @@ def _schema(path: tuple[str, ...]) -> frozenset[str] | None:
     ("status.conditions[0].status", False, {"string", "null"}),
     ("status.conditions[0] | status", False, {"string", "null"}),
     ("status.conditions[0]", False, {"any", "null"}),
+    # an item picked out of a list, by index or by a function after a pipe
+    ("status.conditions[?type=='Ready'] | max_by(@, &lastTransitionTime).status", False,
+     {"string", "null"}),
+    ("status.conditions[*] | max_by(@, &lastTransitionTime).status", False, {"string", "null"}),
+    ("status.conditions[] | max_by(@, &lastTransitionTime).status", False, {"string", "null"}),
+    ("status.conditions | max_by(@, &lastTransitionTime).status", False, {"any"}),
+    ("status | @", True, {"string", "null"}),
+    ("[status][0]", True, {"string", "null"}),
+    ("reason || status", True, {"string", "null"}),
     ("status || reason", True, {"string", "null"}),
     ("status && reason", True, {"string", "null"}),
     ("status.phase || `1`", False, {"string", "null", "number"}),
@@ -685,6 +694,8 @@ def _schema(path: tuple[str, ...]) -> frozenset[str] | None:
     ("status.phase | @", False, {"string", "null"}),
     ("status.phase | @ || 'x'", False, {"string", "null"}),
     ("status.phase | [@][0]", False, {"string", "null"}),
+    ("status.phase | (@ | @)", False, {"string", "null"}),
+    ("status.phase | `1` || @", False, {"string", "null", "number"}),
     ("`[1]` | [0]", False, {"number", "null"}),
     # indexing gives an item or null, lists (projections, slices, flattening) a list or null
     ("`[1]`[0]", False, {"number", "null"}),
@@ -726,9 +737,27 @@ def test_what_an_expression_can_evaluate_to(text: str, item: bool, types: set[st
     ("a[*].length(@)", {"number"}),
     ("`[1]`[*]", {"number"}),
     ("`[[1]]`[0]", {"any"}),
+    ("`[1]` | @[*]", {"number"}),
+    ("spec | [status, x[0]]", {"any", "null"}),    # `status` of the object, not of an item
+    ("'ab'", {"any"}),                            # not a list: no items
+    ("`{\"a\": 1}`", {"any"}),
 ])
 def test_what_the_items_of_a_list_can_be(text: str, items: set[str]) -> None:
     assert _items(text) == items
+
+
+@pytest.mark.parametrize("text, items", [
+    ("[status]", {"string", "null"}),
+    ("[status][*]", {"string"}),
+    ("[reason, status] | [0:1]", {"string"}),
+])
+def test_what_the_items_of_a_list_of_list_items_fields_can_be(text: str, items: set[str]) -> None:
+    assert _items(text, item=True) == items
+
+
+def test_a_schema_types_the_items_of_a_list_built_from_the_root() -> None:
+    assert _items("[summary][*]", field_types=_schema) == {"string"}
+    assert _items("[summary, spec.count]", field_types=_schema) == {"string", "number", "null"}
 
 
 @pytest.mark.parametrize("text, item, types", [
@@ -823,3 +852,55 @@ def test_each_unknown_function_is_named_at_its_own_call() -> None:
     found = [(d.code, d.span.column, d.message) for d in _diagnostics(text)]
     assert found == [("R205", 29, "no JMESPath function is called `lenght`"),
                      ("R205", 40, "no JMESPath function is called `nope`")]
+
+
+@pytest.mark.parametrize("condition, finding", [
+    ("<<regex_match('x')>>", ("R206", 19, 30, "`regex_match()` takes 2 arguments, and is given 1",
+                              "regex_match(string, string|null)")),
+    ("<<now(`1`) == ''>>", ("R206", 19, 22, "`now()` takes no arguments, and is given 1", "now()")),
+    ("<<merge() == `{}`>>", ("R206", 19, 24, "`merge()` takes at least 1 argument, and is given 0",
+                             "merge(object, ...)")),
+    ("<<not_null()>>", ("R206", 19, 27, "`not_null()` takes at least 1 argument, and is given 0",
+                        "not_null(any, ...)")),
+    ("<<length(a, b) > `1`>>", ("R206", 19, 25, "`length()` takes 1 argument, and is given 2",
+                                "length(string|array|object)")),
+    ("<<sort_by(a) == `[]`>>", ("R206", 19, 26, "`sort_by()` takes 2 arguments, and is given 1",
+                                "sort_by(array, expref)")),
+    ("<<lenght(a)>>", ("R205", 19, 25, "no JMESPath function is called `lenght`",
+                       "did you mean `length`?")),
+    ("<<zzzzzz(a)>>", ("R205", 19, 25, "no JMESPath function is called `zzzzzz`",
+                       "see the functions in docs/evaluation.md and the JMESPath specification")),
+])
+def test_function_findings_say_what_is_wrong(condition: str, finding: tuple) -> None:
+    found = [(d.code, d.span.column, d.span.end_column, d.message, d.help)
+             for d in _diagnostics(kind(f"    failed when {condition}")) if d.code != "R203"]
+    assert found == [finding]
+
+
+@pytest.mark.parametrize("condition, finding", [
+    ("<<>>", ("R201", 17, 21, "empty JMESPath expression")),
+    ("<<status.$x>>", ("R201", 26, 27, "invalid JMESPath: unknown token $")),
+    ("<<a = b>>", ("R201", 21, 22, "invalid JMESPath: unknown token '='")),
+    ('<<a."b\\q" == a>>', ("R201", 21, 26, "invalid JMESPath: invalid \\escape")),
+    ("<<a[?b>>", ("R201", 23, 25, "invalid JMESPath: the expression ends too early")),
+    ("<< >>", ("R201", 20, 22, "invalid JMESPath: the expression ends too early")),
+    ("<<a || || b>>", ("R201", 24, 26, "invalid JMESPath: unexpected `||`")),
+    ("<<a[1.5]>>", ("R201", 22, 23, "invalid JMESPath: unexpected `.`")),
+])
+def test_jmespath_syntax_errors_say_where_and_what(condition: str, finding: tuple) -> None:
+    found = [(d.code, d.span.column, d.span.end_column, d.message)
+             for d in _diagnostics(kind(f"    failed when {condition}"))]
+    assert found == [finding]
+
+
+@pytest.mark.parametrize("condition, message, help", [
+    ("<<!a.b.c>>", "`!a.b.c` means `(!a).b.c`", "write !(a.b.c)"),
+    ("<<!!a[?b]>>", "`!!a[?b]` means `(!!a)[?b]`", "write !!(a[?b])"),
+    ("<<x && !a\n   .b>>", "`!a .b` means `(!a) .b`", "write !(a .b)"),
+    ("<<!a[].b == `1`>>", "`!a[].b` means `(!a)[].b`", "write !(a[].b)"),
+])
+def test_not_precedence_quotes_the_source(condition: str, message: str, help: str) -> None:
+    [d] = _diagnostics(kind(f"    failed when {condition}"))
+    assert d.code == "R204"
+    assert d.message == message + ": `!` binds tighter, and reading from a boolean finds only null"
+    assert d.help == help
