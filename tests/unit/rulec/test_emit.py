@@ -571,3 +571,26 @@ def test_audit_mode_verdict_event_and_more_versions() -> None:
     assert (verdict["event"], verdict["to"], verdict["audit"]) == ("jobVerdictChanged", "Succeeded", True)
     assert (evicted["event"], evicted["evicted"]) == ("podFailed", True)
     assert k["final"] == {"sticky": True, "until": None} and k["primaryContainers"] is None
+
+
+def test_plan_files_text_and_remaining_defaults() -> None:
+    import hashlib
+
+    text = ('job j: batch/v1 Job where namespace in ["b", "a"] {\n'
+            '    succeeded when all pods succeeded\n'
+            '    status { condition "Judged" }\n'
+            '    on pod failed -> restart pod max 3 reason "Échec"\n}\n'
+            'inject into pods of j { annotate "k" = "v" }\n')
+    plan = _plan(text)
+    assert plan["files"] == [{"path": "t.rules",
+                              "sha256": hashlib.sha256(text.encode()).hexdigest()}]
+    [k] = plan["kinds"]
+    assert k["selector"] is None and k["namespaces"] == ["a", "b"]
+    assert k["status"]["condition"] == "Judged" and k["status"]["annotations"] is True
+    assert k["policies"][0]["action"]["budget"] == {"max": 3, "per": "job", "key": "podFailed#0"}
+    [op] = _without_spans(plan["injections"][0]["ops"])
+    assert op == {"op": "annotate", "key": "k", "value": ["v"]}
+    dumped = emit.dumps(plan)
+    assert '            "reason": [\n              "Échec"\n' in dumped  # as is, indented by 2
+    assert dumped.index('"files"') < dumped.index('"injections"') < dumped.index('"kinds"')
+    assert json.loads(dumped) == plan
