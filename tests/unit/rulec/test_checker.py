@@ -814,6 +814,13 @@ def test_an_expression_too_deep_to_evaluate_says_so() -> None:
     assert d.message == ("this expression nests 121 levels deep; at most 100 levels can be "
                          "evaluated")
     assert d.help == "split it: `define` filters, or several conditions"
+    [d] = _diagnostics(kind("    failed when <<" + "(" * 3000 + "a" + ")" * 3000 + ">>"))
+    assert d.message == ("this expression nests too deeply for JMESPath to parse it; at most 100 "
+                         "levels can be evaluated")
+    # 100 levels (99 pipes after the first field) are evaluated, 101 are not
+    assert _diagnostics(kind("    failed when <<status" + " | status" * 99 + ">>")) == []
+    [d] = _diagnostics(kind("    failed when <<status" + " | status" * 100 + ">>"))
+    assert d.message.startswith("this expression nests 101 levels deep")
 
 
 def test_a_jmespath_error_at_the_end_points_at_the_closing_marks() -> None:
@@ -886,6 +893,9 @@ def test_function_findings_say_what_is_wrong(condition: str, finding: tuple) -> 
     ("<< >>", ("R201", 20, 22, "invalid JMESPath: the expression ends too early")),
     ("<<a || || b>>", ("R201", 24, 26, "invalid JMESPath: unexpected `||`")),
     ("<<a[1.5]>>", ("R201", 22, 23, "invalid JMESPath: unexpected `.`")),
+    ("<<a == `\"x`>>", ("R201", 24, 28, "invalid JMESPath: bad token \"x")),
+    ("<<$ == a>>", ("R201", 19, 20, "invalid JMESPath: unknown token $")),
+    ("<<|| a>>", ("R201", 19, 21, "invalid JMESPath: unexpected `||`")),
 ])
 def test_jmespath_syntax_errors_say_where_and_what(condition: str, finding: tuple) -> None:
     found = [(d.code, d.span.column, d.span.end_column, d.message)
