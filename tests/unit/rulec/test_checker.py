@@ -896,6 +896,8 @@ def test_function_findings_say_what_is_wrong(condition: str, finding: tuple) -> 
     ("<<a == `\"x`>>", ("R201", 24, 28, "invalid JMESPath: bad token \"x")),
     ("<<$ == a>>", ("R201", 19, 20, "invalid JMESPath: unknown token $")),
     ("<<|| a>>", ("R201", 19, 21, "invalid JMESPath: unexpected `||`")),
+    ("<<!a.b[?c>>", ("R201", 26, 28, "invalid JMESPath: the expression ends too early")),
+    ("<<!lenght(a.$)>>", ("R201", 29, 30, "invalid JMESPath: unknown token $")),
 ])
 def test_jmespath_syntax_errors_say_where_and_what(condition: str, finding: tuple) -> None:
     found = [(d.code, d.span.column, d.span.end_column, d.message)
