@@ -916,3 +916,9 @@ def test_not_precedence_quotes_the_source(condition: str, message: str, help: st
     assert d.code == "R204"
     assert d.message == message + ": `!` binds tighter, and reading from a boolean finds only null"
     assert d.help == help
+
+
+def test_not_precedence_through_parentheses_says_what_it_reads() -> None:
+    [d] = _diagnostics(kind("    failed when <<(!status).x>>"))
+    assert d.code == "R204" and (d.span.line, d.span.column) == (4, 20)
+    assert d.message == "reading from the boolean result of `!` finds only null"
