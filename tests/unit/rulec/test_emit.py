@@ -594,3 +594,16 @@ def test_plan_files_text_and_remaining_defaults() -> None:
     assert '            "reason": [\n              "Échec"\n' in dumped  # as is, indented by 2
     assert dumped.index('"files"') < dumped.index('"injections"') < dumped.index('"kinds"')
     assert json.loads(dumped) == plan
+
+
+def test_audit_per_policy_conditions_without_status_and_scoped_restarts() -> None:
+    k = _kind('job j: batch/v1 Job where label "team" {\n    succeeded when all pods succeeded\n'
+              '    audit on pod failed condition "DisruptionTarget" -> ignore\n'
+              '    on pod failed (container "main" and restarts >= 2) -> ignore\n}\n')
+    watched, acted = k["policies"]
+    assert (watched["audit"], acted["audit"]) == (True, False)
+    assert _without_spans(watched["filter"]) == {"op": "condition", "type": "DisruptionTarget",
+                                                 "status": ["True"], "reasons": [], "negate": False}
+    assert acted["filter"] == {"op": "restarts", "cmp": ">=", "value": 2, "container": "main"}
+    assert k["selector"] == [{"key": "team", "operator": "Exists", "values": []}]
+    assert k["audit"] is None
