@@ -607,3 +607,28 @@ def test_audit_per_policy_conditions_without_status_and_scoped_restarts() -> Non
     assert acted["filter"] == {"op": "restarts", "cmp": ">=", "value": 2, "container": "main"}
     assert k["selector"] == [{"key": "team", "operator": "Exists", "values": []}]
     assert k["audit"] is None
+
+
+def test_container_scope_reaches_into_or_and_not() -> None:
+    k = _kind('job j: batch/v1 Job {\n'
+              '    failed when any pod failed with (container "main" and (exit 1 or exit 2)\n'
+              '                                     and not reason "OOMKilled")\n'
+              '    succeeded when all pods succeeded\n'
+              '    on pod failed -> restart pod max <<spec.backoffLimit>>\n}\n')
+    assert k["verdicts"][0]["when"]["filter"] == {"op": "and", "args": [
+        {"op": "or", "args": [
+            {"op": "exitCode", "codes": [1], "ranges": [], "negate": False, "container": "main"},
+            {"op": "exitCode", "codes": [2], "ranges": [], "negate": False, "container": "main"}]},
+        {"op": "not", "arg": {"op": "containerReason", "values": ["OOMKilled"], "negate": False,
+                              "container": "main"}}]}
+    budget = k["policies"][0]["action"]["budget"]
+    assert budget["max"] == {"expr": "spec.backoffLimit",
+                             "span": {**budget["max"]["span"], "line": 5, "column": 38}}
+
+
+def test_ops_without_containers_go_to_the_primary_ones() -> None:
+    plan = _plan('job j: batch/v1 Job { succeeded when all pods succeeded }\n'
+                 'inject into pods of j {\n    env "A" = "1"\n    volume "v" empty dir\n'
+                 '    mount volume "v" at "/v"\n}\n')
+    env, _, mount = plan["injections"][0]["ops"]
+    assert env["containers"] == mount["containers"] == {"select": "primary", "names": []}
