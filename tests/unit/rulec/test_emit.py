@@ -632,3 +632,11 @@ def test_ops_without_containers_go_to_the_primary_ones() -> None:
                  '    mount volume "v" at "/v"\n}\n')
     env, _, mount = plan["injections"][0]["ops"]
     assert env["containers"] == mount["containers"] == {"select": "primary", "names": []}
+
+
+def test_task_label_and_wrap_of_all_containers() -> None:
+    plan = _plan('job j: batch/v1 Job {\n    task label "role"\n    succeeded when all pods succeeded\n}\n'
+                 'inject into pods of j {\n    wrap all with ["/run"]\n}\n')
+    assert plan["kinds"][0]["task"] == {"label": "role"}
+    [wrap] = plan["injections"][0]["ops"]
+    assert wrap["containers"] == {"select": "all", "names": []} and wrap["argv"] == [["/run"]]
