@@ -640,3 +640,10 @@ def test_task_label_and_wrap_of_all_containers() -> None:
     assert plan["kinds"][0]["task"] == {"label": "role"}
     [wrap] = plan["injections"][0]["ops"]
     assert wrap["containers"] == {"select": "all", "names": []} and wrap["argv"] == [["/run"]]
+
+
+def test_a_pod_quantifier_of_one_task() -> None:
+    k = _kind('job j: batch/v1 Job {\n    task label "role"\n'
+              '    failed when any pod of task "w" failed\n    succeeded when all pods succeeded\n}\n')
+    assert _without_spans(k["verdicts"][0]["when"]) == {
+        "op": "pods", "quant": "any", "task": "w", "state": "failed", "filter": None, "for": None}
