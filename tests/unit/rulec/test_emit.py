@@ -61,7 +61,8 @@ def test_kind_defaults() -> None:
                                          ("Box", "boxes"), ("Quiz", "quizes"), ("Batch", "batches"),
                                          ("Mesh", "meshes"), ("Key", "keys"), ("Y", "ys"),
                                          ("Toy", "toys"), ("Guy", "guys"), ("Ray", "rays"),
-                                         ("Bey", "beys"), ("Boy", "boys"), ("Buy", "buys")])
+                                         ("Bey", "beys"), ("Boy", "boys"), ("Buy", "buys"),
+                                         ("Xy", "xies"), ("Proxy", "proxies")])
 def test_plural(kind: str, plural: str) -> None:
     assert emit.plural(kind) == plural
 
@@ -647,3 +648,10 @@ def test_a_pod_quantifier_of_one_task() -> None:
               '    failed when any pod of task "w" failed\n    succeeded when all pods succeeded\n}\n')
     assert _without_spans(k["verdicts"][0]["when"]) == {
         "op": "pods", "quant": "any", "task": "w", "state": "failed", "filter": None, "for": None}
+
+
+def test_a_label_after_a_namespace_in_the_scope_is_in_the_selector() -> None:
+    k = _kind('job j: batch/v1 Job where namespace "ml" and label "team" = "a" {\n'
+              '    succeeded when all pods succeeded\n}\n')
+    assert k["selector"] == [{"key": "team", "operator": "In", "values": ["a"]}]
+    assert k["namespaces"] == ["ml"]
