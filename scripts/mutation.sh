@@ -106,7 +106,8 @@ lines() { printf '    %s\n' "$@"; }
 prepare() {
     local m=$1 dir=$root/.mutation/$1
     mkdir -p "$dir"
-    for f in runtime rulec tests rules examples grammar docs devkit bench tools README.md pyproject.toml; do
+    for f in runtime rulec tests rules examples grammar docs devkit bench tools README.md pyproject.toml \
+             .pre-commit-hooks.yaml; do
         ln -sfn "$root/$f" "$dir/$f"
     done
     # Hypothesis as the tests have it, but reproducible and with no deadline (a mutant's
@@ -122,7 +123,8 @@ EOF
         echo "[mutmut]"
         echo "source_paths ="; lines runtime rulec
         echo "only_mutate ="; lines ${MUTATE[$m]}
-        echo "also_copy ="; lines conftest.py rules examples grammar docs devkit bench tools README.md
+        echo "also_copy ="; lines conftest.py rules examples grammar docs devkit bench tools README.md \
+            .pre-commit-hooks.yaml
         echo "pytest_add_cli_args_test_selection ="; lines ${TESTS[$m]}
         echo "pytest_add_cli_args ="; lines -p no:cacheprovider
         echo "use_git_change_detection = false"

@@ -633,3 +633,292 @@ def test_a_job_wide_action_that_only_records_is_said(body: str, expected: list[s
 def test_a_task_failure_policy_that_preempts_retries_is_said(body: str,
                                                             expected: list[str]) -> None:
     assert [c for c in codes(kind(body + RECORD)) if c != "R410"] == expected
+
+
+# ---------------------------------------------------------------- JMESPath: types, findings' text
+
+def _types(text: str, item: bool = False, field_types: expr.FieldTypes | None = None) -> set[str]:
+    from jmespath import parser
+
+    return set(expr.types(parser.Parser().parse(text).parsed, item, field_types))
+
+
+def _items(text: str, item: bool = False, field_types: expr.FieldTypes | None = None) -> set[str]:
+    from jmespath import parser
+
+    return set(expr.shape(parser.Parser().parse(text).parsed, item, field_types).items)
+
+
+# A schema's answer for two paths from the root (what `--crd` gives the checker).
+def _schema(path: tuple[str, ...]) -> frozenset[str] | None:
+    return {("summary",): frozenset({"string"}), ("spec", "count"): frozenset({"number"}),
+            ("spec", "on"): frozenset({"boolean"})}.get(path)
+
+
+@pytest.mark.parametrize("text, item, types", [
+    # comparisons and `!` are truth values (an ordering of non-numbers is null)
+    ("a == b", False, {"boolean", "null"}),
+    ("a < `1`", False, {"boolean", "null"}),
+    ("!a", False, {"boolean"}),
+    ("!(status.phase)", False, {"boolean"}),
+    # literals: their JSON type
+    ("`true`", False, {"boolean"}),
+    ("`null`", False, {"null"}),
+    ("`{}`", False, {"object"}),
+    ("`[]`", False, {"array"}),
+    ("`2`", False, {"number"}),
+    ("'x'", False, {"string"}),
+    # string fields by convention; `status` only on list items (conditions)
+    ("status", True, {"string", "null"}),
+    ("status", False, {"any"}),
+    ("status.phase", False, {"string", "null"}),
+    ("spec.status", False, {"any"}),
+    ("status.conditions[0].status", False, {"string", "null"}),
+    ("status.conditions[0] | status", False, {"string", "null"}),
+    ("status.conditions[0]", False, {"any", "null"}),
+    # an item picked out of a list, by index or by a function after a pipe
+    ("status.conditions[?type=='Ready'] | max_by(@, &lastTransitionTime).status", False,
+     {"string", "null"}),
+    ("status.conditions[*] | max_by(@, &lastTransitionTime).status", False, {"string", "null"}),
+    ("status.conditions[] | max_by(@, &lastTransitionTime).status", False, {"string", "null"}),
+    ("status.conditions | max_by(@, &lastTransitionTime).status", False, {"any"}),
+    ("status | @", True, {"string", "null"}),
+    ("[status][0]", True, {"string", "null"}),
+    ("reason || status", True, {"string", "null"}),
+    ("status || reason", True, {"string", "null"}),
+    ("status && reason", True, {"string", "null"}),
+    ("status.phase || `1`", False, {"string", "null", "number"}),
+    ("a && `1`", False, {"any", "number"}),
+    # `@` is what the pipe feeds in
+    ("@", False, {"any"}),
+    ("status.phase | @", False, {"string", "null"}),
+    ("status.phase | @ || 'x'", False, {"string", "null"}),
+    ("status.phase | [@][0]", False, {"string", "null"}),
+    ("status.phase | (@ | @)", False, {"string", "null"}),
+    ("status.phase | `1` || @", False, {"string", "null", "number"}),
+    ("`[1]` | [0]", False, {"number", "null"}),
+    # indexing gives an item or null, lists (projections, slices, flattening) a list or null
+    ("`[1]`[0]", False, {"number", "null"}),
+    ("`[1]`[:1]", False, {"array", "null"}),
+    ("a[*].b", False, {"array", "null"}),
+    ("a.*", False, {"array", "null"}),
+    ("a[]", False, {"array", "null"}),
+    ("[status.phase, `1`]", False, {"array", "null"}),
+    ("{a: b}", False, {"object", "null"}),
+    # functions: what the JMESPath specification says each returns
+    ("length(a)", False, {"number"}),
+    ("contains(a, 'x')", False, {"boolean"}),
+    ("to_string(a)", False, {"string"}),
+    ("keys(a)", False, {"array"}),
+    ("merge(a, b)", False, {"object"}),
+    ("reverse(a)", False, {"array", "string"}),
+    ("max(a)", False, {"number", "string", "null"}),
+    ("not_null(a, b)", False, {"any"}),
+    ("foo(a)", False, {"any"}),
+])
+def test_what_an_expression_can_evaluate_to(text: str, item: bool, types: set[str]) -> None:
+    assert _types(text, item) == types
+
+
+@pytest.mark.parametrize("text, items", [
+    ("`[1, \"a\", true, null, {}, []]`", {"number", "string", "boolean", "null", "object", "array"}),
+    ("`[]`", {"any"}),
+    ("`{}`", {"any"}),
+    ("`[1]`[:1]", {"number"}),
+    ("`[1]` | [:1]", {"number"}),
+    ("status.conditions[*].status", {"string"}),
+    ("status.conditions[?status == 'True'].type", {"string"}),
+    ("status.conditions[*].reason || `[1]`", {"string", "number"}),
+    ("`[1]` || `[\"a\"]`", {"number", "string"}),
+    ("`[1]` && `[\"a\"]`", {"number", "string"}),
+    ("[status.phase, `1`]", {"string", "null", "number"}),
+    ("[]", {"any"}),
+    ("a[*].b", {"any"}),
+    ("a[*].length(@)", {"number"}),
+    ("`[1]`[*]", {"number"}),
+    ("`[[1]]`[0]", {"any"}),
+    ("`[1]` | @[*]", {"number"}),
+    ("spec | [status, x[0]]", {"any", "null"}),    # `status` of the object, not of an item
+    ("'ab'", {"any"}),                            # not a list: no items
+    ("`{\"a\": 1}`", {"any"}),
+])
+def test_what_the_items_of_a_list_can_be(text: str, items: set[str]) -> None:
+    assert _items(text) == items
+
+
+@pytest.mark.parametrize("text, items", [
+    ("[status]", {"string", "null"}),
+    ("[status][*]", {"string"}),
+    ("[reason, status] | [0:1]", {"string"}),
+])
+def test_what_the_items_of_a_list_of_list_items_fields_can_be(text: str, items: set[str]) -> None:
+    assert _items(text, item=True) == items
+
+
+def test_a_schema_types_the_items_of_a_list_built_from_the_root() -> None:
+    assert _items("[summary][*]", field_types=_schema) == {"string"}
+    assert _items("[summary, spec.count]", field_types=_schema) == {"string", "number", "null"}
+
+
+@pytest.mark.parametrize("text, item, types", [
+    ("summary", False, {"string", "null"}),        # the schema's type, or absent
+    ("summary", True, {"any"}),                    # a list item's field: not the root's
+    ("spec.count", False, {"number", "null"}),
+    ("spec.count || summary", False, {"number", "string", "null"}),
+    ("spec.on && summary", False, {"boolean", "string", "null"}),
+    ("!summary", False, {"boolean"}),
+    ("summary == `1`", False, {"boolean", "null"}),
+    ("[summary][0]", False, {"string", "null"}),
+    ("summary | @", False, {"string", "null"}),
+    ("summary.x", False, {"any"}),                 # the schema does not say
+    ("phase", False, {"string", "null"}),          # not in it: the convention
+    ("spec.count[0]", False, {"any", "null"}),
+])
+def test_a_schema_types_the_fields_read_from_the_root(text: str, item: bool,
+                                                      types: set[str]) -> None:
+    assert _types(text, item, _schema) == types
+
+
+def _diagnostics(text: str) -> list:
+    return list(api.build_sources([SourceFile.from_text("t.rules", text)],
+                                  emit_plan=False).diagnostics)
+
+
+def _spans(text: str) -> list[tuple[str, int, int, int, int]]:
+    return [(d.code, d.span.line, d.span.column, d.span.end_line, d.span.end_column)
+            for d in _diagnostics(text)]
+
+
+@pytest.mark.parametrize("condition, raw, help", [
+    ('<<status.phase == "Failed">>', '"Failed"', "use 'Failed' for the string"),
+    ('<<"Failed" == status.phase>>', '"Failed"', "use 'Failed' for the string"),
+    # escaped quotes belong to the name, whatever their number and place
+    ('<<status.phase == "a\\"\\"b" && x>>', '"a\\"\\"b"', "use 'a\"\"b' for the string"),
+    ('<<status.phase == "ab\\"c" && x>>', '"ab\\"c"', "use 'ab\"c' for the string"),
+    ('<<status.phase == "\\"x" && x>>', '"\\"x"', "use '\"x' for the string"),
+    ("<<status.phase == \"it's\">>", '"it\'s"', "use 'it\\'s' for the string"),
+])
+def test_a_double_quoted_string_is_quoted_whole(condition: str, raw: str, help: str) -> None:
+    [d] = _diagnostics(kind(f"    failed when {condition}"))
+    start = 17 + condition.index(raw)
+    assert d.code == "R202"
+    assert d.message == f"`{raw}` is a field name in JMESPath, not a string"
+    assert d.help == help
+    assert (d.span.line, d.span.column, d.span.end_line, d.span.end_column) == (
+        4, start, 4, start + len(raw))
+
+
+def test_an_expression_too_deep_to_evaluate_says_so() -> None:
+    [d] = _diagnostics(kind("    failed when <<status" + " | status" * 120 + ">>"))
+    assert d.code == "R005" and d.severity == "error"
+    assert d.message == ("this expression nests 121 levels deep; at most 100 levels can be "
+                         "evaluated")
+    assert d.help == "split it: `define` filters, or several conditions"
+    [d] = _diagnostics(kind("    failed when <<" + "(" * 3000 + "a" + ")" * 3000 + ">>"))
+    assert d.message == ("this expression nests too deeply for JMESPath to parse it; at most 100 "
+                         "levels can be evaluated")
+    # 100 levels (99 pipes after the first field) are evaluated, 101 are not
+    assert _diagnostics(kind("    failed when <<status" + " | status" * 99 + ">>")) == []
+    [d] = _diagnostics(kind("    failed when <<status" + " | status" * 100 + ">>"))
+    assert d.message.startswith("this expression nests 101 levels deep")
+
+
+def test_a_jmespath_error_at_the_end_points_at_the_closing_marks() -> None:
+    # the expression ends too early: the span is the `>>` after it
+    assert _spans(kind("    failed when <<status.>>")) == [("R201", 4, 26, 4, 28)]
+    [d] = _diagnostics(kind("    failed when <<status.>>"))
+    assert d.message == "invalid JMESPath: unexpected end of expression"
+    # inside it: the offending token
+    assert _spans(kind("    failed when <<status.$x>>")) == [("R201", 4, 26, 4, 27)]
+
+
+@pytest.mark.parametrize("condition, message", [
+    ("<<max(status.x)>>", "this condition can only be a number or string, which is true "
+                          "whenever it is non-empty"),
+    ("<<status.phase || status.reason>>", "this condition can only be a string, which is true "
+                                             "whenever it is non-empty"),
+    ("<<`[1, 2]`>>", "this condition can only be a list of numbers, which is true whenever it "
+                     "has an item, whatever the items are"),
+    ("<<[status.phase, `1`]>>", "this condition can only be a list of numbers or strings, which "
+                                "is true whenever it has an item, whatever the items are"),
+    ("<<`null`>>", None),        # always false, but not a string or a number
+    ("<<[`null`]>>", None),
+    ("<<`[true]`>>", None),
+])
+def test_non_boolean_condition_messages(condition: str, message: str | None) -> None:
+    found = [d for d in _diagnostics(kind(f"    failed when {condition}")) if d.code == "R203"]
+    assert [d.message for d in found] == ([] if message is None else [message])
+    if found:
+        assert (found[0].span.line, found[0].span.column) == (4, 17)
+        assert found[0].help.startswith("compare")
+
+
+def test_each_unknown_function_is_named_at_its_own_call() -> None:
+    # a filter's condition comes before the projection after it, in the tree's last place
+    text = kind("    failed when <<status.x[?lenght(a)].nope(b) | [0] == `1`>>")
+    found = [(d.code, d.span.column, d.message) for d in _diagnostics(text)]
+    assert found == [("R205", 29, "no JMESPath function is called `lenght`"),
+                     ("R205", 40, "no JMESPath function is called `nope`")]
+
+
+@pytest.mark.parametrize("condition, finding", [
+    ("<<regex_match('x')>>", ("R206", 19, 30, "`regex_match()` takes 2 arguments, and is given 1",
+                              "regex_match(string, string|null)")),
+    ("<<now(`1`) == ''>>", ("R206", 19, 22, "`now()` takes no arguments, and is given 1", "now()")),
+    ("<<merge() == `{}`>>", ("R206", 19, 24, "`merge()` takes at least 1 argument, and is given 0",
+                             "merge(object, ...)")),
+    ("<<not_null()>>", ("R206", 19, 27, "`not_null()` takes at least 1 argument, and is given 0",
+                        "not_null(any, ...)")),
+    ("<<length(a, b) > `1`>>", ("R206", 19, 25, "`length()` takes 1 argument, and is given 2",
+                                "length(string|array|object)")),
+    ("<<sort_by(a) == `[]`>>", ("R206", 19, 26, "`sort_by()` takes 2 arguments, and is given 1",
+                                "sort_by(array, expref)")),
+    ("<<lenght(a)>>", ("R205", 19, 25, "no JMESPath function is called `lenght`",
+                       "did you mean `length`?")),
+    ("<<zzzzzz(a)>>", ("R205", 19, 25, "no JMESPath function is called `zzzzzz`",
+                       "see the functions in docs/evaluation.md and the JMESPath specification")),
+])
+def test_function_findings_say_what_is_wrong(condition: str, finding: tuple) -> None:
+    found = [(d.code, d.span.column, d.span.end_column, d.message, d.help)
+             for d in _diagnostics(kind(f"    failed when {condition}")) if d.code != "R203"]
+    assert found == [finding]
+
+
+@pytest.mark.parametrize("condition, finding", [
+    ("<<>>", ("R201", 17, 21, "empty JMESPath expression")),
+    ("<<status.$x>>", ("R201", 26, 27, "invalid JMESPath: unknown token $")),
+    ("<<a = b>>", ("R201", 21, 22, "invalid JMESPath: unknown token '='")),
+    ('<<a."b\\q" == a>>', ("R201", 21, 26, "invalid JMESPath: invalid \\escape")),
+    ("<<a[?b>>", ("R201", 23, 25, "invalid JMESPath: the expression ends too early")),
+    ("<< >>", ("R201", 20, 22, "invalid JMESPath: the expression ends too early")),
+    ("<<a || || b>>", ("R201", 24, 26, "invalid JMESPath: unexpected `||`")),
+    ("<<a[1.5]>>", ("R201", 22, 23, "invalid JMESPath: unexpected `.`")),
+    ("<<a == `\"x`>>", ("R201", 24, 28, "invalid JMESPath: bad token \"x")),
+    ("<<$ == a>>", ("R201", 19, 20, "invalid JMESPath: unknown token $")),
+    ("<<|| a>>", ("R201", 19, 21, "invalid JMESPath: unexpected `||`")),
+    ("<<!a.b[?c>>", ("R201", 26, 28, "invalid JMESPath: the expression ends too early")),
+    ("<<!lenght(a.$)>>", ("R201", 29, 30, "invalid JMESPath: unknown token $")),
+])
+def test_jmespath_syntax_errors_say_where_and_what(condition: str, finding: tuple) -> None:
+    found = [(d.code, d.span.column, d.span.end_column, d.message)
+             for d in _diagnostics(kind(f"    failed when {condition}"))]
+    assert found == [finding]
+
+
+@pytest.mark.parametrize("condition, message, help", [
+    ("<<!a.b.c>>", "`!a.b.c` means `(!a).b.c`", "write !(a.b.c)"),
+    ("<<!!a[?b]>>", "`!!a[?b]` means `(!!a)[?b]`", "write !!(a[?b])"),
+    ("<<x && !a\n   .b>>", "`!a .b` means `(!a) .b`", "write !(a .b)"),
+    ("<<!a[].b == `1`>>", "`!a[].b` means `(!a)[].b`", "write !(a[].b)"),
+])
+def test_not_precedence_quotes_the_source(condition: str, message: str, help: str) -> None:
+    [d] = _diagnostics(kind(f"    failed when {condition}"))
+    assert d.code == "R204"
+    assert d.message == message + ": `!` binds tighter, and reading from a boolean finds only null"
+    assert d.help == help
+
+
+def test_not_precedence_through_parentheses_says_what_it_reads() -> None:
+    [d] = _diagnostics(kind("    failed when <<(!status).x>>"))
+    assert d.code == "R204" and (d.span.line, d.span.column) == (4, 20)
+    assert d.message == "reading from the boolean result of `!` finds only null"

@@ -57,7 +57,12 @@ def test_kind_defaults() -> None:
 
 
 @pytest.mark.parametrize("kind,plural", [("Job", "jobs"), ("Policy", "policies"),
-                                         ("Gateway", "gateways"), ("Ingress", "ingresses")])
+                                         ("Gateway", "gateways"), ("Ingress", "ingresses"),
+                                         ("Box", "boxes"), ("Quiz", "quizes"), ("Batch", "batches"),
+                                         ("Mesh", "meshes"), ("Key", "keys"), ("Y", "ys"),
+                                         ("Toy", "toys"), ("Guy", "guys"), ("Ray", "rays"),
+                                         ("Bey", "beys"), ("Boy", "boys"), ("Buy", "buys"),
+                                         ("Xy", "xies"), ("Proxy", "proxies")])
 def test_plural(kind: str, plural: str) -> None:
     assert emit.plural(kind) == plural
 
@@ -309,3 +314,344 @@ def test_new_policy_and_action_shapes() -> None:
             restarted["action"]["delayCap"]) == (10, True, 60)
     runtime_plan.load(_plan('job k: example.org/v1 K {\n    task label "role"\n'
                             '    succeeded when count tasks succeeded >= 2\n}\n'))
+
+
+# -- every clause a kind and an injection can have, in the plan -------------------------------
+
+EVERY_CLAUSE = '''webhook failure closed timeout 9s
+
+job rich: example.org/v1 Box where not label "legacy" in ["x"] and not label "tier" != "b" {
+    plural "boxen"
+    pods owned
+    pods label "app" = "{job}"
+    task <<metadata.labels.role>>
+    primary pods not task "init" and restarts < 5
+    primary containers ["main", "aux"]
+    final never
+    mode audit annotation only
+    failed when (any pod failed for 1m with (container "main" and exit not in [1, 2..3]
+                                             and reason not in ["OOMKilled"]))
+               or not task "w" failed or any task failed
+               or count tasks failed >= <<spec.n>>
+               or job running longer than 2h
+               or all tasks succeeded
+        reason "R{task}" message <<status.m>>
+    succeeded when count pods of task "w" succeeded with pod reason "Evicted" > 1
+    status {
+        phase at status.state.phase map { Failed: "Bad" }
+        reason at status.r
+        message at status.msg
+        no condition
+        no annotations
+        no events
+    }
+    on task "w" pod pending for 5m condition "PodScheduled" = "False" reason in ["Unschedulable"]
+        -> ignore
+    on pod running label "a" and label "b" = "c" and where <<x>> -> ignore
+    on task "w" completed -> ignore
+    on task failed -> fail job reason "T" message "M"
+    on container restarted -> ignore
+    on job verdict changed -> ignore
+    on job running longer than 3h -> terminate job
+    audit on pod failed -> restart pod max 2 per pod
+    actions {
+        fail job -> record
+        abort job -> set spec.suspend = true, set spec.n = 3, set spec.note = "x", set spec.y = null
+        restart task -> delete pods of task by eviction
+        restart pod -> delete pod
+        restart job -> delete pods, await no pod running and no pod pending within 10m
+        terminate job -> create example.org/v1 Cmd { target: job, note: "n" }, condition "Term"
+    }
+}
+
+inject "rich-i" into pods of rich where not namespace label "off" and namespace label "team" in ["a"]
+        and not namespace label "z" = "1" and not (namespace "kube-system" or task "x")
+        and primary and where <<pod.a>> {
+    label "l" = "v"
+    env "E" = "e" in all
+    volume "s" secret "sec"
+    volume "e" empty dir
+    mount volume "s" at "/s" in ["aux"]
+    sidecar "side" native {
+        image "img"
+        command ["/bin/c"]
+        args ["-a", "{pod}"]
+        env "K" = "V"
+        mount volume "e" at "/e" read only
+    }
+    sidecar "plain" { image "i2" }
+    wrap primary with shell "exec {argv}"
+    wait for containers ["main"]
+}
+'''
+
+
+def _without_spans(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {k: _without_spans(v) for k, v in x.items() if k != "span"}
+    if isinstance(x, list):
+        return [_without_spans(v) for v in x]
+    return x
+
+
+def _every_clause() -> dict:
+    build = api.build_sources([SourceFile.from_text("r.rules", EVERY_CLAUSE)])
+    assert build.plan is not None and not build.errors, build.diagnostics
+    return build.plan
+
+
+def _policy(event: str, pid: str, action: dict, **fields: Any) -> dict:
+    return {"event": event, "id": pid, "action": action, "audit": True, "evicted": False,
+            "filter": None, "for": None, "task": None, "to": None, **fields}
+
+
+def _action(verb: str, **fields: Any) -> dict:
+    return {"action": verb, "budget": None, "delay": None, "delayCap": None, "doubling": False,
+            "fallback": None, "message": None, "reason": None, **fields}
+
+
+IGNORE = _action("ignore")
+
+
+def test_every_kind_clause_in_the_plan() -> None:
+    plan = _every_clause()
+    k = _without_spans(plan["kinds"][0])
+    assert {key: k[key] for key in ("name", "group", "version", "kind", "plural", "apiVersion",
+                                    "versions", "namespaces", "primaryContainers",
+                                    "primaryContainerPrefix")} == {
+        "name": "rich", "group": "example.org", "version": "v1", "kind": "Box",
+        "plural": "boxen", "apiVersion": "example.org/v1", "versions": ["v1"],
+        "namespaces": None, "primaryContainers": ["main", "aux"], "primaryContainerPrefix": None}
+    assert k["selector"] == [{"key": "legacy", "operator": "NotIn", "values": ["x"]},
+                             {"key": "tier", "operator": "In", "values": ["b"]}]
+    assert k["final"] == {"sticky": False, "until": None}
+    assert k["audit"] == {"annotationOnly": True}
+    assert k["pods"] == {"owned": True, "labels": {"app": [{"var": "job"}]}}
+    assert k["task"] == {"expr": "metadata.labels.role"}
+    assert k["primaryPods"] == {"op": "and", "args": [
+        {"op": "not", "arg": {"op": "task", "values": ["init"], "negate": False}},
+        {"op": "restarts", "cmp": "<", "value": 5, "container": None}]}
+    assert k["status"] == {"phase": {"path": ["status", "state", "phase"], "map": {"Failed": "Bad"},
+                                     "only": None, "over": None},
+                           "reason": {"path": ["status", "r"]}, "message": {"path": ["status", "msg"]},
+                           "condition": None, "annotations": False, "events": False}
+    assert plan["webhook"] == {"failurePolicy": "Fail", "timeoutSeconds": 9}
+
+
+def test_every_condition_in_the_plan() -> None:
+    failed, succeeded = _without_spans(_every_clause()["kinds"][0]["verdicts"])
+    assert failed == {"phase": "Failed", "reason": ["R", {"var": "task"}],
+                      "message": [{"expr": "status.m"}], "when": {"op": "or", "args": [
+        {"op": "pods", "quant": "any", "task": None, "state": "failed", "for": 60,
+         "filter": {"op": "and", "args": [
+             {"op": "exitCode", "codes": [1], "ranges": [[2, 3]], "negate": True, "container": "main"},
+             {"op": "containerReason", "values": ["OOMKilled"], "negate": True, "container": "main"}]}},
+        {"op": "not", "arg": {"op": "task", "quant": "any", "task": "w", "state": "failed"}},
+        {"op": "task", "quant": "any", "task": None, "state": "failed"},
+        {"op": "taskCount", "state": "failed", "cmp": ">=", "value": [{"expr": "spec.n"}]},
+        {"op": "jobAge", "longerThan": 7200},
+        {"op": "task", "quant": "all", "task": None, "state": "succeeded"}]}}
+    assert succeeded == {"phase": "Succeeded", "reason": None, "message": None, "when": {
+        "op": "count", "task": "w", "state": "succeeded", "cmp": ">", "value": [{"expr": "`1`"}],
+        "filter": {"op": "podReason", "values": ["Evicted"], "negate": False}}}
+
+
+def test_every_policy_event_in_the_plan() -> None:
+    policies = _without_spans(_every_clause()["kinds"][0]["policies"])
+    assert policies == [
+        _policy("podPending", "podPending#0", IGNORE, task="w", **{"for": 300}, filter={
+            "op": "condition", "type": "PodScheduled", "status": ["False"],
+            "reasons": ["Unschedulable"], "negate": False}),
+        _policy("podRunning", "podRunning#0", IGNORE, filter={"op": "and", "args": [
+            {"op": "label", "key": "a", "values": None, "negate": False},
+            {"op": "label", "key": "b", "values": ["c"], "negate": False},
+            {"op": "jmespath", "expr": "x"}]}),
+        _policy("taskCompleted", "taskCompleted#0", IGNORE, task="w"),
+        _policy("taskFailed", "taskFailed#0", _action("failJob", reason=["T"], message=["M"])),
+        _policy("containerRestarted", "containerRestarted#0", IGNORE),
+        _policy("jobVerdictChanged", "jobVerdictChanged#0", IGNORE),
+        _policy("jobRunningLongerThan", "jobRunningLongerThan#0", _action("terminateJob"),
+                **{"for": 10800}),
+        _policy("podFailed", "podFailed#0", _action(
+            "restartPod", budget={"max": 2, "per": "pod", "key": "podFailed#0"})),
+    ]
+
+
+def test_every_recipe_step_in_the_plan() -> None:
+    actions = _without_spans(_every_clause()["kinds"][0]["actions"])
+    assert actions == {
+        "failJob": "record",
+        "abortJob": {"steps": [
+            {"op": "set", "path": ["spec", "suspend"], "value": True},
+            {"op": "set", "path": ["spec", "n"], "value": 3},
+            {"op": "set", "path": ["spec", "note"], "value": "x"},
+            {"op": "set", "path": ["spec", "y"], "value": None}]},
+        "restartTask": {"steps": [{"op": "deletePods", "scope": "task", "evict": True}]},
+        "restartPod": {"steps": [{"op": "deletePods", "scope": "pod", "evict": False}]},
+        "restartJob": {"steps": [
+            {"op": "deletePods", "scope": "job", "evict": False},
+            {"op": "await", "timeout": 600, "when": {"op": "and", "args": [
+                {"op": "pods", "quant": "none", "task": None, "state": "running", "filter": None,
+                 "for": None},
+                {"op": "pods", "quant": "none", "task": None, "state": "pending", "filter": None,
+                 "for": None}]}}]},
+        "terminateJob": {"steps": [
+            {"op": "create", "apiVersion": "example.org/v1", "kind": "Cmd", "plural": "cmds",
+             "body": {"target": {"job": True}, "note": ["n"]}},
+            {"op": "condition", "type": "Term"}]},
+    }
+
+
+def test_every_injection_clause_in_the_plan() -> None:
+    [i] = _without_spans(_every_clause()["injections"])
+    assert i["name"] == "rich-i" and i["kinds"] == ["rich"]
+    assert i["completionContainers"] == ["main"]
+    assert i["match"] == {"op": "and", "args": [
+        {"op": "namespaceLabel", "key": "off", "values": None, "negate": True},
+        {"op": "namespaceLabel", "key": "team", "values": ["a"], "negate": False},
+        {"op": "namespaceLabel", "key": "z", "values": ["1"], "negate": True},
+        {"op": "not", "arg": {"op": "or", "args": [
+            {"op": "namespace", "values": ["kube-system"], "negate": False},
+            {"op": "task", "values": ["x"], "negate": False}]}},
+        {"op": "primary"},
+        {"op": "jmespath", "expr": "pod.a"}]}
+    assert i["ops"] == [
+        {"op": "label", "key": "l", "value": ["v"]},
+        {"op": "env", "name": "E", "value": ["e"], "containers": {"select": "all", "names": []}},
+        {"op": "volume", "name": "s", "source": {"secret": {"secretName": "sec"}}},
+        {"op": "volume", "name": "e", "source": {"emptyDir": {}}},
+        {"op": "mount", "volume": "s", "path": "/s", "readOnly": False,
+         "containers": {"select": "named", "names": ["aux"]}},
+        {"op": "sidecar", "name": "side", "native": True, "image": ["img"],
+         "command": [["/bin/c"]], "args": [["-a"], [{"var": "pod"}]],
+         "env": [{"name": "K", "value": ["V"]}],
+         "mounts": [{"volume": "e", "path": "/e", "readOnly": True}]},
+        {"op": "sidecar", "name": "plain", "native": False, "image": ["i2"], "command": None,
+         "args": None, "env": [], "mounts": []},
+        {"op": "wrap", "containers": {"select": "primary", "names": []}, "argv": None,
+         "shell": ["exec ", {"var": "argv"}]},
+    ]
+
+
+def test_every_clause_has_its_span() -> None:
+    plan = _every_clause()
+    k = plan["kinds"][0]
+    lines = {"kind": k["span"]["line"], "task": k["task"]["span"]["line"],
+             "verdict": k["verdicts"][1]["span"]["line"], "status": k["status"]["span"]["line"],
+             "policy": k["policies"][1]["span"]["line"], "audit": k["audit"]["span"]["line"],
+             "recipe": k["actions"]["restartPod"]["span"]["line"],
+             "step": k["actions"]["restartPod"]["steps"][0]["span"]["line"],
+             "expr": k["verdicts"][0]["message"][0]["span"]["line"],
+             "injection": plan["injections"][0]["span"]["line"],
+             "op": plan["injections"][0]["ops"][2]["span"]["line"],
+             "where": plan["injections"][0]["match"]["args"][5]["span"]["line"]}
+    assert lines == {"kind": 3, "task": 7, "verdict": 19, "status": 20, "policy": 30, "audit": 11,
+                     "recipe": 41, "step": 41, "expr": 18, "injection": 47, "op": 52, "where": 49}
+
+
+@pytest.mark.parametrize("hooks, webhook", [
+    ("", {"failurePolicy": "Ignore", "timeoutSeconds": 5}),
+    ("webhook failure closed\n", {"failurePolicy": "Fail", "timeoutSeconds": 5}),
+    ("webhook failure open\n", {"failurePolicy": "Ignore", "timeoutSeconds": 5}),
+    ("webhook timeout 3s\n", {"failurePolicy": "Ignore", "timeoutSeconds": 3}),
+    ("webhook timeout 3s\nwebhook failure closed\n", {"failurePolicy": "Fail", "timeoutSeconds": 3}),
+])
+def test_webhook_settings(hooks: str, webhook: dict) -> None:
+    plan = _plan(hooks + "job j: batch/v1 Job { succeeded when all pods succeeded }\n")
+    assert plan["webhook"] == webhook
+
+
+def test_audit_mode_verdict_event_and_more_versions() -> None:
+    k = _kind('job t: tekton.dev/v1, v1beta1 PipelineRun {\n    primary containers prefix "step-"\n'
+              '    mode audit\n    succeeded when all pods succeeded\n'
+              '    on job verdict changed to succeeded -> ignore\n'
+              '    on pod failed or evicted -> ignore\n}\n')
+    assert k["versions"] == ["v1", "v1beta1"] and k["primaryContainerPrefix"] == "step-"
+    assert k["audit"]["annotationOnly"] is False
+    verdict, evicted = k["policies"]
+    assert (verdict["event"], verdict["to"], verdict["audit"]) == ("jobVerdictChanged", "Succeeded", True)
+    assert (evicted["event"], evicted["evicted"]) == ("podFailed", True)
+    assert k["final"] == {"sticky": True, "until": None} and k["primaryContainers"] is None
+
+
+def test_plan_files_text_and_remaining_defaults() -> None:
+    import hashlib
+
+    text = ('job j: batch/v1 Job where namespace in ["b", "a"] {\n'
+            '    succeeded when all pods succeeded\n'
+            '    status { condition "Judged" }\n'
+            '    on pod failed -> restart pod max 3 reason "Échec"\n}\n'
+            'inject into pods of j { annotate "k" = "v" }\n')
+    plan = _plan(text)
+    assert plan["files"] == [{"path": "t.rules",
+                              "sha256": hashlib.sha256(text.encode()).hexdigest()}]
+    [k] = plan["kinds"]
+    assert k["selector"] is None and k["namespaces"] == ["a", "b"]
+    assert k["status"]["condition"] == "Judged" and k["status"]["annotations"] is True
+    assert k["policies"][0]["action"]["budget"] == {"max": 3, "per": "job", "key": "podFailed#0"}
+    [op] = _without_spans(plan["injections"][0]["ops"])
+    assert op == {"op": "annotate", "key": "k", "value": ["v"]}
+    dumped = emit.dumps(plan)
+    assert '            "reason": [\n              "Échec"\n' in dumped  # as is, indented by 2
+    assert dumped.index('"files"') < dumped.index('"injections"') < dumped.index('"kinds"')
+    assert json.loads(dumped) == plan
+
+
+def test_audit_per_policy_conditions_without_status_and_scoped_restarts() -> None:
+    k = _kind('job j: batch/v1 Job where label "team" {\n    succeeded when all pods succeeded\n'
+              '    audit on pod failed condition "DisruptionTarget" -> ignore\n'
+              '    on pod failed (container "main" and restarts >= 2) -> ignore\n}\n')
+    watched, acted = k["policies"]
+    assert (watched["audit"], acted["audit"]) == (True, False)
+    assert _without_spans(watched["filter"]) == {"op": "condition", "type": "DisruptionTarget",
+                                                 "status": ["True"], "reasons": [], "negate": False}
+    assert acted["filter"] == {"op": "restarts", "cmp": ">=", "value": 2, "container": "main"}
+    assert k["selector"] == [{"key": "team", "operator": "Exists", "values": []}]
+    assert k["audit"] is None
+
+
+def test_container_scope_reaches_into_or_and_not() -> None:
+    k = _kind('job j: batch/v1 Job {\n'
+              '    failed when any pod failed with (container "main" and (exit 1 or exit 2)\n'
+              '                                     and not reason "OOMKilled")\n'
+              '    succeeded when all pods succeeded\n'
+              '    on pod failed -> restart pod max <<spec.backoffLimit>>\n}\n')
+    assert k["verdicts"][0]["when"]["filter"] == {"op": "and", "args": [
+        {"op": "or", "args": [
+            {"op": "exitCode", "codes": [1], "ranges": [], "negate": False, "container": "main"},
+            {"op": "exitCode", "codes": [2], "ranges": [], "negate": False, "container": "main"}]},
+        {"op": "not", "arg": {"op": "containerReason", "values": ["OOMKilled"], "negate": False,
+                              "container": "main"}}]}
+    budget = k["policies"][0]["action"]["budget"]
+    assert budget["max"] == {"expr": "spec.backoffLimit",
+                             "span": {**budget["max"]["span"], "line": 5, "column": 38}}
+
+
+def test_ops_without_containers_go_to_the_primary_ones() -> None:
+    plan = _plan('job j: batch/v1 Job { succeeded when all pods succeeded }\n'
+                 'inject into pods of j {\n    env "A" = "1"\n    volume "v" empty dir\n'
+                 '    mount volume "v" at "/v"\n}\n')
+    env, _, mount = plan["injections"][0]["ops"]
+    assert env["containers"] == mount["containers"] == {"select": "primary", "names": []}
+
+
+def test_task_label_and_wrap_of_all_containers() -> None:
+    plan = _plan('job j: batch/v1 Job {\n    task label "role"\n    succeeded when all pods succeeded\n}\n'
+                 'inject into pods of j {\n    wrap all with ["/run"]\n}\n')
+    assert plan["kinds"][0]["task"] == {"label": "role"}
+    [wrap] = plan["injections"][0]["ops"]
+    assert wrap["containers"] == {"select": "all", "names": []} and wrap["argv"] == [["/run"]]
+
+
+def test_a_pod_quantifier_of_one_task() -> None:
+    k = _kind('job j: batch/v1 Job {\n    task label "role"\n'
+              '    failed when any pod of task "w" failed\n    succeeded when all pods succeeded\n}\n')
+    assert _without_spans(k["verdicts"][0]["when"]) == {
+        "op": "pods", "quant": "any", "task": "w", "state": "failed", "filter": None, "for": None}
+
+
+def test_a_label_after_a_namespace_in_the_scope_is_in_the_selector() -> None:
+    k = _kind('job j: batch/v1 Job where namespace "ml" and label "team" = "a" {\n'
+              '    succeeded when all pods succeeded\n}\n')
+    assert k["selector"] == [{"key": "team", "operator": "In", "values": ["a"]}]
+    assert k["namespaces"] == ["ml"]
