@@ -182,6 +182,8 @@ class _Emitter:
         elif s.op == "resize":
             assert s.path is not None
             out["path"] = list(s.path.segments)
+            if s.within is not None:
+                out["within"] = list(s.within.segments)
         elif s.op == "condition":
             assert s.type is not None
             out["type"] = s.type.value

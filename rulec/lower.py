@@ -343,6 +343,10 @@ class _Lowering:
             return nodes.Step(span, "create", api_version=nodes.Name(self.span(api), str(api)),
                               kind=self.name(kind), body=tuple(body))
         if tree.data == "step_resize":
+            if ch[0].type == "TASK_PATH":   # `MAP[task].WITHIN`
+                where, within = str(ch[0]).split("[task].")
+                return nodes.Step(span, "resize", path=nodes.FieldPath(span, tuple(where.split("."))),
+                                  within=nodes.FieldPath(span, tuple(within.split("."))))
             return nodes.Step(span, "resize", path=self.path_of(ch[0]))
         return nodes.Step(span, "await", when=self.node(ch[0]), timeout=self.duration(ch[1]))
 

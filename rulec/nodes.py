@@ -303,6 +303,7 @@ class Step(AstNode, frozen=True):
     body: tuple[tuple[Text, "Template | str"], ...] = ()   # "job": the job's owner reference
     when: Node | None = None              # await
     timeout: Duration | None = None
+    within: FieldPath | None = None       # resize `PATH[task].WITHIN`: a map keyed by task
 
 
 class Recipe(AstNode, frozen=True):

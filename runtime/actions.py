@@ -137,11 +137,19 @@ def _resize(step: plan.ResizeTemplate, intent: intents.Intent, job: Mapping[str,
     patch replaces a list whole, so it is built from the job as it now is)."""
     if not intent.resize:
         return Next(note="no new size to write")
-    template = objects.at(job, step.path)
+    path = step.path
+    if step.within is not None:
+        entries = objects.at(job, step.path)
+        key = next((k for k in (entries if isinstance(entries, dict) else {})
+                    if k.lower() == (intent.task or "").lower()), None)
+        if key is None:
+            return Next(failed=f"no entry of {'.'.join(step.path)} for task {intent.task!r}")
+        path = (*step.path, key, *step.within)
+    template = objects.at(job, path)
     lists = resources.resized(template if isinstance(template, dict) else {}, intent.resize)
     if lists is None:
         return Next(note="already so")
-    patch = objects.put({}, (*step.path, "spec"), lists)
+    patch = objects.put({}, (*path, "spec"), lists)
     return Next((Request("PATCH", job_path, patch, guarded=True),))
 
 

@@ -399,6 +399,9 @@ class Await:
 class ResizeTemplate:
     span: Span | None
     path: tuple[str, ...]   # the job's pod template the action's new sizes are written into
+    # with `PATH[task].WITHIN`: PATH is a map with an entry per task (its key the task in any
+    # letter case: Kubeflow's `Worker` for pods labelled `worker`), the template at WITHIN in it
+    within: tuple[str, ...] | None = None
 
 
 Step: TypeAlias = Union[DeletePods, SetField, SetCondition, CreateObject, Await, ResizeTemplate]
@@ -1056,7 +1059,9 @@ def _recipe(value: Any, where: str) -> Recipe:
         elif op == "condition":
             step = SetCondition(span, shape.string(s.get("type"), f"{where}.type"))
         elif op == "resize":
-            step = ResizeTemplate(span, _strs(s.get("path"), f"{where}.path"))
+            step = ResizeTemplate(span, _strs(s.get("path"), f"{where}.path"),
+                                  None if s.get("within") is None
+                                  else _strs(s["within"], f"{where}.within"))
         elif op == "create":
             body = tuple((key, None if isinstance(v, dict) and v.get("job") is True
                           else _template(v, f"{where}.body"))

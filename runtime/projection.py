@@ -86,6 +86,8 @@ def of_kind(kind: plan.Kind) -> Projection:
             job_paths.append(step.path)
         elif isinstance(step, plan.CreateObject):  # made only while the status is as decided
             job_paths.append(("status",))
+        elif isinstance(step, plan.ResizeTemplate) and step.within is not None:
+            job_paths.append(step.path)   # the entry of any task: all of them
         elif isinstance(step, plan.ResizeTemplate):  # its container lists are written back whole
             job_paths += [(*step.path, "spec", "containers"), (*step.path, "spec", "initContainers")]
     pods = merge(POD_FIELDS, tree(pod_paths))

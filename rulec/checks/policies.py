@@ -99,17 +99,23 @@ def action(ctx: Context, a: nodes.Action, e: nodes.Event, k: nodes.Kind) -> None
 _RECORDED = {"failJob": "Failed", "completeJob": "Succeeded", "terminateJob": "Failed"}
 
 
+# The events a restart with more memory follows: a pod that failed (or was evicted), or a
+# container the kubelet restarted in place (`restartPolicy: OnFailure`).
+_GROWS_ON = frozenset({"podFailed", "podEvicted", "containerRestarted"})
+
+
 def grow(ctx: Context, a: nodes.Action, e: nodes.Event, k: nodes.Kind) -> None:
     """`with memory * F up to MAX`: a restart, on a pod's failure, of a kind whose recipe for
     it writes the new sizes somewhere (a `resize` step); F above 1 (MAX is a quantity by the
     grammar)."""
     assert a.grow is not None
     verb = vocabulary.ACTIONS[a.verb]
-    if a.verb not in vocabulary.RESTARTS or e.name not in vocabulary.FAILURE_EVENTS - {"taskFailed"}:
+    if a.verb not in vocabulary.RESTARTS or e.name not in _GROWS_ON:
         ctx.report("action-not-allowed", a.grow.span,
                    f"`with memory` raises the memory of a failed pod's containers before a "
                    f"restart; `{verb}` on `{vocabulary.EVENTS[e.name]}` is not one",
-                   help="use it on `restart job|task|pod` after `on pod failed ...`")
+                   help="use it on `restart job|task|pod` after `on pod failed ...` or `on "
+                        "container restarted ...`")
         return
     if not 1 < a.grow.factor <= 16:
         ctx.report("value-out-of-range", a.grow.span,
@@ -177,6 +183,8 @@ def recipes(ctx: Context, k: nodes.Kind) -> None:
                 ctx.report("action-not-allowed", step.span,
                            f"`resize` writes the new sizes of a restart with more memory, and "
                            f"`{verb}` is no restart")
+            elif step.op == "resize" and step.within is not None and not k.has_task:
+                ctx.need_task(k, step.span, "`resize PATH[task]`")
             elif step.op == "condition" and step.type is not None and not step.type.value:
                 ctx.report("empty-value", step.type.span, "a condition type cannot be empty")
             elif step.op == "create":

@@ -55,9 +55,9 @@ def new_pod(api: Any, namespace: str, name: str, main: str) -> dict[str, Any]:
     return apiserver.wait_for(f"a pod of {name} with {main} for main", found, timeout=120)
 
 
-def oom(api: Any, pod: dict[str, Any]) -> None:
+def oom(api: Any, pod: dict[str, Any], container: str = "main") -> None:
     running = apiserver.report_running(api, pod)
-    apiserver.report_oom_killed(api, running, container="main")
+    apiserver.report_oom_killed(api, running, container=container)
 
 
 def test_a_job_killed_for_memory_twice_restarts_with_more_each_time_then_succeeds(
@@ -144,3 +144,48 @@ def test_a_kill_9_mid_resize_writes_the_new_size_once(control_plane: Any, api: A
         controllers.wait_for_verdict(api, apiserver.JOBS.path(namespace, "train"), "Succeeded", 60)
     assert resizes(control_plane.plane.audit_log, namespace) == ["384Mi"]
     assert memory(pod) == {"main": "384Mi", "logs": "64Mi"}
+
+
+def pytorch_job(namespace: str) -> dict[str, Any]:
+    def replica() -> dict[str, Any]:
+        return {"replicas": 1, "restartPolicy": "OnFailure", "template": {"spec": {"containers": [
+            {"name": "pytorch", "image": "busybox:1.36",
+             "resources": {"requests": {"memory": "256Mi"}, "limits": {"memory": "256Mi"}}}]}}}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"name": "train", "namespace": namespace},
+            "spec": {"pytorchReplicaSpecs": {"Master": replica(), "Worker": replica()}}}
+
+
+def replica_pod(api: Any, namespace: str, role: str, size: str) -> dict[str, Any]:
+    """The PyTorchJob's pod of `role` that is not over nor going, once it has `size` memory."""
+    def found() -> dict[str, Any] | None:
+        for pod in apiserver.list_pods(api, namespace,
+                                       f"training.kubeflow.org/replica-type={role}"):
+            if (not pod["metadata"].get("deletionTimestamp")
+                    and (pod.get("status") or {}).get("phase") in (None, "Pending")
+                    and memory(pod)["pytorch"] == size):
+                return pod
+        return None
+    return apiserver.wait_for(f"a {role} pod with {size}", found, timeout=120)
+
+
+@pytest.mark.usefixtures("training_operator")
+def test_a_pytorchjob_master_killed_for_memory_restarts_with_more_in_its_template_only(
+        control_plane: Any, api: Any, namespace: str, plan_file: Path, tmp_path: Path) -> None:
+    """Under the real training operator, `restartPolicy: OnFailure`: the kubelet restarts the
+    master's container killed for memory in place, and the policy (`on container restarted`)
+    restarts the job with the master's template grown, the worker's as it was."""
+    path = apiserver.PYTORCH_JOBS.path(namespace, "train")
+    with controllers.running(control_plane, plan_file, namespace, tmp_path):
+        apiserver.create(api, apiserver.PYTORCH_JOBS, pytorch_job(namespace))
+        replica_pod(api, namespace, "worker", "256Mi")
+        killed = apiserver.report_running(api, replica_pod(api, namespace, "master", "256Mi"))
+        apiserver.report_oom_restarted(api, killed, container="pytorch")
+        master = replica_pod(api, namespace, "master", "384Mi")
+        replica_pod(api, namespace, "worker", "256Mi")   # back too, at its own size
+        specs = apiserver.get(api, path)["spec"]["pytorchReplicaSpecs"]
+        assert [memory(specs[r]["template"])["pytorch"] for r in ("Master", "Worker")] == \
+            ["384Mi", "256Mi"]
+        apiserver.report_succeeded(api, apiserver.report_running(api, master))
+        done = controllers.wait_for_verdict(api, path, "Succeeded", timeout=90)
+    assert controllers.verdict(done)["reason"] == "PyTorchJobSucceeded"

@@ -98,7 +98,7 @@ EXACT = {"INT": ("constant.numeric.integer.rules",), "DURATION": ("constant.nume
          "FAILED_OR_EVICTED": ("keyword.other.state.rules",),
          "FACTOR": ("constant.numeric.decimal.rules", "constant.numeric.integer.rules"),
          "QUANTITY": ("constant.numeric.quantity.rules", "constant.numeric.integer.rules")}
-NAMES = ("NAME", "KIND", "PATH", "WORD")  # innermost scope: a name of some sort
+NAMES = ("NAME", "KIND", "PATH", "TASK_PATH", "WORD")  # innermost scope: a name of some sort
 NAME_SCOPES = ("variable.", "entity.name.", "support.type.")
 
 

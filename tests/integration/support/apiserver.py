@@ -361,6 +361,21 @@ def report_oom_killed(api: Client, pod: Obj, *, container: str | None = None) ->
     return report_failed(api, pod, exit_code=137, reason="OOMKilled", container=container)
 
 
+def report_oom_restarted(api: Client, pod: Obj, *, container: str | None = None) -> Obj:
+    """The kernel's OOM killer ended ``container`` and the kubelet restarted it in place at
+    once, as it does the first time (``restartPolicy: OnFailure``): the pod Running, the
+    container running again with its last termination OOMKilled, exit code 137, one restart."""
+    started = pod.get("status", {}).get("startTime") or _now()
+    names = _containers(pod)
+    killed = [n for n, _ in names].index(container or names[0][0])
+    statuses = [_running(n, i, started) for n, i in names]
+    last = _terminated(*names[killed], started, 137, "OOMKilled")
+    statuses[killed] |= {"lastState": last["state"], "restartCount": 1}
+    return set_status(api, pod, {"phase": "Running", "startTime": started,
+                                 "conditions": _conditions(ready=True),
+                                 "containerStatuses": statuses})
+
+
 def report_evicted(api: Client, pod: Obj, *,
                    message: str = "The node was low on resource: memory.") -> Obj:
     """The kubelet evicted the pod under node pressure: phase Failed, reason Evicted, condition

@@ -6,6 +6,7 @@ out (runtime.reconcile, runtime.actions)."""
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -141,3 +142,51 @@ def test_the_controller_cache_keeps_what_the_resize_reads_and_writes(kind: plan.
     assert from_cache.requests == from_whole.requests
     [written] = from_cache.requests[0].body["spec"]["template"]["spec"]["containers"][:1]
     assert written["command"] == ["python", "train.py"] and written["env"] == [{"name": "A", "value": "1"}]
+
+
+PYTORCH = """
+job pt: kubeflow.org/v1 PyTorchJob {
+    task label "training.kubeflow.org/replica-type"
+    failed     when any pod failed
+    pending    otherwise
+    on container restarted cause "oom" -> restart job with memory * 2 max 1 as "oom"
+    actions {
+        restart job -> set spec.runPolicy.suspend = true,
+                       resize spec.pytorchReplicaSpecs[task].template,
+                       set spec.runPolicy.suspend = false
+    }
+}
+cause "oom" when reason "OOMKilled" hint "more memory"
+"""
+
+
+def test_a_map_keyed_by_task_gets_the_size_in_that_entry_only(tmp_path: Path) -> None:
+    (tmp_path / "pt.rules").write_text(PYTORCH)
+    built = api.build([str(tmp_path / "pt.rules")])
+    assert built.plan is not None, [str(d) for d in built.diagnostics]
+    [kind] = plan.loads(emit.dumps(built.plan)).kinds
+    step = kind.recipe("restartJob")[1]   # type: ignore[index]
+    assert step == plan.ResizeTemplate(step.span, ("spec", "pytorchReplicaSpecs"), ("template",))
+
+    def replica(size: str) -> dict[str, Any]:
+        return {"replicas": 1, "template": {"spec": {"containers": [
+            {"name": "pytorch", "resources": {"limits": {"memory": size}}}]}}}
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+           "metadata": {"name": "train", "namespace": "ml", "uid": UID, "resourceVersion": "3"},
+           "spec": {"pytorchReplicaSpecs": {"Master": replica("1Gi"), "Worker": replica("1Gi")}}}
+    worker = intents.Intent("abc", "restartJob", "oom", "r", None, None, task="worker", step=1,
+                            resize=(Resize("pytorch", "1Gi", "2Gi"),))
+    [request] = actions.next_step(kind, worker, job, [], NOW, status_subresource=True).requests
+    assert request.body == {"spec": {"pytorchReplicaSpecs": {"Worker": {"template": {"spec": {
+        "containers": [{"name": "pytorch", "resources": {"limits": {"memory": "2Gi"}}}]}}}}}}
+    nobody = actions.next_step(kind, replace(worker, task="launcher"), job, [], NOW,
+                               status_subresource=True)
+    assert nobody.failed == "no entry of spec.pytorchReplicaSpecs for task 'launcher'"
+
+
+def test_a_map_keyed_by_task_needs_a_task(tmp_path: Path) -> None:
+    (tmp_path / "pt.rules").write_text(PYTORCH.replace(
+        '    task label "training.kubeflow.org/replica-type"\n', "").replace(
+        "restart job with memory", "restart job with memory"))
+    built = api.build([str(tmp_path / "pt.rules")])
+    assert "R408" in {d.code for d in built.diagnostics}
