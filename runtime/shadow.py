@@ -150,14 +150,20 @@ def compare(theirs_: Outcome | None, ours_: Outcome | None, *, caught_up_: bool)
 
 
 def judge(kind: plan.Kind, job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]],
-          now: datetime) -> Disagreement | None:
-    """The comparison for one reconcile of a Job in shadow mode (None when not in it)."""
+          now: datetime) -> tuple[str, Disagreement | None]:
+    """The comparison for one reconcile: `none` (not in shadow mode, or the Job controller has
+    not decided), `wait` (its decision rests on a failed pod we have not read yet), `agree`, or
+    `disagree` with the two decisions."""
     if not in_shadow(kind, job):
-        return None
+        return "none", None
     decided = theirs(job)
     if decided is None:
-        return None
-    return compare(decided, ours(kind, job, pods, now), caught_up_=caught_up(job, pods))
+        return "none", None
+    up = caught_up(job, pods)
+    found = compare(decided, ours(kind, job, pods, now), caught_up_=up)
+    if found is not None:
+        return "disagree", found
+    return ("agree" if up else "wait"), None
 
 
 def event(job: Mapping[str, Any], found: Disagreement) -> writeback.EventSpec:

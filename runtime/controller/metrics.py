@@ -176,6 +176,12 @@ NATIVE_DISAGREEMENTS = Counter(
     "rule (`default`: the backoff limit; `none`: no rule named).",
     ["kind", "rule"],
 )
+NATIVE_COMPARISONS = Counter(
+    "jobrules_native_comparisons",
+    "Outcomes of Jobs in shadow mode compared with jobrules' decision, once each, by kind and "
+    "result (agree, disagree).",
+    ["kind", "result"],
+)
 INTENTS_OPEN = Gauge("jobrules_controller_intents_open",
                      "Actions committed and not yet done, over the jobs this replica acted on.")
 EVENTS_DROPPED = Counter("jobrules_controller_events_dropped",

@@ -171,10 +171,14 @@ class Worker:
                  writes: reconcile.Writes, now: datetime) -> None:
         """Shadow mode: count and report once per Job outcome where the Job controller and
         jobrules decided differently (runtime.shadow judges)."""
-        found = shadow.judge(kind.spec, job, list(writes.pods), now)
-        if found is None or self._compared.get(key) == found.theirs.text():
+        result, found = shadow.judge(kind.spec, job, list(writes.pods), now)
+        decided = shadow.theirs(job)
+        if result in ("none", "wait") or decided is None or self._compared.get(key) == decided.text():
             return
-        self._compared[key] = found.theirs.text()
+        self._compared[key] = decided.text()
+        metrics.NATIVE_COMPARISONS.labels(kind.spec.name, result).inc()
+        if found is None:
+            return
         metrics.NATIVE_DISAGREEMENTS.labels(kind.spec.name, found.rule).inc()
         log.warning("%s: %s", _job(kind, job), found.note())
         if kind.spec.status.events:

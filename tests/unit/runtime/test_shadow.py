@@ -73,7 +73,7 @@ def test_a_job_carries_the_fragment_only_when_every_field_is_equal() -> None:
 def test_a_job_without_the_fragment_is_evaluated_as_before() -> None:
     bare = job(fragment=False)
     assert shadow.shadowed(KIND, bare) is KIND
-    assert shadow.judge(KIND, bare, [pod(0, 5)], NOW) is None
+    assert shadow.judge(KIND, bare, [pod(0, 5)], NOW) == ("none", None)
     acted = evaluator.evaluate(shadow.shadowed(KIND, bare), bare, [pod(0, 5)], None, NOW)
     assert [(a.policy, a.status) for a in acted.actions] == [("rule-1", "run")]
     assert acted.verdict.phase == "Failed"
@@ -127,11 +127,11 @@ def test_compare(theirs: Any, ours: Any, caught_up: bool, disagree: bool) -> Non
 def test_judge_and_the_event_name_both_decisions() -> None:
     # The Job controller failed the Job by rule 1 on a pod that exited 1, which the rules ignore.
     carried = job(conditions=(rule_failed(1),), failed=1)
-    assert shadow.judge(KIND, carried, [pod(0, 5)], NOW) is None
-    found = shadow.judge(KIND, carried, [pod(0, 1)], NOW)
-    assert found is not None and found.rule == "1"
+    assert shadow.judge(KIND, carried, [pod(0, 5)], NOW) == ("agree", None)
+    result, found = shadow.judge(KIND, carried, [pod(0, 1)], NOW)
+    assert result == "disagree" and found is not None and found.rule == "1"
     spec = shadow.event(carried, found)
     assert spec.type == "Warning" and spec.reason == "NativeDisagreement"
     assert "Failed (PodFailurePolicy, rule 1)" in spec.note
     assert "no failure by a native policy" in spec.note
-    assert shadow.judge(KIND, carried, [], NOW) is None   # the failed pod not seen yet
+    assert shadow.judge(KIND, carried, [], NOW) == ("wait", None)   # the failed pod not seen yet
