@@ -135,3 +135,15 @@ def test_judge_and_the_event_name_both_decisions() -> None:
     assert "Failed (PodFailurePolicy, rule 1)" in spec.note
     assert "no failure by a native policy" in spec.note
     assert shadow.judge(KIND, carried, [], NOW) == ("wait", None)   # the failed pod not seen yet
+
+
+def test_the_controllers_cache_keeps_what_shadow_mode_reads() -> None:
+    """The controller caches projected Jobs: the fragment's fields and the failed counts stay."""
+    from runtime import projection
+
+    carried = job(conditions=(rule_failed(1),), failed=1)
+    carried["status"]["uncountedTerminatedPods"] = {"failed": ["pod-0"]}
+    kept = projection.project(carried, projection.of_kind(KIND).job)
+    assert shadow.carries(KIND.native, kept)  # type: ignore[arg-type]
+    assert shadow.caught_up(kept, [pod(0, 5)]) is False
+    assert shadow.judge(KIND, kept, [pod(0, 5), pod(1, 5)], NOW) == ("agree", None)
