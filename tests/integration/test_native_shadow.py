@@ -7,6 +7,7 @@ Job with the fragment still fails by its podFailurePolicy."""
 
 from __future__ import annotations
 
+import json
 import random
 import sys
 from datetime import datetime, timezone
@@ -186,3 +187,27 @@ def test_without_the_controller_the_fragment_still_fails_the_job(api: Any, names
     failed = apiserver.wait_for_condition(api, apiserver.JOBS.path(namespace, "alone"), "Failed")
     assert failed["reason"] == "PodFailurePolicy"
     assert failed["message"].endswith("failed with exit code 7 matching FailJob rule at index 1")
+
+
+def test_a_disagreement_is_counted_and_reported(control_plane: Any, api: Any, namespace: str,
+                                                tmp_path: Path) -> None:
+    """A plan whose rules say otherwise than the fragment the Job carries (rule-1 made to ignore
+    what the fragment's rule 1 fails on): the Job controller fails the Job, jobrules would not;
+    the controller counts it and sends a Warning Event naming both decisions."""
+    plan = controllers.compile_plan(EXAMPLES / "exit-codes", tmp_path / "plan.json")
+    source = json.loads(plan.read_text())
+    policies = {p["id"]: p for p in source["kinds"][0]["policies"]}
+    policies["rule-1"]["action"] = policies["rule-0"]["action"]
+    plan.write_text(json.dumps(source))
+    with controllers.running(control_plane, plan, namespace, tmp_path) as controller:
+        [job] = run_jobs(api, namespace, EXAMPLES / "exit-codes",
+                         [("differs", ("exit", 5), "PodFailurePolicy")], ("main-container",))
+        apiserver.wait_for("the disagreement counted", lambda: controller.metric(
+            "jobrules_native_disagreements_total", kind="batchjob", rule="1") == 1)
+        assert controller.metric("jobrules_native_comparisons_total", result="disagree") == 1
+        event = apiserver.wait_for("the Warning Event", lambda: next(
+            (e for e in controllers.events_of(api, namespace, "differs")
+             if e.get("reason") == "NativeDisagreement"), None))
+        assert event["type"] == "Warning"
+        assert "the Job controller decided Failed (PodFailurePolicy, rule 1)" in event["note"]
+        assert "jobrules decided no failure by a native policy" in event["note"]
