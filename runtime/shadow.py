@@ -1,7 +1,8 @@
 """Shadow mode: on a batch/v1 Job that carries the fragment `rulec native` compiled (the plan's
-`native` section), the Job controller owns the native policies. The controller then evaluates
-them in audit (decided and recorded, never acted on) and compares jobrules' decision with the
-Job controller's, so that a difference between the two shows (docs/controller.md).
+`native` section), the Job controller owns the native policies. The controller still evaluates
+them and writes its verdict as always, takes no action for them (as for a policy in audit), and
+compares jobrules' decision with the Job controller's, so that a difference shows
+(docs/controller.md).
 
 The Job is in shadow mode only when its spec carries every field of the fragment as compiled: a
 Job without it (or with a fragment of other rules) is evaluated exactly as before, since nothing
@@ -77,14 +78,13 @@ def in_shadow(kind: plan.Kind, job: Mapping[str, Any]) -> bool:
     return kind.native is not None and carries(kind.native, job)
 
 
-def shadowed(kind: plan.Kind, job: Mapping[str, Any]) -> plan.Kind:
-    """The kind as the controller evaluates this Job: its native policies in audit when the Job
-    carries the fragment; else unchanged."""
+def owned(kind: plan.Kind, job: Mapping[str, Any]) -> frozenset[str]:
+    """The policies of the kind the Job controller carries out on this Job (none unless the Job
+    carries the fragment): the controller decides them and writes its verdict as always, but
+    takes no action for them (runtime.reconcile.decide)."""
     if kind.native is None or not carries(kind.native, job):
-        return kind
-    owned = kind.native.policies
-    return dataclasses.replace(kind, policies=tuple(
-        dataclasses.replace(p, audit=True) if p.id in owned else p for p in kind.policies))
+        return frozenset()
+    return frozenset(kind.native.policies)
 
 
 def theirs(job: Mapping[str, Any]) -> Outcome | None:

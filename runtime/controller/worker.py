@@ -147,11 +147,10 @@ class Worker:
         now = self.clock()
         if job is None or reconcile.left_alone(kind.spec, job, now) is not None:
             return None   # gone, going, outside the kind's scope or another's: no writes
-        evaluated = shadow.shadowed(kind.spec, job)   # the Job controller owns the native policies
         writes = reconcile.sync(
-            evaluated, job, watches.candidates(evaluated, watch.store, job), now,
+            kind.spec, job, watches.candidates(kind.spec, watch.store, job), now,
             lambda: self.client.list(kube.Resource("v1", "pods").path(namespace))["items"])
-        if evaluated is not kind.spec:
+        if shadow.in_shadow(kind.spec, job):   # the Job controller owns the native policies
             self._compare(kind, key, job, writes, now)
         path = kind.resource.path(namespace, name)
         for target, patch in writes.patches(path, self._status_path(kind, path)):

@@ -3,6 +3,7 @@ are only audited, and jobrules' decision is compared with the Job controller's c
 from __future__ import annotations
 
 import copy
+import dataclasses
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 
 from rulec import api
-from runtime import evaluator, plan, shadow
+from runtime import plan, reconcile, shadow
 
 ROOT = Path(__file__).resolve().parents[3]
 NOW = datetime(2024, 5, 1, 12, 10, tzinfo=timezone.utc)
@@ -70,22 +71,26 @@ def test_a_job_carries_the_fragment_only_when_every_field_is_equal() -> None:
     assert not shadow.carries(KIND.native, other)
 
 
-def test_a_job_without_the_fragment_is_evaluated_as_before() -> None:
+# exit-codes with `fail job` deleting the Job's pods, so that the policy has an action to take
+ACTING = dataclasses.replace(KIND, actions={"failJob": (plan.DeletePods(None, "job", False),)})
+
+
+def test_a_job_without_the_fragment_is_handled_as_before() -> None:
     bare = job(fragment=False)
-    assert shadow.shadowed(KIND, bare) is KIND
-    assert shadow.judge(KIND, bare, [pod(0, 5)], NOW) == ("none", None)
-    acted = evaluator.evaluate(shadow.shadowed(KIND, bare), bare, [pod(0, 5)], None, NOW)
-    assert [(a.policy, a.status) for a in acted.actions] == [("rule-1", "run")]
-    assert acted.verdict.phase == "Failed"
+    assert shadow.owned(ACTING, bare) == frozenset()
+    assert shadow.judge(ACTING, bare, [pod(0, 5)], NOW) == ("none", None)
+    writes = reconcile.reconcile(ACTING, bare, [pod(0, 5)], NOW)
+    assert writes.evaluation.verdict.phase == "Failed"
+    assert [(i.policy, i.action) for i in writes.new] == [("rule-1", "failJob")]
 
 
-def test_with_the_fragment_the_native_policies_are_audited() -> None:
+def test_with_the_fragment_the_verdict_is_written_and_no_action_taken() -> None:
     carried = job()
-    shadowed = shadow.shadowed(KIND, carried)
-    assert {p.id for p in shadowed.policies if p.audit} == {"rule-0", "rule-1", "default"}
-    acted = evaluator.evaluate(shadowed, carried, [pod(0, 5)], None, NOW)
-    assert [(a.policy, a.status) for a in acted.actions] == [("rule-1", "audited")]
-    assert acted.verdict.phase != "Failed"   # the Job controller's to decide
+    assert shadow.owned(ACTING, carried) == {"rule-0", "rule-1", "default"}
+    writes = reconcile.reconcile(ACTING, carried, [pod(0, 5)], NOW)
+    assert (writes.evaluation.verdict.phase, writes.evaluation.verdict.reason) == (
+        "Failed", "PodFailurePolicy")
+    assert writes.new == ()   # the Job controller's to carry out
 
 
 def test_ours_is_what_the_rules_decide_with_the_native_policies_enforced() -> None:
