@@ -32,6 +32,7 @@ def plan(files: Sequence[tuple[SourceFile, nodes.File]]) -> Json:
     kinds = [emitter.kind(d) for d in decls if isinstance(d, nodes.Kind)]
     injections = [emitter.injection(decl, name)
                   for _, file in files for decl, name in file.injection_names()]
+    kinds = [_with_native(k, injections) for k in kinds]
     return {
         "planVersion": vocabulary.PLAN_VERSION,
         "files": [{"path": s.path, "sha256": hashlib.sha256(s.text.encode()).hexdigest()}
@@ -40,6 +41,22 @@ def plan(files: Sequence[tuple[SourceFile, nodes.File]]) -> Json:
         "injections": injections,
         "webhook": _webhook([d for d in decls if isinstance(d, nodes.Webhook)]),
     }
+
+
+def _with_native(kind: Json, injections: Sequence[Json]) -> Json:
+    """A batch/v1 Job kind with what `rulec native` decides (docs/native.md): the fragment and
+    which policy went to which rule, so that the controller can leave those policies to the Job
+    controller on Jobs that carry the fragment. Absent when nothing went native."""
+    from rulec import native
+
+    if not native.is_batch_job(kind):
+        return kind
+    report = native.decide_kind(kind, injections)
+    if not report.native_count:
+        return kind
+    policies = {d.policy: ({"default": True} if d.default else {"rule": d.rule})
+                for d in report.decisions if d.native}
+    return {**kind, "native": {"fragment": report.fragment(), "policies": policies}}
 
 
 def dumps(plan_json: Json) -> str:

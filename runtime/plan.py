@@ -305,6 +305,17 @@ class Audit:
 
 
 @dataclass(frozen=True, slots=True)
+class Native:
+    """What `rulec native` decided for a batch/v1 Job kind (docs/native.md): the Job `spec`
+    fragment, and the policies it carries (id -> podFailurePolicy rule, None for the Job's
+    default handling). On a Job whose spec carries the fragment the Job controller owns those
+    policies: the controller only shadows them (runtime.shadow)."""
+
+    fragment: Mapping[str, Any]
+    policies: Mapping[str, int | None]
+
+
+@dataclass(frozen=True, slots=True)
 class Foreign:
     """`foreign when <<expr>>`: a job the expression holds for is another controller's (its
     `spec.managedBy`, say). Its policies decide and record, none acts (as in audit); unless
@@ -445,6 +456,7 @@ class Kind:
     audit: Audit | None = None  # `mode audit`: every policy audits (Policy.audit says so)
     foreign: Foreign | None = None  # `foreign when ...`: whose jobs we watch but do not act on
     causes: tuple[Cause, ...] = ()  # the program's causes, in declaration order
+    native: Native | None = None  # batch/v1 Job: the policies a Job with the fragment owns
     # task -> the events some policy takes for a pod (or the task) of that task; None: of a
     # task no policy names. Derived from `policies` once, since every pod of every evaluation
     # asks.
@@ -1007,7 +1019,49 @@ def _kind(value: Any) -> Kind:
             bool(shape.obj(k["audit"], f"{where}.audit").get("annotationOnly", False))),
         foreign=_foreign(k.get("foreign"), f"{where}.foreign"),
         causes=_causes(k.get("causes"), f"{where}.causes"),
+        native=_native(k, f"{where}.native"),
     ), where)
+
+
+NATIVE_FIELDS = ("backoffLimit", "backoffLimitPerIndex", "podFailurePolicy")
+
+
+def _native(k: Mapping[str, Any], where: str) -> Native | None:
+    """A kind's `native` section, checked: only on a batch/v1 Job, naming its own policies,
+    a fragment of the Job spec fields `rulec native` writes."""
+    if k.get("native") is None:
+        return None
+    if (k.get("apiVersion"), k.get("kind")) != ("batch/v1", "Job"):
+        raise PlanError(f"{where}: only a batch/v1 Job kind goes native")
+    section = shape.obj(k["native"], where)
+    fragment = dict(shape.obj(section.get("fragment"), f"{where}.fragment"))
+    for key, value in fragment.items():
+        if key not in NATIVE_FIELDS:
+            raise PlanError(f"{where}.fragment: {key!r} is not one of {', '.join(NATIVE_FIELDS)}")
+        if key == "podFailurePolicy":
+            rules = shape.array(shape.obj(value, f"{where}.fragment.{key}").get("rules"),
+                                f"{where}.fragment.{key}.rules")
+            for rule in rules:
+                _choice(shape.obj(rule, f"{where}.fragment.{key}.rules").get("action"),
+                        ("FailJob", "Ignore", "Count", "FailIndex"), f"{where}.fragment.{key}.rules.action")
+        elif shape.integer(value, f"{where}.fragment.{key}") < 0:
+            raise PlanError(f"{where}.fragment.{key}: {value} is negative")
+    ids = {shape.obj(p, f"{where}.policies").get("id") for p in shape.array(k.get("policies", []), where)}
+    count = len(shape.array(fragment.get("podFailurePolicy", {}).get("rules", []), where))
+    policies: dict[str, int | None] = {}
+    for policy, to in shape.obj(section.get("policies"), f"{where}.policies").items():
+        at = f"{where}.policies.{policy}"
+        if policy not in ids:
+            raise PlanError(f"{at}: no such policy in the kind")
+        to = shape.obj(to, at)
+        if to.get("default") is True and set(to) == {"default"}:
+            policies[policy] = None
+        elif set(to) == {"rule"} and 0 <= shape.integer(to["rule"], f"{at}.rule") < count:
+            policies[policy] = int(to["rule"])
+        else:
+            raise PlanError(f"{at}: {dict(to)!r} is neither {{rule: N}} (a rule of the fragment) "
+                            "nor {default: true}")
+    return Native(fragment, policies)
 
 
 def _cited_causes(kind: Kind, where: str) -> Kind:

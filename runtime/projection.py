@@ -90,6 +90,10 @@ def of_kind(kind: plan.Kind) -> Projection:
             job_paths.append(step.path)   # the entry of any task: all of them
         elif isinstance(step, plan.ResizeTemplate):  # its container lists are written back whole
             job_paths += [(*step.path, "spec", "containers"), (*step.path, "spec", "initContainers")]
+    if kind.native is not None:   # shadow mode: whether the Job carries the fragment, and
+        # how many failed pods the Job controller counted (runtime.shadow)
+        job_paths += [("spec", key) for key in plan.NATIVE_FIELDS]
+        job_paths += [("status", "failed"), ("status", "uncountedTerminatedPods")]
     pods = merge(POD_FIELDS, tree(pod_paths))
     if any(a.grow is not None for p in kind.policies for a in _chain(p.action)):
         pods = merge(pods, POD_RESOURCES)

@@ -18,7 +18,7 @@ from typing import Any, Iterable, Mapping
 
 from runtime import evaluator, functions, intents, objects, plan, state, templates, vocabulary
 from runtime import pods as pods_lib
-from runtime import writeback
+from runtime import shadow, writeback
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,8 +145,9 @@ def decide(kind: plan.Kind, job: Mapping[str, Any], pods: list[Mapping[str, Any]
     nothing to carry out: the verdict written says it), recording the pods a delete may touch
     and the job's status as the decision saw them."""
     out = []
+    theirs = shadow.owned(kind, job)   # the Job controller carries these out itself
     for a in evaluation.actions:
-        if a.status != "run" or a.action not in vocabulary.EFFECTS:
+        if a.status != "run" or a.action not in vocabulary.EFFECTS or a.policy in theirs:
             continue
         recipe = kind.recipe(a.action)
         if isinstance(recipe, str):

@@ -270,3 +270,8 @@ def _json(text: Any) -> dict[str, Any]:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def event_name(meta: Mapping[str, Any], seed: str, what: str, detail: str) -> str:
+    """An Event's name: the job's, bounded, then a digest of what it says (deterministic)."""
+    return _event_name(meta, seed, what, detail)

@@ -169,6 +169,19 @@ ACTION_WRITES = Counter(
     "dropped (event). The intents ride in the reconcile's commit, which is no extra write.",
     ["kind", "part"],
 )
+NATIVE_DISAGREEMENTS = Counter(
+    "jobrules_native_disagreements",
+    "Jobs in shadow mode (carrying the podFailurePolicy fragment `rulec native` compiled) whose "
+    "outcome the Job controller and jobrules decided differently, by kind and podFailurePolicy "
+    "rule (`default`: the backoff limit; `none`: no rule named).",
+    ["kind", "rule"],
+)
+NATIVE_COMPARISONS = Counter(
+    "jobrules_native_comparisons",
+    "Outcomes of Jobs in shadow mode compared with jobrules' decision, once each, by kind and "
+    "result (agree, disagree).",
+    ["kind", "result"],
+)
 INTENTS_OPEN = Gauge("jobrules_controller_intents_open",
                      "Actions committed and not yet done, over the jobs this replica acted on.")
 EVENTS_DROPPED = Counter("jobrules_controller_events_dropped",

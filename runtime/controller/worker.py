@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from runtime import intents, journal, objects, reconcile, watches, writeback
+from runtime import intents, journal, objects, reconcile, shadow, watches, writeback
 from runtime.controller import caches as cacheslib
 from runtime.controller import events, informer, kube, metrics
 from runtime.controller.settings import ControllerSettings
@@ -53,6 +53,7 @@ class Worker:
         self._pending: dict[Key, float] = {}  # first pod event of a change not yet committed
         self._sent = 0                          # action requests sent (for the test hooks)
         self._intents_open: dict[Key, int] = {}
+        self._compared: dict[Key, str] = {}       # shadow mode: the outcome already judged
 
     @property
     def intents_open(self) -> int:
@@ -67,6 +68,7 @@ class Worker:
 
     def forget(self, key: Key) -> None:
         self._pending.pop(key, None)
+        self._compared.pop(key, None)
 
     def resync(self) -> None:
         """Enqueue every cached job (periodically, and when rules change)."""
@@ -148,6 +150,8 @@ class Worker:
         writes = reconcile.sync(
             kind.spec, job, watches.candidates(kind.spec, watch.store, job), now,
             lambda: self.client.list(kube.Resource("v1", "pods").path(namespace))["items"])
+        if shadow.in_shadow(kind.spec, job):   # the Job controller owns the native policies
+            self._compare(kind, key, job, writes, now)
         path = kind.resource.path(namespace, name)
         for target, patch in writes.patches(path, self._status_path(kind, path)):
             job = self._patch(kind, target, patch, objects.resource_version(job))
@@ -161,6 +165,23 @@ class Worker:
         times = [t for t in ((writes.requeue_at - now).total_seconds()
                              if writes.requeue_at else None, wait) if t is not None]
         return min(times) if times else None
+
+    def _compare(self, kind: cacheslib.Watched, key: Key, job: dict[str, Any],
+                 writes: reconcile.Writes, now: datetime) -> None:
+        """Shadow mode: count and report once per Job outcome where the Job controller and
+        jobrules decided differently (runtime.shadow judges)."""
+        result, found = shadow.judge(kind.spec, job, list(writes.pods), now)
+        decided = shadow.theirs(job)
+        if result in ("none", "wait") or decided is None or self._compared.get(key) == decided.text():
+            return
+        self._compared[key] = decided.text()
+        metrics.NATIVE_COMPARISONS.labels(kind.spec.name, result).inc()
+        if found is None:
+            return
+        metrics.NATIVE_DISAGREEMENTS.labels(kind.spec.name, found.rule).inc()
+        log.warning("%s: %s", _job(kind, job), found.note())
+        if kind.spec.status.events:
+            self.recorder.emit(job, shadow.event(job, found))
 
     # -- actions -------------------------------------------------------------------------------
 

@@ -331,7 +331,8 @@ def test_docs_name_tests_that_exist_and_show_the_shipped_output() -> None:
     doc = (ROOT / "docs" / "native.md").read_text(encoding="utf-8")
     here = Path(__file__).read_text(encoding="utf-8")
     oracle = (ROOT / "tests" / "unit" / "test_native_oracle.py").read_text(encoding="utf-8")
-    defined = set(re_findall(r"^def (test_\w+)", here + oracle))
+    shadow = (ROOT / "tests" / "integration" / "test_native_shadow.py").read_text(encoding="utf-8")
+    defined = set(re_findall(r"^def (test_\w+)", here + oracle + shadow))
     named = set(re_findall(r"`(test_\w+)(?:\.\.\.)?", doc))
     assert len(named) >= 15
     for name in named:
