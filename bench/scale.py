@@ -124,9 +124,25 @@ def _parallel(fn: Any, items: list[Any], threads: int) -> list[Any]:
         return list(pool.map(fn, items))
 
 
+def _pods(api: transport.Client) -> list[dict[str, Any]]:
+    """Every pod of the Jobs. A paged list of tens of thousands of pods on a loaded machine can
+    outlast the continue token (410 Expired): list again from the start."""
+    for _ in range(5):
+        try:
+            return apiserver.list_pods(api, NAMESPACE, UID_LABEL)
+        except transport.Gone:
+            continue
+    return apiserver.list_pods(api, NAMESPACE, UID_LABEL)
+
+
+def _count(api: transport.Client) -> int:
+    """The pods in the namespace (terminating ones too), from one page of one item."""
+    page = next(api.pages(apiserver.PODS.path(NAMESPACE), limit=1))
+    return len(page["items"]) + int(page["metadata"].get("remainingItemCount") or 0)
+
+
 def _live_pods(api: transport.Client) -> list[dict[str, Any]]:
-    return [p for p in apiserver.list_pods(api, NAMESPACE, UID_LABEL)
-            if not p["metadata"].get("deletionTimestamp")]
+    return [p for p in _pods(api) if not p["metadata"].get("deletionTimestamp")]
 
 
 def grow(api: transport.Client, jobs: list[dict[str, Any]], size: int, per_job: int,
@@ -166,12 +182,11 @@ def grow(api: transport.Client, jobs: list[dict[str, Any]], size: int, per_job: 
     settled_from = time.monotonic()
     last, steady = -1, 0
     while steady < 3 and time.monotonic() - settled_from < 900:
-        page = next(api.pages(apiserver.PODS.path(NAMESPACE), limit=1))   # cheap: a count
-        count = len(page["items"]) + int(page["metadata"].get("remainingItemCount") or 0)
+        count = _count(api)
         steady = steady + 1 if count == last else 0
         last = count
         time.sleep(2)
-    held = len(apiserver.list_pods(api, NAMESPACE, UID_LABEL))
+    held = _count(api)
     print(f"{size}: {wanted} Jobs and {wanted * per_job} pods created in {created:.1f}s "
           f"({wanted * per_job / created:.0f}/s); {held} pods after {time.monotonic() - settled_from:.0f}s",
           file=sys.stderr)
@@ -344,7 +359,7 @@ def drive(api: transport.Client, plane: Any, controller: Any, jobs: list[dict[st
     hist = _histogram(controller, "jobrules_controller_verdict_latency_seconds")
     cpu = controller.cpu() - cpu0
     logged = _job_controller_writes(plane.audit_log, audit0)
-    after = apiserver.list_pods(api, NAMESPACE, UID_LABEL)
+    after = _pods(api)
     made = sum(1 for p in after if p["metadata"]["name"] not in before_names)
     finished = {pod["metadata"]["name"] for _, pod, what in plan if what != "running"}
     unfinalized = sum(1 for p in after if p["metadata"]["name"] in finished
