@@ -350,7 +350,12 @@ def drive(api: transport.Client, plane: Any, controller: Any, jobs: list[dict[st
     stop.set()
     requests = controller.metric("jobrules_controller_api_requests_total") - requests0
     diagnosis = [line for line in controller.get("/metrics").splitlines()
-                 if line.startswith(("jobrules_controller_reconciles", "jobrules_controller_api_requests_total",
+                 if line.startswith(("jobrules_controller_reconcile_total",
+                                     "jobrules_controller_reconcile_duration_seconds_sum",
+                                     "jobrules_controller_api_request_duration_seconds_sum",
+                                     "jobrules_controller_api_request_duration_seconds_count",
+                                     "jobrules_controller_verdict_latency_seconds_bucket",
+                                     "jobrules_controller_api_requests_total",
                                      "workqueue_retries", "workqueue_queue_duration_seconds_sum",
                                      "workqueue_queue_duration_seconds_count",
                                      "workqueue_work_duration_seconds_sum", "workqueue_adds"))]
