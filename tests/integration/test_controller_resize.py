@@ -13,8 +13,6 @@ from typing import Any
 from support import apiserver, audit, controllers
 import pytest
 
-from rulec import api as rulec_api
-from rulec import emit
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("controller_manager")]
 
@@ -23,11 +21,7 @@ RULES = [controllers.REPO / "rules", controllers.REPO / "examples" / "oom-resize
 
 @pytest.fixture
 def plan_file(tmp_path: Path) -> Path:
-    built = rulec_api.build([str(p) for p in RULES])
-    assert built.plan is not None, [str(d) for d in built.diagnostics]
-    out = tmp_path / "plan.json"
-    out.write_text(emit.dumps(built.plan))
-    return out
+    return controllers.compile_plan(RULES, tmp_path / "plan.json")
 
 
 def training_job(namespace: str, name: str) -> dict[str, Any]:
@@ -43,16 +37,22 @@ def memory(pod: dict[str, Any]) -> dict[str, str]:
     return {c["name"]: c["resources"]["limits"]["memory"] for c in pod["spec"]["containers"]}
 
 
-def new_pod(api: Any, namespace: str, name: str, main: str) -> dict[str, Any]:
-    """The Job's pod that is not over nor going, once it has `main` memory for container main."""
+def fresh_pod(api: Any, namespace: str, selector: str, container: str, size: str) -> dict[str, Any]:
+    """The pod of `selector` that is not over nor going, once `container` has `size` memory."""
     def found() -> dict[str, Any] | None:
-        for pod in apiserver.list_pods(api, namespace, f"batch.kubernetes.io/job-name={name}"):
+        for pod in apiserver.list_pods(api, namespace, selector):
             if (not pod["metadata"].get("deletionTimestamp")
                     and (pod.get("status") or {}).get("phase") in (None, "Pending")
-                    and memory(pod)["main"] == main):
+                    and memory(pod)[container] == size):
                 return pod
         return None
-    return apiserver.wait_for(f"a pod of {name} with {main} for main", found, timeout=120)
+    return apiserver.wait_for(f"a pod of {selector} with {size} for {container}", found,
+                              timeout=120)
+
+
+def new_pod(api: Any, namespace: str, name: str, main: str) -> dict[str, Any]:
+    """The Job's new pod, once container main has `main` memory."""
+    return fresh_pod(api, namespace, f"batch.kubernetes.io/job-name={name}", "main", main)
 
 
 def oom(api: Any, pod: dict[str, Any], container: str = "main") -> None:
@@ -157,16 +157,8 @@ def pytorch_job(namespace: str) -> dict[str, Any]:
 
 
 def replica_pod(api: Any, namespace: str, role: str, size: str) -> dict[str, Any]:
-    """The PyTorchJob's pod of `role` that is not over nor going, once it has `size` memory."""
-    def found() -> dict[str, Any] | None:
-        for pod in apiserver.list_pods(api, namespace,
-                                       f"training.kubeflow.org/replica-type={role}"):
-            if (not pod["metadata"].get("deletionTimestamp")
-                    and (pod.get("status") or {}).get("phase") in (None, "Pending")
-                    and memory(pod)["pytorch"] == size):
-                return pod
-        return None
-    return apiserver.wait_for(f"a {role} pod with {size}", found, timeout=120)
+    """The PyTorchJob's new pod of `role`, once its container has `size` memory."""
+    return fresh_pod(api, namespace, f"training.kubeflow.org/replica-type={role}", "pytorch", size)
 
 
 @pytest.mark.usefixtures("training_operator")

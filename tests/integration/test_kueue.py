@@ -22,8 +22,6 @@ import pytest
 
 from conftest import Session
 from devkit import cluster
-from rulec import api as rulec_api
-from rulec import emit
 from runtime.controller.kube import Client
 
 pytestmark = pytest.mark.integration
@@ -78,11 +76,7 @@ def queue(request: pytest.FixtureRequest, kube: Client) -> str:
 
 @pytest.fixture
 def plan_file(tmp_path: Path) -> Path:
-    built = rulec_api.build([str(p) for p in RULES])
-    assert built.plan is not None, [str(d) for d in built.diagnostics]
-    out = tmp_path / "plan.json"
-    out.write_text(emit.dumps(built.plan))
-    return out
+    return controllers.compile_plan(RULES, tmp_path / "plan.json")
 
 
 def grant(kube: Client, namespace: str, cpu: str) -> None:

@@ -28,10 +28,10 @@ from rulec import emit
 REPO = Path(__file__).resolve().parents[3]
 
 
-def compile_plan(rules: str | Path, out: Path) -> Path:
-    """A plan file from rules text or from a rules path (file or folder)."""
-    if isinstance(rules, Path):
-        built = rulec_api.build([str(rules)])
+def compile_plan(rules: str | Path | list[Path], out: Path) -> Path:
+    """A plan file from rules text, or from rules paths (files or folders)."""
+    if isinstance(rules, (Path, list)):
+        built = rulec_api.build([str(p) for p in (rules if isinstance(rules, list) else [rules])])
     else:
         source = out.with_suffix(".rules")
         source.write_text(rules)
