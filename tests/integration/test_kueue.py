@@ -40,6 +40,9 @@ def plane() -> Iterator[Session]:
     Kueue's flavor for the KWOK nodes: their label, and their taint tolerated."""
     binaries = cluster.find_binaries()
     with cluster.running(binaries=binaries, kueue=True) as started, started.client() as api:
+        if not (started.kwok and started.controller_manager):
+            pytest.skip("no KWOK nodes or no kube-controller-manager (KUBEBUILDER_ASSETS has "
+                        "neither): nothing would run what Kueue admits")
         if not started.kueue:
             pytest.fail("Kueue did not start: `bash tools/build.sh kueue` failed (see above)")
         apiserver.create(api, FLAVORS, {
