@@ -63,7 +63,7 @@ import time
 import tracemalloc
 import urllib.request
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import orjson
 
@@ -302,6 +302,25 @@ def _conditions(job: dict[str, Any]) -> set[str]:
             if c.get("status") == "True"}
 
 
+def follow_jobs(client: transport.Client, version: str, stop: threading.Event,
+                on_job: Callable[[dict[str, Any]], None],
+                query: Sequence[tuple[str, str]] = ()) -> None:
+    """Hand each change of the bench namespace's Jobs, from `version`, to `on_job` until `stop`
+    is set: the watch is opened again after a read timeout, from the last version seen."""
+    rv = version
+    while not stop.is_set():
+        try:
+            for event in client.watch(apiserver.JOBS.path(NAMESPACE),
+                                      [("resourceVersion", rv), *query], read_timeout=5):
+                obj = event["object"]
+                rv = obj["metadata"]["resourceVersion"]
+                on_job(obj)
+                if stop.is_set():
+                    return
+        except transport.Timeout:
+            continue
+
+
 def fail_pods(client: transport.Client, api: Any, controller: Controller, pods: list[dict[str, Any]],
               rate: float, kwok: bool) -> dict[str, Any]:
     owner = {p["metadata"]["labels"]["batch.kubernetes.io/job-name"]: p for p in pods}
@@ -310,29 +329,18 @@ def fail_pods(client: transport.Client, api: Any, controller: Controller, pods: 
     stop = threading.Event()
     version = client.list(apiserver.JOBS.path(NAMESPACE))["metadata"]["resourceVersion"]
 
-    def watch() -> None:
-        rv = version
-        while not stop.is_set():
-            try:
-                for event in client.watch(apiserver.JOBS.path(NAMESPACE), [("resourceVersion", rv)],
-                                          read_timeout=5):
-                    obj = event["object"]
-                    rv = obj["metadata"]["resourceVersion"]
-                    name = obj["metadata"].get("name")
-                    if name not in seen:
-                        continue
-                    now = time.monotonic()
-                    marks = seen[name]
-                    if _verdict(obj) == "Failed":
-                        marks.setdefault("ours", now)
-                    for kind in {"FailureTarget", "Failed"} & _conditions(obj):
-                        marks.setdefault(kind, now)
-                    if stop.is_set():
-                        return
-            except transport.Timeout:
-                continue
+    def mark(obj: dict[str, Any]) -> None:
+        marks = seen.get(obj["metadata"].get("name"))
+        if marks is None:
+            return
+        now = time.monotonic()
+        if _verdict(obj) == "Failed":
+            marks.setdefault("ours", now)
+        for kind in {"FailureTarget", "Failed"} & _conditions(obj):
+            marks.setdefault(kind, now)
 
-    watcher = threading.Thread(target=watch, daemon=True)
+    watcher = threading.Thread(target=follow_jobs, args=(client, version, stop, mark),
+                               daemon=True)
     watcher.start()
     time.sleep(1)
     cpu0, writes0 = controller.cpu(), controller.metric(

@@ -303,24 +303,13 @@ def drive(api: transport.Client, plane: Any, controller: Any, jobs: list[dict[st
     stop = threading.Event()
     version = next(api.pages(apiserver.JOBS.path(NAMESPACE), limit=1))["metadata"]["resourceVersion"]
 
-    def watch() -> None:
-        rv = version
-        while not stop.is_set():
-            try:
-                for event in api.watch(apiserver.JOBS.path(NAMESPACE),
-                                       [("resourceVersion", rv), ("allowWatchBookmarks", "true")],
-                                       read_timeout=5):
-                    obj = event["object"]
-                    rv = obj["metadata"]["resourceVersion"]
-                    name = obj["metadata"].get("name")
-                    if name in firsts and name not in seen and bench_controller._verdict(obj) == "Running":
-                        seen[name] = time.monotonic()
-                    if stop.is_set():
-                        return
-            except transport.Timeout:
-                continue
+    def mark(obj: dict[str, Any]) -> None:
+        name = obj["metadata"].get("name")
+        if name in firsts and name not in seen and bench_controller._verdict(obj) == "Running":
+            seen[name] = time.monotonic()
 
-    watcher = threading.Thread(target=watch, daemon=True)
+    watcher = threading.Thread(target=bench_controller.follow_jobs, daemon=True, args=(
+        api, version, stop, mark, [("allowWatchBookmarks", "true")]))
     watcher.start()
     time.sleep(1)
     audit0 = _audit_lines(plane.audit_log)
