@@ -196,9 +196,35 @@ def _what(found: Any, pod: str) -> dict[str, Any]:
     return out
 
 
+def _ask(cases: list[Any], pods: list[dict[str, Any]]) -> Any:
+    """Kubernetes' answers for each case's compiled podFailurePolicy on its chosen pods."""
+    return oracle.ask("pod-failure-policy", (
+        {"podFailurePolicy": r.fragment()["podFailurePolicy"], "podIndexes": chosen}
+        | ({"pods": pods} if n == 0 else {})
+        for n, (_, _, r, chosen) in enumerate(cases)))
+
+
+def _indexed(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pods as pods of index 0 of an Indexed Job."""
+    return [{**p, "metadata": {**p["metadata"], "labels": {"foo": "bar", INDEX_LABEL: "0"}}}
+            for p in pods]
+
+
+def _job(report: native.KindReport, per_index: bool) -> dict[str, Any]:
+    """The Job carrying the report's fragment, Indexed when the rules count per index."""
+    from tests.unit.test_oracle import job_spec
+
+    spec = job_spec(report.fragment()["podFailurePolicy"]["rules"], 2)
+    if per_index:
+        spec.update(completionMode="Indexed", completions=3, parallelism=3, backoffLimitPerIndex=1)
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "foobar", "namespace": "default", "uid": JOB_UID,
+                         "creationTimestamp": "2024-05-01T12:00:00Z"}, "spec": spec}
+
+
 def test_random_native_rules_decide_as_their_fragment() -> None:
     from runtime import evaluator
-    from tests.unit.test_oracle import NOW, job_spec
+    from tests.unit.test_oracle import NOW
 
     rng = random.Random(SEED + 2)
     pods = enumerated_pods()
@@ -209,22 +235,13 @@ def test_random_native_rules_decide_as_their_fragment() -> None:
         if report.native_count < len(report.decisions):
             continue   # a rule after a count of another budget, and the like: not all native
         cases.append((text, per_index, report, rng.sample(range(len(pods)), 200)))
-    answers = oracle.ask("pod-failure-policy", (
-        {"podFailurePolicy": r.fragment()["podFailurePolicy"], "podIndexes": chosen}
-        | ({"pods": pods} if n == 0 else {})
-        for n, (_, _, r, chosen) in enumerate(cases)))
-    indexed = [{**p, "metadata": {**p["metadata"], "labels": {"foo": "bar", INDEX_LABEL: "0"}}}
-               for p in pods]
+    answers = _ask(cases, pods)
+    indexed = _indexed(pods)
     seen: Counter[str] = Counter()
     disagreements = []
     for (text, per_index, report, chosen), theirs in zip(cases, answers, strict=True):
         kind = compile_kind(text)
-        spec = job_spec(report.fragment()["podFailurePolicy"]["rules"], 2)
-        if per_index:
-            spec.update(completionMode="Indexed", completions=3, parallelism=3, backoffLimitPerIndex=1)
-        job = {"apiVersion": "batch/v1", "kind": "Job",
-               "metadata": {"name": "foobar", "namespace": "default", "uid": JOB_UID,
-                            "creationTimestamp": "2024-05-01T12:00:00Z"}, "spec": spec}
+        job = _job(report, per_index)
         rule_of = {d.policy: -1 if d.default else d.rule for d in report.decisions}
         for pod in ((indexed if per_index else pods)[i] for i in chosen):
             ours = _what(evaluator.evaluate(kind, job, [pod], None, NOW), pod["metadata"]["name"])
@@ -247,7 +264,7 @@ def test_with_an_engine_tail_the_fragment_decides_only_the_native_prefix() -> No
     gives to that rule, and every other pod (the engine's, or nobody's) to no rule at all, with
     a backoffLimit never reached, so the Job controller decides nothing the engine keeps."""
     from runtime import evaluator
-    from tests.unit.test_oracle import NOW, job_spec
+    from tests.unit.test_oracle import NOW
 
     rng = random.Random(SEED + 3)
     pods = enumerated_pods()
@@ -267,22 +284,13 @@ def test_with_an_engine_tail_the_fragment_decides_only_the_native_prefix() -> No
         assert report.fragment().get("backoffLimitPerIndex") == (native.UNLIMITED if per_index
                                                                  else None)
         cases.append((text, per_index, report, rng.sample(range(len(pods)), 200)))
-    answers = oracle.ask("pod-failure-policy", (
-        {"podFailurePolicy": r.fragment()["podFailurePolicy"], "podIndexes": chosen}
-        | ({"pods": pods} if n == 0 else {})
-        for n, (_, _, r, chosen) in enumerate(cases)))
-    indexed = [{**p, "metadata": {**p["metadata"], "labels": {"foo": "bar", INDEX_LABEL: "0"}}}
-               for p in pods]
+    answers = _ask(cases, pods)
+    indexed = _indexed(pods)
     engine = native_taken = 0
     disagreements = []
     for (text, per_index, report, chosen), theirs in zip(cases, answers, strict=True):
         kind = compile_kind(text)
-        spec = job_spec(report.fragment()["podFailurePolicy"]["rules"], 2)
-        if per_index:
-            spec.update(completionMode="Indexed", completions=3, parallelism=3, backoffLimitPerIndex=1)
-        job = {"apiVersion": "batch/v1", "kind": "Job",
-               "metadata": {"name": "foobar", "namespace": "default", "uid": JOB_UID,
-                            "creationTimestamp": "2024-05-01T12:00:00Z"}, "spec": spec}
+        job = _job(report, per_index)
         rule_of = {d.policy: d.rule for d in report.decisions if d.native}
         for pod, their in zip(((indexed if per_index else pods)[i] for i in chosen), theirs,
                               strict=True):
