@@ -269,6 +269,13 @@ class Action:
     delay_cap: int | None = None  # ... up to this many seconds
     grow: Grow | None = None  # restart with more memory
 
+    def chain(self) -> Iterator[Action]:
+        """This action, then its fallbacks (`then ...`) in order."""
+        action: Action | None = self
+        while action is not None:
+            yield action
+            action = action.fallback
+
 
 @dataclass(frozen=True, slots=True)
 class Policy:

@@ -95,16 +95,9 @@ def of_kind(kind: plan.Kind) -> Projection:
         job_paths += [("spec", key) for key in plan.NATIVE_FIELDS]
         job_paths += [("status", "failed"), ("status", "uncountedTerminatedPods")]
     pods = merge(POD_FIELDS, tree(pod_paths))
-    if any(a.grow is not None for p in kind.policies for a in _chain(p.action)):
+    if any(a.grow is not None for p in kind.policies for a in p.action.chain()):
         pods = merge(pods, POD_RESOURCES)
     return Projection(merge(JOB_FIELDS, tree(job_paths)), pods)
-
-
-def _chain(action: plan.Action | None) -> Iterator[plan.Action]:
-    """An action and its fallbacks."""
-    while action is not None:
-        yield action
-        action = action.fallback
 
 
 def pod_tree(kinds: Iterable[plan.Kind]) -> Tree:

@@ -206,11 +206,9 @@ def _actions_taken(kind: planlib.Kind) -> Iterator[tuple[planlib.Policy, str]]:
     for policy in kind.policies:
         if policy.audit:
             continue
-        action: planlib.Action | None = policy.action
-        while action is not None:
+        for action in policy.action.chain():
             if action.action in vocabulary.EFFECTS:
                 yield policy, action.action
-            action = action.fallback
 
 
 def _step_text(step: planlib.Step) -> str:
