@@ -7,20 +7,15 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from rulec import checker, diagnostics, lower, nodes, syntax
 from rulec.diagnostics import Diagnostic
+from rulec.files import InputError, read, rule_files
 from rulec.source import SourceFile
 
-
-class InputError(Exception):
-    """An input that cannot be used (a path that cannot be read as rules, a malformed object or
-    suite, rules with errors): every command reports it as a usage/IO problem (exit 2), one line
-    naming the file, without a traceback."""
+__all__ = ["Build", "InputError", "build", "build_sources", "read", "rule_files", "too_deep"]
 
 
 def too_deep(doing: str, path: str | None = None) -> InputError:
@@ -39,40 +34,6 @@ class Build:
     @property
     def errors(self) -> tuple[Diagnostic, ...]:
         return tuple(d for d in self.diagnostics if d.severity == diagnostics.ERROR)
-
-
-def rule_files(paths: Iterable[str]) -> list[str]:
-    """The `.rules` files named by `paths` (files, or folders searched recursively), sorted.
-
-    In folders only regular files count: reading a FIFO or a device named `*.rules` would
-    block or never end. A path named explicitly is read whatever it is."""
-    found: set[str] = set()
-    for given in paths:
-        path = os.path.normpath(given)
-        if os.path.isdir(path):
-            before = len(found)
-            for root, dirs, files in os.walk(path):
-                dirs.sort()
-                found.update(os.path.normpath(os.path.join(root, f)) for f in files
-                             if f.endswith(".rules") and os.path.isfile(os.path.join(root, f)))
-            if len(found) == before:
-                raise InputError(f"{given}: no .rules files in this folder")
-        elif os.path.exists(path):
-            found.add(path)
-        else:
-            raise InputError(f"{given}: no such file or directory")
-    return sorted(found)
-
-
-def read(path: str) -> SourceFile:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not UTF-8 text") from None
-    except OSError as err:
-        raise InputError(f"{path}: {err.strerror or err}") from None
-    # A leading byte order mark, as some editors write, is not part of the text.
-    return SourceFile.from_text(path, text.removeprefix("\ufeff").replace("\r\n", "\n"))
 
 
 def build(paths: Iterable[str], crds: Iterable[str] = (), *, emit_plan: bool = True) -> Build:

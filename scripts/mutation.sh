@@ -135,6 +135,9 @@ EOF
     mv "$dir/setup.cfg.new" "$dir/setup.cfg"
 }
 
+# mutmut picks the mutant of a run by an environment variable, not by changing the files, so an
+# answer `rulec check` kept on disk (keyed by the files) would hide every mutant: no caches.
+export RULEC_NO_CACHE=1
 for m in "${modules[@]}"; do
     dir=$root/.mutation/$m
     prepare "$m"

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import io
 import os
 import sys
 from typing import TYPE_CHECKING, Mapping, Sequence, TextIO
 
 if TYPE_CHECKING:
     from rulec.api import Build
+    from rulec.checked import Answer
     from rulec.diagnostics import Diagnostic
     from rulec.source import SourceFile
 
@@ -177,18 +179,39 @@ class _Usage(Exception):
 
 
 def _check(args: argparse.Namespace) -> int:
-    from rulec import api, diagnostics
+    from rulec import checked, files
 
     try:
-        result = api.build(_rule_paths(args), args.crd, emit_plan=False)
-    except api.InputError as err:
+        found = [(p, files.read_bytes(p)) for p in files.rule_files(_rule_paths(args))]
+    except files.InputError as err:
         print(f"rulec: {err}", file=sys.stderr)
         return 2
-    _print_diagnostics(result, args.format)
+    name = checked.key(found, args.crd, (args.format, str(args.strict)))
+    answer = checked.load(name) if name is not None else None
+    if answer is None:
+        try:
+            answer = _checked(found, args)
+        except files.InputError as err:
+            print(f"rulec: {err}", file=sys.stderr)
+            return 2
+        if name is not None:
+            checked.store(name, answer)
+    return answer.give()
+
+
+def _checked(found: list[tuple[str, bytes]], args: argparse.Namespace) -> "Answer":
+    """What checking these files prints, and its exit code."""
+    from rulec import api, checked, diagnostics, files
+
+    result = api.build_sources([files.source(p, data) for p, data in found], args.crd,
+                               emit_plan=False)
+    out = io.StringIO()
+    _print_diagnostics(result, args.format, out)
     failing = result.errors or (args.strict and result.diagnostics)
+    err = ""
     if args.format in ("concise", "full") and result.diagnostics:
-        print(f"rulec: {diagnostics.summary(result.diagnostics)}", file=sys.stderr)
-    return 1 if failing else 0
+        err = f"rulec: {diagnostics.summary(result.diagnostics)}\n"
+    return checked.Answer(out.getvalue(), err, 1 if failing else 0)
 
 
 def _compile(args: argparse.Namespace) -> int:

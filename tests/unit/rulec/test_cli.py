@@ -191,7 +191,8 @@ def test_internal_error_is_one_line(capsys, files, monkeypatch) -> None:
     def boom(*_a, **_k):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(api, "build", boom)
+    monkeypatch.setattr(api, "build_sources", boom)
+    monkeypatch.setenv("RULEC_NO_CACHE", "1")   # no answer kept from an earlier check
     code, out, err = run(capsys, "check", str(files["good"]))
     assert code == 2 and err.count("\n") == 1 and "internal error: RuntimeError: boom" in err
     monkeypatch.setenv("RULEC_DEBUG", "1")
