@@ -131,3 +131,43 @@ def test_resource_versions_compare_as_numbers() -> None:
         store.resource_version({"metadata": {"resourceVersion": "9"}})
     assert store.resource_version({"metadata": {}}) == 0
     assert store.resource_version({"metadata": {"resourceVersion": "x"}}) == 0
+
+
+def test_each_object_is_kept_deflated_and_read_back_whole() -> None:
+    """The oracle is the projection itself: every object read back (get, lookup, the old object
+    of a change) equals the projection of what was put, while the bytes kept are a fraction of
+    its JSON."""
+    import orjson
+
+    s = make()
+    put = [obj(f"p-{i}", i + 1, owner=f"job-{i % 3}", app=f"train-{i % 3}", index=str(i))
+           for i in range(60)]
+    for o in put:
+        s.put(o)
+    for o in put:
+        assert s.get(("ns", o["metadata"]["name"])) == cut(o)
+    for j in range(3):
+        assert sorted(s.lookup("owner", f"job-{j}"), key=str) == \
+            sorted((cut(o) for o in put if o["metadata"]["ownerReferences"][0]["uid"] == f"job-{j}"),
+                   key=str)
+    changed = obj("p-7", 100, owner="job-1", app="train-1", index="7")
+    changed["status"]["phase"] = "Failed"
+    change = s.put(changed)
+    assert change is not None and change.old == cut(put[7]) and change.obj == cut(changed)
+    gone = s.delete(("ns", "p-8"))
+    assert gone is not None and gone.old == cut(put[8])
+    json_bytes = sum(len(orjson.dumps(cut(o))) for o in put[1:])
+    kept = sum(len(e.data) for k, e in s._items.items() if k != ("ns", "p-0"))
+    assert kept * 3 < json_bytes, (kept, json_bytes)
+    assert s.bytes == sum(len(e.data) for e in s._items.values())
+
+
+def test_the_objects_of_one_owner_share_their_index_terms() -> None:
+    s = make()
+    for i in range(10):
+        s.put(obj(f"p-{i}", i + 1, owner="job-uid", app="train"))
+    terms = [s._items[("ns", f"p-{i}")].terms for i in range(10)]
+    assert all(t[0] is terms[0][0] and t[1] is terms[0][1] for t in terms)
+    for i in range(10):
+        s.delete(("ns", f"p-{i}"))
+    assert s._terms == {} and s._by == {}
