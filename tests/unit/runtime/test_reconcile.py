@@ -238,6 +238,9 @@ def test_a_pod_the_cache_lost_is_looked_for_in_a_live_list(tmp_path: Path) -> No
     stranger = _pod("x-0", "worker")
     stranger["metadata"]["ownerReferences"] = []
     assert [objects_name(p) for p in reconcile.reconcile(kind, job, [relabelled, stranger], NOW, live=True).pods] == ["w-0"]
+    # a member is listed once; without `live`, only members count
+    assert [objects_name(p) for p in reconcile.reconcile(kind, job, [running, stranger], NOW, live=True).pods] == ["w-0"]
+    assert reconcile.reconcile(kind, job, [relabelled, stranger], NOW).pods == ()
     # nothing lost: no live list asked for
     asked.clear()
     assert reconcile.sync(kind, job, [running], NOW, live([running])).new == () and asked == []
@@ -256,3 +259,59 @@ def test_explain_is_passed_through_and_changes_nothing_else(tmp_path: Path) -> N
     assert (explained.commit, explained.status, explained.new) == (plain.commit, plain.status, plain.new)
     assert reconcile.reconcile(kind, _job(), pods, NOW).evaluation.explanation == ()
     assert reconcile.reconcile(kind, _job(), pods, NOW, explain=True).evaluation.explanation != ()
+
+
+# -- details the mutants showed untested (scripts/mutation.sh reconcile) --------------------------
+
+def test_another_controllers_job_is_left_alone_as_of_the_time_asked(tmp_path: Path) -> None:
+    """`foreign when` is read at the `now` given (a clause may read the job's age); with `write
+    verdicts` the job is reconciled all the same."""
+    old = TASKS.replace("    pods owned\n",
+                        "    pods owned\n    foreign when <<age(metadata.creationTimestamp) > `3600`>>%s\n")
+    created = _job(creationTimestamp="2024-05-01T12:00:00Z")
+    kind = _kind(old % "", tmp_path)
+    assert reconcile.left_alone(kind, created, NOW) is None                    # 5 min old
+    later = datetime.fromisoformat("2024-05-01T14:00:00+00:00")
+    assert reconcile.left_alone(kind, created, later) == (
+        "it is another controller's (kind vcjob: foreign when "
+        "<<age(metadata.creationTimestamp) > `3600`>>)")
+    assert reconcile.left_alone(_kind(old % " write verdicts", tmp_path), created, later) is None
+
+
+def test_a_task_named_by_an_expression_is_read_as_the_evaluation_reads_it(tmp_path: Path) -> None:
+    """The pods a task's restart may delete are those the evaluation put in that task, the
+    task's expression read at the same `now` (here it reads the pod's age)."""
+    by_age = TASKS.replace('task label "volcano.sh/task-spec"',
+                           "task <<age(metadata.creationTimestamp) > `60` && 'old' || 'new'>>")
+    kind = _kind(by_age, tmp_path)
+    pods = [_pod("w-0", "worker", "Failed"), _pod("w-1", "worker", creationTimestamp="2024-05-01T12:04:30Z"),
+            _pod("w-2", "worker")]
+    [i] = [i for i in reconcile.reconcile(kind, _job(), pods, NOW).new if i.action == "restartTask"]
+    assert i.task == "old"
+    assert i.targets == (("w-0", "uid-w-0"), ("w-2", "uid-w-2"))
+
+
+def test_a_reconcile_decided_again_on_a_live_list_is_explained_when_asked(tmp_path: Path) -> None:
+    kind = _kind(TASKS, tmp_path)
+    running = _pod("w-0", "worker")
+    job = _committed(_job(), reconcile.reconcile(kind, _job(), [running], NOW))
+    relabelled = copy.deepcopy(running)
+    relabelled["metadata"]["labels"] = {}
+    relabelled["metadata"]["ownerReferences"] = []
+    assert reconcile.reconcile(kind, job, [], NOW).needs_live_pods
+    explained = reconcile.sync(kind, job, [], NOW, lambda: [relabelled], explain=True)
+    assert explained.new == () and explained.evaluation.explanation != ()
+    assert reconcile.sync(kind, job, [], NOW, lambda: [relabelled]).evaluation.explanation == ()
+
+
+def test_which_pods_are_the_jobs_is_decided_at_the_time_given(tmp_path: Path) -> None:
+    """A pod selector's value is a template over the job, read at `now` (not the clock): here
+    it reads the job's age, so a reconcile is the same function of its inputs on any day."""
+    kind = _kind(TASKS.replace("    pods owned\n", "    pods owned\n    pods label \"cohort\" = "
+                               "<<age(metadata.creationTimestamp) > `86400` && 'old' || 'new'>>\n"), tmp_path)
+    job = _job(creationTimestamp="2024-05-01T12:00:00Z")
+    young = _pod("w-0", "worker")
+    young["metadata"]["labels"]["cohort"] = "new"
+    assert [objects_name(p) for p in reconcile.reconcile(kind, job, [young], NOW).pods] == ["w-0"]
+    later = datetime.fromisoformat("2024-05-03T12:00:00+00:00")
+    assert reconcile.reconcile(kind, job, [young], later).pods == ()
