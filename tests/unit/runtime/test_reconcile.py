@@ -14,7 +14,7 @@ import yaml
 
 from rulec import api, emit
 from rulec.commands import suite
-from runtime import functions, intents, plan, reconcile, writeback
+from runtime import functions, intents, plan, reconcile, state, writeback
 from runtime import pods as pods_lib
 
 HERE = Path(__file__).resolve().parent / "reconcile"
@@ -315,3 +315,31 @@ def test_which_pods_are_the_jobs_is_decided_at_the_time_given(tmp_path: Path) ->
     assert [objects_name(p) for p in reconcile.reconcile(kind, job, [young], NOW).pods] == ["w-0"]
     later = datetime.fromisoformat("2024-05-03T12:00:00+00:00")
     assert reconcile.reconcile(kind, job, [young], later).pods == ()
+
+
+def test_stored_state_that_cannot_be_read_is_said(tmp_path: Path) -> None:
+    kind = _kind(TASKS, tmp_path)
+    writes = reconcile.reconcile(kind, _job(annotations={state.ANNOTATION: "{not json"}),
+                                 [_pod("w-1", "worker")], NOW)
+    assert writes.state_error is not None and writes.journal_error is None
+
+
+def test_an_intent_is_named_by_the_stored_state_it_was_decided_from(tmp_path: Path) -> None:
+    """The same decision replayed from the same stored state has the same id; the id is made
+    from the state the job carried (`intents.intent_id`), here one an earlier reconcile wrote."""
+    kind = _kind(TASKS, tmp_path)
+    job = _committed(_job(), reconcile.reconcile(kind, _job(), [_pod("w-0", "worker")], NOW))
+    stored_text = job["metadata"]["annotations"][state.ANNOTATION]
+    [i] = [i for i in reconcile.reconcile(kind, job, [_pod("w-0", "worker", "Failed")], NOW).new
+           if i.action == "restartTask"]
+    assert i.id == intents.intent_id("u-train", stored_text, i.policy, "uid-w-0")
+    assert i.id != intents.intent_id("u-train", None, i.policy, "uid-w-0")
+
+
+def test_a_pod_without_a_uid_is_never_taken_for_a_known_pod(tmp_path: Path) -> None:
+    kind = _kind(TASKS, tmp_path)
+    known = _pod("w-0", "worker", uid="XXXX")
+    job = _committed(_job(), reconcile.reconcile(kind, _job(), [known], NOW))
+    stranger = _pod("x-0", "worker", ownerReferences=[])
+    del stranger["metadata"]["uid"]
+    assert reconcile.reconcile(kind, job, [stranger], NOW, live=True).pods == ()
