@@ -276,6 +276,7 @@ def test_another_controllers_job_is_left_alone_as_of_the_time_asked(tmp_path: Pa
         "it is another controller's (kind vcjob: foreign when "
         "<<age(metadata.creationTimestamp) > `3600`>>)")
     assert reconcile.left_alone(_kind(old % " write verdicts", tmp_path), created, later) is None
+    assert reconcile.left_alone(kind, created) is not None     # no time given: the clock's (years on)
 
 
 def test_a_task_named_by_an_expression_is_read_as_the_evaluation_reads_it(tmp_path: Path) -> None:
@@ -343,3 +344,48 @@ def test_a_pod_without_a_uid_is_never_taken_for_a_known_pod(tmp_path: Path) -> N
     stranger = _pod("x-0", "worker", ownerReferences=[])
     del stranger["metadata"]["uid"]
     assert reconcile.reconcile(kind, job, [stranger], NOW, live=True).pods == ()
+
+
+@pytest.mark.parametrize("evicted", [
+    "audit on pod evicted -> restart pod max 3",     # audited: no intent
+    "on pod evicted -> fail task",                   # a `record` recipe: nothing to carry out
+])
+def test_an_action_with_nothing_to_carry_out_does_not_hold_up_those_after_it(
+        evicted: str, tmp_path: Path) -> None:
+    kind = _kind(TASKS.replace("on pod evicted -> restart pod max 3", evicted), tmp_path)
+    gone = _pod("a-0", "other", "Failed")
+    gone["status"]["reason"] = "Evicted"
+    writes = reconcile.reconcile(kind, _job(), [gone, _pod("w-0", "worker", "Failed")], NOW)
+    assert [i.action for i in writes.evaluation.actions][0] != "restartTask"   # it comes first
+    assert [(i.action, i.pod) for i in writes.new] == [("restartTask", "w-0")]
+
+
+def test_the_ids_of_a_job_without_a_uid_are_made_from_an_empty_one(tmp_path: Path) -> None:
+    kind = _kind(TASKS, tmp_path)
+    job = _job()
+    del job["metadata"]["uid"]
+    new = reconcile.reconcile(kind, job, [_pod("w-0", "worker", "Failed")], NOW).new  # owned by name
+    assert [i.action for i in new] == ["restartTask"]
+    assert new[0].id == intents.intent_id("", None, new[0].policy, "uid-w-0")
+
+
+def test_without_annotations_no_phase_label_is_written(tmp_path: Path) -> None:
+    """`status { no annotations }`: none of ours, and no `jobrules.dev/phase` label either."""
+    kind = _kind(TASKS.replace("    pods owned\n", "    pods owned\n    status { no annotations }\n"), tmp_path)
+    assert not kind.status.annotations
+    writes = reconcile.reconcile(kind, _job(), [_pod("w-0", "worker", "Failed")], NOW)
+    assert "labels" not in ((writes.commit or {}).get("metadata") or {})
+
+
+def test_events_are_named_from_the_stored_state_read(tmp_path: Path) -> None:
+    """A replay of the same evaluation names the same Events (writeback.events, from the
+    stored state the reconcile read), a later one from another state other ones."""
+    kind = _kind(TASKS, tmp_path)
+    job = _committed(_job(), reconcile.reconcile(kind, _job(), [_pod("w-0", "worker")], NOW))
+    stored_text = job["metadata"]["annotations"][state.ANNOTATION]
+    writes = reconcile.reconcile(kind, job, [_pod("w-0", "worker", "Failed")], NOW)
+    assert writes.events
+    assert writes.events == tuple(writeback.events(kind, job, stored_text, writes.evaluation,
+                                                   writes.previous_phase, None, None))
+    assert writes.events != tuple(writeback.events(kind, job, None, writes.evaluation,
+                                                   writes.previous_phase, None, None))
