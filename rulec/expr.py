@@ -71,7 +71,7 @@ def parse(e: nodes.Expr, out: list[Diagnostic]) -> Parsed:
         out.append(diagnostics.make("jmespath-syntax", e.span, "empty JMESPath expression"))
     except exceptions.LexerError as err:
         value = err.lexer_value or ""
-        message = (err.message or "invalid token").rstrip(".")
+        message = err.message or "invalid token"
         out.append(diagnostics.make(
             "jmespath-syntax", position(e, err.lexer_position or 0, len(value)),
             f"invalid JMESPath: {message[:1].lower()}{message[1:]}"))

@@ -894,6 +894,8 @@ def test_function_findings_say_what_is_wrong(condition: str, finding: tuple) -> 
     ("<<a || || b>>", ("R201", 24, 26, "invalid JMESPath: unexpected `||`")),
     ("<<a[1.5]>>", ("R201", 22, 23, "invalid JMESPath: unexpected `.`")),
     ("<<a == `\"x`>>", ("R201", 24, 28, "invalid JMESPath: bad token \"x")),
+    # a bad literal ending in "." keeps it: the message shows the user's text as written
+    ("<<a == `\"a.`>>", ("R201", 24, 29, "invalid JMESPath: bad token \"a.")),
     ("<<$ == a>>", ("R201", 19, 20, "invalid JMESPath: unknown token $")),
     ("<<|| a>>", ("R201", 19, 21, "invalid JMESPath: unexpected `||`")),
     ("<<!a.b[?c>>", ("R201", 26, 28, "invalid JMESPath: the expression ends too early")),

@@ -10,7 +10,7 @@ from typing import Any, Callable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from builders import (T0, both, count, either, exit_in, job, jp, load_kind, negate, pod, pods_cond,
+from builders import (T0, at, both, count, either, exit_in, job, jp, load_kind, negate, pod, pods_cond, running,
                       terminated, verdict)
 from runtime import evaluator
 
@@ -261,3 +261,59 @@ def test_why_an_expression_or_an_age_does_not_hold() -> None:
     del timeless["metadata"]["creationTimestamp"]
     e = evaluator.evaluate(k, timeless, [], None, NOW, explain=True)
     assert [f.why for f in e.explanation if f.name == "Failed"] == ["job running longer than 1m: age unknown"]
+
+
+# -- details the mutants showed untested (scripts/mutation.sh conditions) --------------------------
+
+# two containers failed: first in status order, but the later to finish
+STATUS_ORDER = [terminated("a-late", 2, finished=50), terminated("b-early", 3, finished=40)]
+
+
+def test_a_failure_speaks_through_its_first_failed_container_in_status_order() -> None:
+    """docs/language.md: on a failure the failed containers are read in status order (as the Job
+    controller matches onExitCodes), whichever condition names the pod."""
+    failed = [pod("p0", "Failed", task="a", containers=STATUS_ORDER), pod("p1", task="b")]
+    for when in (pods_cond("any", "failed"), count(">=", "1", "failed"),
+                 {"op": "task", "quant": "any", "task": "a", "state": "failed"},
+                 {"op": "taskCount", "state": "failed", "cmp": ">=", "value": ["1"]}):
+        assert said(when, failed) == "p0/a-late: 2", when
+
+
+def test_otherwise_a_pod_speaks_through_its_most_telling_container() -> None:
+    """Not a failure: the counted containers, non-zero exits first, the earliest to finish."""
+    busy = [pod("p0", "Running", task="a", containers=[*STATUS_ORDER, running("c")])]
+    for when in (pods_cond("any", "running"),
+                 {"op": "task", "quant": "any", "task": "a", "state": "running"}):
+        assert said(when, busy) == "p0/b-early: 3", when
+
+
+def test_a_pending_task_is_witnessed_by_all_its_pods() -> None:
+    """A task is pending while none of its pods failed or runs and not all succeeded: every pod
+    of it counts, a succeeded one too."""
+    members = [pod("p0", "Succeeded", task="a"), pod("p1", "Pending", task="a"), pod("p2", task="b")]
+    assert said({"op": "task", "quant": "any", "task": "a", "state": "pending"}, members,
+                "{pod} {count}/{total}") == "p0 2/2"
+
+
+def test_in_a_and_b_the_first_part_with_pods_decides() -> None:
+    members = [pod("p0", "Failed"), pod("p1", "Running")]
+    assert said(both(pods_cond("any", "failed"), pods_cond("any", "running")), members, "{pod}") == "p0"
+    assert said(both(pods_cond("any", "running"), pods_cond("any", "failed")), members, "{pod}") == "p1"
+
+
+def test_a_duration_without_a_state_counts_from_the_pods_creation() -> None:
+    # NOW is 300 s after T0: created at 60, started at 61
+    assert holds_objs(pods_cond("any", None, for_=240), [pod("p0", "Running", created=60)])
+
+
+def test_a_pod_too_young_for_a_duration_does_not_hide_an_older_one() -> None:
+    young, old = pod("p0", "Pending", created=250), pod("p1", "Pending", created=0)
+    assert holds_objs(pods_cond("any", "pending", for_=240), [young, old])
+
+
+def test_a_pending_pod_already_started_wakes_from_its_creation() -> None:
+    """A pod accepted by its node has a startTime while still Pending (pulling images):
+    pending for D counts from its creation, and so does the time the evaluation wakes at."""
+    pulling = pod("p0", "Pending", created=60)
+    pulling["status"]["startTime"] = at(120)
+    assert wake(pods_cond("any", "pending", for_=600), [pulling]) == T0 + timedelta(seconds=660)

@@ -167,7 +167,18 @@ def test_a_recorded_action_is_done_without_a_request() -> None:
     api, path, _ = world(BATCH, journal_=(i,))
     run = journal.Pass(BATCH, pods_of(api), NOW, path, True)
     _, todo, reports = journal.advance(run, journal.start((i,)), api.get(path))
-    assert [type(r) for r in reports] == [journal.Done]
+    assert reports == (journal.Done(i),)     # the intent as the journal holds it
+    assert isinstance(todo, journal.Send) and todo.clear
+
+
+def test_an_intent_whose_action_the_plan_no_longer_carries_out_is_done_without_a_request() -> None:
+    """Opened under an older plan; the plan now loaded says `unsupported` for its action."""
+    assert BATCH.recipe("completeJob") == "unsupported"
+    i = intent("completeJob")
+    api, path, _ = world(BATCH, journal_=(i,))
+    run = journal.Pass(BATCH, pods_of(api), NOW, path, True)
+    _, todo, reports = journal.advance(run, journal.start((i,)), api.get(path))
+    assert reports == (journal.Done(i),)
     assert isinstance(todo, journal.Send) and todo.clear
 
 
@@ -412,3 +423,90 @@ def test_an_intent_that_waits_after_a_step_does_not_hold_up_the_next_one() -> No
     assert [r.path for r in api.sent("DELETE")] == ["/api/v1/namespaces/ns/pods/p-0"]
     assert stop == journal.Stop(wait=2.0, open=1)
     assert [(i.id, i.step) for i in journal_on(api, path)] == [("i-job", 1)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Details the mutants showed untested (scripts/mutation.sh journal)
+
+
+def test_a_refused_request_holds_back_the_rest_of_its_step() -> None:
+    """A step of two deletions whose first is refused (403) is tried again later as a whole:
+    the second pod is not deleted in that pass, whether the action is retried or given up."""
+    for attempts in (0, journal.MAX_ATTEMPTS - 1):
+        two = intent("restartPod", pod="p-0", uid="pod-0", attempts=attempts,
+                     targets=(("p-0", "pod-0"), ("p-1", "pod-1")))
+        api, path, _ = world(BATCH, journal_=(two,))
+        api.fail("DELETE", r"/pods/p-0$", 403, times=-1, message="pods is forbidden")
+        stop = one_pass(BATCH, api, path)
+        assert api.sent("DELETE") == [], attempts
+        assert stop.open == (1 if attempts == 0 else 0)
+
+
+def test_a_step_patching_the_status_subresource_is_followed_by_a_patch_of_the_cursor() -> None:
+    """The journal rides only in a patch of the job itself: a guarded patch of /status (where
+    annotations are not written) gets a journal patch of its own when more steps follow."""
+    kind = plan.load({**corpus.plans()[0].raw, "kinds": [dict(
+        next(k for k in corpus.plans()[0].raw["kinds"] if k["name"] == "batchjob"),
+        actions={"restartJob": {"steps": [
+            {"op": "set", "span": SPAN, "path": ["status", "x"], "value": True},
+            {"op": "set", "span": SPAN, "path": ["spec", "x"], "value": True}]}})]}).kinds[0]
+    i = intent("restartJob")
+    api, path, _ = world(kind, journal_=(i,))
+    job = api.get(path)
+    run = journal.Pass(kind, pods_of(api), NOW, path, True)
+    progress, todo, _ = journal.advance(run, journal.start((i,)), job)
+    assert isinstance(todo, journal.Send) and todo.path == f"{path}/status"
+    assert "metadata" not in todo.body and todo.resource_version is not None
+    progress, todo, _ = journal.advance(run, progress, job, journal.Answer(200))
+    assert isinstance(todo, journal.Send) and todo.part == "journal" and todo.path == path
+    [moved] = intents.decode(todo.body["metadata"]["annotations"][vocabulary.INTENTS_ANNOTATION]).intents
+    assert moved.step == 1
+
+
+def test_a_step_patching_the_job_keeps_the_stored_state_when_it_releases_a_dropped_action() -> None:
+    """An action given up, then another intent's step that patches the job in the same pass:
+    that patch carries the stored state with the release added, the rest of it kept."""
+    earlier = state.Released("p#9", "restartPod", None, "old", None, (), "given up before")
+    stored = state.with_released(None, (earlier,))
+    dropped = intent("restartPod", id="i-drop", pod="p-0", uid="pod-0",
+                     attempts=journal.MAX_ATTEMPTS - 1, targets=(("p-0", "pod-0"),))
+    api, path, _ = world(BATCH, journal_=(dropped, intent("restartJob", id="i-job")))
+    api.merge_patch(path, {"metadata": {"annotations": {vocabulary.STATE_ANNOTATION: stored}}})
+    api.fail("DELETE", r"/pods/p-0$", 403, times=-1, message="pods is forbidden")
+    one_pass(BATCH, api, path)
+    [suspend] = [r for r in api.sent("PATCH") if "spec" in r.body]
+    written = suspend.body["metadata"]["annotations"][vocabulary.STATE_ANNOTATION]
+    assert [r.why for r in state.decode(written).state.released] == [
+        "given up before", "DELETE /api/v1/namespaces/ns/pods/p-0: 403 Planted: pods is forbidden"]
+
+
+def test_a_stop_leaves_no_answer_due() -> None:
+    """After the answer that ends a pass, the machine owes nothing: asked again, it stops again."""
+    api, path, _ = world(BATCH, journal_=(POD_RESTART,))
+    job = api.get(path)
+    run = journal.Pass(BATCH, pods_of(api), NOW, path, True)
+    progress, _, _ = journal.advance(run, journal.start((POD_RESTART,)), job)
+    progress, todo, _ = journal.advance(run, progress, job, journal.Answer(200))
+    assert isinstance(todo, journal.Send) and todo.clear
+    progress, stop, _ = journal.advance(run, progress, job, journal.Answer(200))
+    assert stop == journal.Stop(open=0) and progress.asked is None
+    assert journal.advance(run, progress, job) == (progress, stop, ())
+
+
+@pytest.mark.parametrize("status, stop", [
+    (409, journal.Stop(retry=True)),                  # the job moved on: look again, later
+    (403, journal.Stop(wait=1.0, open=1)),            # refused: tried again in a second
+])
+def test_each_refusal_of_a_step_that_patches_the_job(status: int, stop: journal.Stop) -> None:
+    i = intent("restartJob")
+    api, path, _ = world(BATCH, journal_=(i,))
+    job = api.get(path)
+    run = journal.Pass(BATCH, pods_of(api), NOW, path, True)
+    progress, todo, _ = journal.advance(run, journal.start((i,)), job)
+    assert isinstance(todo, journal.Send) and todo.resource_version is not None
+    assert todo.done_on == frozenset()
+    progress, todo, reports = journal.advance(run, progress, job, journal.Answer(status, "said"))
+    if isinstance(todo, journal.Send):     # the refusal counted on the journal
+        assert todo.part == "journal"
+        progress, todo, _ = journal.advance(run, progress, job, journal.Answer(200))
+    assert (todo, reports) == (stop, ())

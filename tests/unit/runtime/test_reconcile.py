@@ -14,7 +14,7 @@ import yaml
 
 from rulec import api, emit
 from rulec.commands import suite
-from runtime import functions, intents, plan, reconcile, writeback
+from runtime import functions, intents, plan, reconcile, state, writeback
 from runtime import pods as pods_lib
 
 HERE = Path(__file__).resolve().parent / "reconcile"
@@ -238,6 +238,9 @@ def test_a_pod_the_cache_lost_is_looked_for_in_a_live_list(tmp_path: Path) -> No
     stranger = _pod("x-0", "worker")
     stranger["metadata"]["ownerReferences"] = []
     assert [objects_name(p) for p in reconcile.reconcile(kind, job, [relabelled, stranger], NOW, live=True).pods] == ["w-0"]
+    # a member is listed once; without `live`, only members count
+    assert [objects_name(p) for p in reconcile.reconcile(kind, job, [running, stranger], NOW, live=True).pods] == ["w-0"]
+    assert reconcile.reconcile(kind, job, [relabelled, stranger], NOW).pods == ()
     # nothing lost: no live list asked for
     asked.clear()
     assert reconcile.sync(kind, job, [running], NOW, live([running])).new == () and asked == []
@@ -256,3 +259,133 @@ def test_explain_is_passed_through_and_changes_nothing_else(tmp_path: Path) -> N
     assert (explained.commit, explained.status, explained.new) == (plain.commit, plain.status, plain.new)
     assert reconcile.reconcile(kind, _job(), pods, NOW).evaluation.explanation == ()
     assert reconcile.reconcile(kind, _job(), pods, NOW, explain=True).evaluation.explanation != ()
+
+
+# -- details the mutants showed untested (scripts/mutation.sh reconcile) --------------------------
+
+def test_another_controllers_job_is_left_alone_as_of_the_time_asked(tmp_path: Path) -> None:
+    """`foreign when` is read at the `now` given (a clause may read the job's age); with `write
+    verdicts` the job is reconciled all the same."""
+    old = TASKS.replace("    pods owned\n",
+                        "    pods owned\n    foreign when <<age(metadata.creationTimestamp) > `3600`>>%s\n")
+    created = _job(creationTimestamp="2024-05-01T12:00:00Z")
+    kind = _kind(old % "", tmp_path)
+    assert reconcile.left_alone(kind, created, NOW) is None                    # 5 min old
+    later = datetime.fromisoformat("2024-05-01T14:00:00+00:00")
+    assert reconcile.left_alone(kind, created, later) == (
+        "it is another controller's (kind vcjob: foreign when "
+        "<<age(metadata.creationTimestamp) > `3600`>>)")
+    assert reconcile.left_alone(_kind(old % " write verdicts", tmp_path), created, later) is None
+    assert reconcile.left_alone(kind, created) is not None     # no time given: the clock's (years on)
+
+
+def test_a_task_named_by_an_expression_is_read_as_the_evaluation_reads_it(tmp_path: Path) -> None:
+    """The pods a task's restart may delete are those the evaluation put in that task, the
+    task's expression read at the same `now` (here it reads the pod's age)."""
+    by_age = TASKS.replace('task label "volcano.sh/task-spec"',
+                           "task <<age(metadata.creationTimestamp) > `60` && 'old' || 'new'>>")
+    kind = _kind(by_age, tmp_path)
+    pods = [_pod("w-0", "worker", "Failed"), _pod("w-1", "worker", creationTimestamp="2024-05-01T12:04:30Z"),
+            _pod("w-2", "worker")]
+    [i] = [i for i in reconcile.reconcile(kind, _job(), pods, NOW).new if i.action == "restartTask"]
+    assert i.task == "old"
+    assert i.targets == (("w-0", "uid-w-0"), ("w-2", "uid-w-2"))
+
+
+def test_a_reconcile_decided_again_on_a_live_list_is_explained_when_asked(tmp_path: Path) -> None:
+    kind = _kind(TASKS, tmp_path)
+    running = _pod("w-0", "worker")
+    job = _committed(_job(), reconcile.reconcile(kind, _job(), [running], NOW))
+    relabelled = copy.deepcopy(running)
+    relabelled["metadata"]["labels"] = {}
+    relabelled["metadata"]["ownerReferences"] = []
+    assert reconcile.reconcile(kind, job, [], NOW).needs_live_pods
+    explained = reconcile.sync(kind, job, [], NOW, lambda: [relabelled], explain=True)
+    assert explained.new == () and explained.evaluation.explanation != ()
+    assert reconcile.sync(kind, job, [], NOW, lambda: [relabelled]).evaluation.explanation == ()
+
+
+def test_which_pods_are_the_jobs_is_decided_at_the_time_given(tmp_path: Path) -> None:
+    """A pod selector's value is a template over the job, read at `now` (not the clock): here
+    it reads the job's age, so a reconcile is the same function of its inputs on any day."""
+    kind = _kind(TASKS.replace("    pods owned\n", "    pods owned\n    pods label \"cohort\" = "
+                               "<<age(metadata.creationTimestamp) > `86400` && 'old' || 'new'>>\n"), tmp_path)
+    job = _job(creationTimestamp="2024-05-01T12:00:00Z")
+    young = _pod("w-0", "worker")
+    young["metadata"]["labels"]["cohort"] = "new"
+    assert [objects_name(p) for p in reconcile.reconcile(kind, job, [young], NOW).pods] == ["w-0"]
+    later = datetime.fromisoformat("2024-05-03T12:00:00+00:00")
+    assert reconcile.reconcile(kind, job, [young], later).pods == ()
+
+
+def test_stored_state_that_cannot_be_read_is_said(tmp_path: Path) -> None:
+    kind = _kind(TASKS, tmp_path)
+    writes = reconcile.reconcile(kind, _job(annotations={state.ANNOTATION: "{not json"}),
+                                 [_pod("w-1", "worker")], NOW)
+    assert writes.state_error is not None and writes.journal_error is None
+
+
+def test_an_intent_is_named_by_the_stored_state_it_was_decided_from(tmp_path: Path) -> None:
+    """The same decision replayed from the same stored state has the same id; the id is made
+    from the state the job carried (`intents.intent_id`), here one an earlier reconcile wrote."""
+    kind = _kind(TASKS, tmp_path)
+    job = _committed(_job(), reconcile.reconcile(kind, _job(), [_pod("w-0", "worker")], NOW))
+    stored_text = job["metadata"]["annotations"][state.ANNOTATION]
+    [i] = [i for i in reconcile.reconcile(kind, job, [_pod("w-0", "worker", "Failed")], NOW).new
+           if i.action == "restartTask"]
+    assert i.id == intents.intent_id("u-train", stored_text, i.policy, "uid-w-0")
+    assert i.id != intents.intent_id("u-train", None, i.policy, "uid-w-0")
+
+
+def test_a_pod_without_a_uid_is_never_taken_for_a_known_pod(tmp_path: Path) -> None:
+    kind = _kind(TASKS, tmp_path)
+    known = _pod("w-0", "worker", uid="XXXX")
+    job = _committed(_job(), reconcile.reconcile(kind, _job(), [known], NOW))
+    stranger = _pod("x-0", "worker", ownerReferences=[])
+    del stranger["metadata"]["uid"]
+    assert reconcile.reconcile(kind, job, [stranger], NOW, live=True).pods == ()
+
+
+@pytest.mark.parametrize("evicted", [
+    "audit on pod evicted -> restart pod max 3",     # audited: no intent
+    "on pod evicted -> fail task",                   # a `record` recipe: nothing to carry out
+])
+def test_an_action_with_nothing_to_carry_out_does_not_hold_up_those_after_it(
+        evicted: str, tmp_path: Path) -> None:
+    kind = _kind(TASKS.replace("on pod evicted -> restart pod max 3", evicted), tmp_path)
+    gone = _pod("a-0", "other", "Failed")
+    gone["status"]["reason"] = "Evicted"
+    writes = reconcile.reconcile(kind, _job(), [gone, _pod("w-0", "worker", "Failed")], NOW)
+    assert [i.action for i in writes.evaluation.actions][0] != "restartTask"   # it comes first
+    assert [(i.action, i.pod) for i in writes.new] == [("restartTask", "w-0")]
+
+
+def test_the_ids_of_a_job_without_a_uid_are_made_from_an_empty_one(tmp_path: Path) -> None:
+    kind = _kind(TASKS, tmp_path)
+    job = _job()
+    del job["metadata"]["uid"]
+    new = reconcile.reconcile(kind, job, [_pod("w-0", "worker", "Failed")], NOW).new  # owned by name
+    assert [i.action for i in new] == ["restartTask"]
+    assert new[0].id == intents.intent_id("", None, new[0].policy, "uid-w-0")
+
+
+def test_without_annotations_no_phase_label_is_written(tmp_path: Path) -> None:
+    """`status { no annotations }`: none of ours, and no `jobrules.dev/phase` label either."""
+    kind = _kind(TASKS.replace("    pods owned\n", "    pods owned\n    status { no annotations }\n"), tmp_path)
+    assert not kind.status.annotations
+    writes = reconcile.reconcile(kind, _job(), [_pod("w-0", "worker", "Failed")], NOW)
+    assert "labels" not in ((writes.commit or {}).get("metadata") or {})
+
+
+def test_events_are_named_from_the_stored_state_read(tmp_path: Path) -> None:
+    """A replay of the same evaluation names the same Events (writeback.events, from the
+    stored state the reconcile read), a later one from another state other ones."""
+    kind = _kind(TASKS, tmp_path)
+    job = _committed(_job(), reconcile.reconcile(kind, _job(), [_pod("w-0", "worker")], NOW))
+    stored_text = job["metadata"]["annotations"][state.ANNOTATION]
+    writes = reconcile.reconcile(kind, job, [_pod("w-0", "worker", "Failed")], NOW)
+    assert writes.events
+    assert writes.events == tuple(writeback.events(kind, job, stored_text, writes.evaluation,
+                                                   writes.previous_phase, None, None))
+    assert writes.events != tuple(writeback.events(kind, job, None, writes.evaluation,
+                                                   writes.previous_phase, None, None))
