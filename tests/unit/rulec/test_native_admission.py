@@ -1,0 +1,113 @@
+"""Injections as MutatingAdmissionPolicies (rulec/native_admission.py): which go native, each
+webhook-only code on a case that trips it, and what every policy is guarded by. That the
+policies make the webhook's pod is proven on the API server (tests/integration/
+test_native_admission.py)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rulec import api, diagnostics, native_admission
+from rulec.commands import cli
+from rulec.source import SourceFile
+from runtime import mutator
+from runtime import plan as planlib
+
+ROOT = Path(__file__).resolve().parents[3]
+KIND = """job w: argoproj.io/v1alpha1 Workflow {
+    pods owned
+    primary container "main"
+    task label "role"
+    succeeded when all pods succeeded
+}
+"""
+
+
+def plan_of(text: str) -> planlib.Plan:
+    built = api.build_sources([SourceFile.from_text("w.rules", text)])
+    assert built.plan is not None, [str(d) for d in built.errors]
+    return planlib.load(json.loads(json.dumps(built.plan)))
+
+
+def decide(injection: str, kind: str = KIND) -> native_admission.InjectionDecision:
+    [found] = native_admission.decide(plan_of(kind + injection))
+    return found
+
+
+WEBHOOK_ONLY = [
+    ("N117", 'inject "i" into pods of w where where <<pod.spec.nodeName>> { annotate "a" = "b" }', KIND),
+    ("N117", 'inject "i" into pods of w { annotate "a" = <<owner.spec.x>> }', KIND),
+    ("N117", 'inject "i" into pods of w where task "t" { annotate "a" = "b" }',
+     KIND.replace('task label "role"', "task <<metadata.labels.role>>")),
+    ("N117", 'inject "i" into pods of w where primary { annotate "a" = "b" }',
+     KIND.replace("pods owned", "pods owned\n    primary pods not exit 1")),
+    ("N118", 'inject "i" into pods of w { wrap ["main"] with ["tini", "--"] }', KIND),
+]
+
+
+@pytest.mark.parametrize("code,injection,kind", WEBHOOK_ONLY,
+                         ids=[f"{c}-{n}" for n, (c, _, _) in enumerate(WEBHOOK_ONLY)])
+def test_webhook_only(code: str, injection: str, kind: str) -> None:
+    found = decide(injection, kind)
+    assert (found.native, found.code) == (False, code), found.to_json()
+    assert found.reason and not found.objects
+
+
+def test_every_webhook_only_code_has_a_case_and_explain_knows_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    codes = {c.code for c in diagnostics.NATIVE_CODES if c.code >= "N117"}
+    assert {c for c, _, _ in WEBHOOK_ONLY} | {"N119"} == codes
+    for code in codes:
+        assert cli.main(["explain", code]) == 0
+        assert capsys.readouterr().out.startswith(f"{code} ")
+
+
+def test_what_cel_is_given_goes_native() -> None:
+    found = decide('inject "i" into pods of w where label "trial" exists and task "t" '
+                   'and namespace in ["ml"] and not annotation "skip" = "yes" {\n'
+                   '    annotate "a" = "{job}/{namespace}/{kind}/{task}/{pod}"\n'
+                   '    label "l" = <<owner.metadata.name>>\n'
+                   '    env "E" = "{container}" in primary\n'
+                   '    volume "v" empty dir\n'
+                   '    mount volume "v" at "/v" in ["main"]\n'
+                   '    sidecar "s" native { image "i" args [<<owner.metadata.uid>>] }\n'
+                   '}\n')
+    assert found.native and found.policies == ("jobrules-i",), found.to_json()
+    policy, binding = found.objects
+    assert binding["spec"] == {"policyName": "jobrules-i"}
+    assert found.expressions == (len(policy["spec"]["matchConditions"]) + 1
+                                 + len(policy["spec"]["mutations"]))
+
+
+def test_the_record_is_the_webhooks_and_is_written_once() -> None:
+    plan = plan_of(KIND + 'inject "i" into pods of w { annotate "a" = "b" }')
+    [found] = native_admission.decide(plan)
+    spec = found.objects[0]["spec"]
+    entry = f"i@{mutator.inject.digest(plan.injections[0])}"
+    record = spec["mutations"][0]["jsonPatch"]["expression"]
+    assert json.dumps(json.dumps([entry])) in record     # the webhook's own entry, compact JSON
+    # not when the record names the injection already (by name, whatever the digest)
+    assert record.startswith('!(has(object.metadata.annotations) && "jobrules.dev/injected" in ')
+    assert '.contains("\\"i@")' in record
+    assert spec["reinvocationPolicy"] == "IfNeeded"
+
+
+def test_an_injection_into_several_kinds_has_a_policy_per_kind() -> None:
+    found = decide('inject "i" into pods of w, v { annotate "a" = "b" }',
+                   KIND + KIND.replace("job w: argoproj.io/v1alpha1 Workflow",
+                                       "job v: example.dev/v1 Thing"))
+    assert found.policies == ("jobrules-i-w", "jobrules-i-v")
+    owned = [next(c["expression"] for c in p["spec"]["matchConditions"]
+                  if c["name"] == "owned-by-a-declared-kind")
+             for p in found.objects if p["kind"] == native_admission.POLICY_KIND]
+    assert '"Workflow"' in owned[0] and '"Thing"' not in owned[0] and '"Thing"' in owned[1]
+
+
+def test_the_example_injections_all_go_native() -> None:
+    for example in ("argo-wait-main", "injected-sidecar", "katib-metrics-collector"):
+        built = api.build([str(ROOT / "examples" / example)])
+        assert built.plan is not None
+        for found in native_admission.decide(planlib.load(json.loads(json.dumps(built.plan)))):
+            assert found.native, found.to_json()
