@@ -121,6 +121,79 @@ def decide(plan: planlib.Plan, *, prefix: str = PREFIX,
     return tuple(out)
 
 
+def job_policies(plan: planlib.Plan, *, prefix: str = PREFIX,
+                 namespace_labels: Mapping[str, str] | None = None) -> tuple[Obj, ...]:
+    """For each batch/v1 Job kind whose policies went native (`rulec native`, the plan's
+    `native` section), a policy and binding that add its fragment to a Job created without a
+    podFailurePolicy whose pod template uses `restartPolicy: Never` (the API server refuses a
+    podFailurePolicy otherwise); per-index handling also needs `completionMode: Indexed`."""
+    out: list[Obj] = []
+    for kind in plan.kinds:
+        if kind.native is None or not kind.native.fragment:
+            continue
+        fragment = dict(kind.native.fragment)
+        conditions = [
+            {"name": "no-pod-failure-policy", "expression": "!has(object.spec.podFailurePolicy)"},
+            {"name": "restart-policy-never", "expression":
+                "has(object.spec.template.spec.restartPolicy) && "
+                "object.spec.template.spec.restartPolicy == \"Never\""}]
+        rules = fragment.get("podFailurePolicy", {}).get("rules", [])
+        if "backoffLimitPerIndex" in fragment or any(r.get("action") == "FailIndex" for r in rules):
+            conditions.append({"name": "indexed", "expression":
+                               "has(object.spec.completionMode) && "
+                               "object.spec.completionMode == \"Indexed\""})
+        if kind.namespaces is not None:
+            conditions.append({"name": "in-the-kinds-namespaces", "expression":
+                               f"request.namespace in [{', '.join(map(q, kind.namespaces))}]"})
+        # one JSON patch op per field of the fragment: podFailurePolicy.rules is an atomic list,
+        # which an apply configuration may not set; `add` replaces a defaulted backoffLimit
+        ops = ", ".join(
+            f'JSONPatch{{op: "add", path: "/spec/{key}", value: {_typed(value, f"Object.spec.{key}")}}}'
+            for key, value in fragment.items())
+        if "podFailurePolicy" in fragment:
+            # defaulted to TerminatingOrFailed before admission (the Job had no
+            # podFailurePolicy then); with one the API server takes only Failed, its default
+            ops += ', JSONPatch{op: "add", path: "/spec/podReplacementPolicy", value: "Failed"}'
+        selector: Obj = {"matchExpressions": [{"key": "kubernetes.io/metadata.name",
+                                               "operator": "NotIn",
+                                               "values": sorted(ALWAYS_EXCLUDED)}]}
+        if namespace_labels:
+            selector["matchLabels"] = dict(namespace_labels)
+        objects: Obj = {"matchExpressions": [
+            {"key": r.key, "operator": r.operator, **({"values": list(r.values)} if r.values else {})}
+            for r in kind.requirements]}
+        name = f"{prefix}{kind.name}-pod-failure-policy"
+        labels = {"app.kubernetes.io/managed-by": "rulec", "jobrules.dev/kind": kind.name}
+        out += [
+            {"apiVersion": API_VERSION, "kind": POLICY_KIND,
+             "metadata": {"name": name, "labels": labels,
+                          "annotations": {"jobrules.dev/rule": str(kind.span)}},
+             "spec": {
+                 "matchConstraints": {
+                     "resourceRules": [{"apiGroups": ["batch"], "apiVersions": ["v1"],
+                                        "operations": ["CREATE"], "resources": ["jobs"],
+                                        "scope": "Namespaced"}],
+                     "namespaceSelector": selector, "objectSelector": objects,
+                     "matchPolicy": "Equivalent"},
+                 "matchConditions": conditions,
+                 "failurePolicy": plan.webhook.failure_policy,
+                 "reinvocationPolicy": "Never",   # it matches no Job that has a podFailurePolicy
+                 "mutations": [{"patchType": "JSONPatch",
+                                "jsonPatch": {"expression": f"[{ops}]"}}]}},
+            {"apiVersion": API_VERSION, "kind": BINDING_KIND,
+             "metadata": {"name": name, "labels": dict(labels)}, "spec": {"policyName": name}},
+        ]
+    return tuple(out)
+
+
+def objects(plan: planlib.Plan, *, prefix: str = PREFIX,
+            namespace_labels: Mapping[str, str] | None = None) -> list[Obj]:
+    """Every native admission object of a plan: the injections' policies and the Jobs'."""
+    found = [o for d in decide(plan, prefix=prefix, namespace_labels=namespace_labels)
+             for o in d.objects]
+    return found + list(job_policies(plan, prefix=prefix, namespace_labels=namespace_labels))
+
+
 def native_injections(plan: planlib.Plan) -> frozenset[str]:
     """The injections policies take: what the webhook's registration leaves out when the
     policies are shipped (`rulec manifests --native`)."""
@@ -429,7 +502,7 @@ class _Policy:
             },
         }
         binding = {"apiVersion": API_VERSION, "kind": BINDING_KIND,
-                   "metadata": {"name": name, "labels": labels},
+                   "metadata": {"name": name, "labels": dict(labels)},
                    "spec": {"policyName": name}}
         return policy, binding
 

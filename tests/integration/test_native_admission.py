@@ -242,3 +242,68 @@ def assert_same(pod: Obj, expected: Obj, what: str) -> None:
         diff = difflib.unified_diff(yaml.safe_dump(want).splitlines(),
                                     yaml.safe_dump(got).splitlines(), lineterm="", n=4)
         pytest.fail(f"{what}: {expected['metadata']['name']}:\n" + "\n".join(diff))
+
+
+INJECTION = """
+inject "traced" into pods of batchjob {
+    annotate "example.com/traced" = "yes"
+    env "JOB_NAME" = "{job}" in all
+}
+"""
+
+
+def test_without_the_webhook_and_the_controller_the_policies_still_work(
+        api: Client, namespace: str, controller_manager: None, tmp_path: Path) -> None:
+    """Nothing of jobrules runs, only the generated policies: the Job created without a
+    podFailurePolicy gets the fragment, its pod the injection, and the Job controller fails the
+    Job by the compiled rule with Kubernetes' reason."""
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "job.rules").write_text(
+        (REPO / "examples/pod-failure-policy/exit-codes/job.rules").read_text() + INJECTION)
+    out = tmp_path / "plan.json"
+    subprocess.run([sys.executable, "-m", "rulec", "compile", str(rules), "-o", str(out)],
+                   check=True, cwd=REPO)
+    plan = planlib.load_file(out)
+    [kind] = plan.kinds
+    assert kind.native is not None
+    mark = uuid.uuid4().hex[:8]
+    installed = []
+    for obj in native_admission.objects(plan, prefix=f"jobrules-{mark}-", namespace_labels={
+            "kubernetes.io/metadata.name": namespace}):
+        resource = POLICIES if obj["kind"] == native_admission.POLICY_KIND else BINDINGS
+        apiserver.create(api, resource, obj)
+        installed.append((resource, obj["metadata"]["name"]))
+    try:
+        job = apiserver.job_manifest(namespace, "alone", backoff_limit=0)
+        pod = apiserver.pod_manifest(namespace, "probe", owner={
+            "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "probe", "uid": str(uuid.uuid4())}})
+        apiserver.wait_for("the API server to run both policies", lambda: (
+            "podFailurePolicy" in apiserver.create(api, apiserver.JOBS, job, dryRun="All")["spec"]
+            and recorded(apiserver.create(api, apiserver.PODS, pod, dryRun="All"))), timeout=60)
+
+        on_failure = copy.deepcopy(job)
+        on_failure["spec"]["template"]["spec"]["restartPolicy"] = "OnFailure"
+        assert "podFailurePolicy" not in apiserver.create(api, apiserver.JOBS, on_failure,
+                                                          dryRun="All")["spec"]
+        own = apiserver.job_manifest(namespace, "own", pod_failure_rules=[
+            {"action": "Ignore", "onExitCodes": {"operator": "In", "values": [9]}}])
+        assert apiserver.create(api, apiserver.JOBS, own, dryRun="All")["spec"][
+            "podFailurePolicy"] == own["spec"]["podFailurePolicy"]
+
+        created = apiserver.create(api, apiserver.JOBS, job)
+        assert created["spec"]["podFailurePolicy"] == kind.native.fragment["podFailurePolicy"]
+        assert created["spec"]["backoffLimit"] == 0   # `max <<spec.backoffLimit>>`: the Job's
+        [made] = apiserver.job_pods(api, created)
+        assert made["metadata"]["annotations"]["example.com/traced"] == "yes"
+        assert {"name": "JOB_NAME", "value": "alone"} in made["spec"]["containers"][0]["env"]
+        assert [e.split("@")[0] for e in json.loads(
+            made["metadata"]["annotations"][mutator.RECORD_ANNOTATION])] == ["traced"]
+        apiserver.report_failed(api, apiserver.report_running(api, made), exit_code=7,
+                                container=made["spec"]["containers"][0]["name"])
+        failed = apiserver.wait_for_condition(api, apiserver.JOBS.path(namespace, "alone"), "Failed",
+                                              timeout=90)
+        assert failed["reason"] == "PodFailurePolicy"
+        assert failed["message"].endswith("failed with exit code 7 matching FailJob rule at index 1")
+    finally:
+        remove(api, installed)

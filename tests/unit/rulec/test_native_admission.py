@@ -111,3 +111,30 @@ def test_the_example_injections_all_go_native() -> None:
         assert built.plan is not None
         for found in native_admission.decide(planlib.load(json.loads(json.dumps(built.plan)))):
             assert found.native, found.to_json()
+
+
+def test_a_job_kind_with_a_native_fragment_gets_a_policy_adding_it() -> None:
+    built = api.build([str(ROOT / "examples/pod-failure-policy/exit-codes")])
+    assert built.plan is not None
+    plan = planlib.load(json.loads(json.dumps(built.plan)))
+    policy, binding = native_admission.job_policies(plan)
+    spec = policy["spec"]
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
+    assert spec["matchConstraints"]["resourceRules"][0]["resources"] == ["jobs"]
+    assert [c["name"] for c in spec["matchConditions"]] == ["no-pod-failure-policy",
+                                                            "restart-policy-never"]
+    patch = spec["mutations"][0]["jsonPatch"]["expression"]
+    assert '"/spec/podFailurePolicy"' in patch and "values: [5, 6, 7]" in patch
+    assert '"/spec/backoffLimit"' not in patch   # `max <<spec.backoffLimit>>`: the Job's own
+
+
+def test_per_index_handling_needs_an_indexed_job() -> None:
+    built = api.build([str(ROOT / "examples/pod-failure-policy/fail-index")])
+    assert built.plan is not None
+    plan = planlib.load(json.loads(json.dumps(built.plan)))
+    policy, _ = native_admission.job_policies(plan)
+    assert "indexed" in [c["name"] for c in policy["spec"]["matchConditions"]]
+
+
+def test_no_native_policy_no_job_policy() -> None:
+    assert native_admission.job_policies(plan_of(KIND)) == ()
