@@ -20,6 +20,7 @@ Pure: the plan in, objects out.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,10 +38,10 @@ BINDING_KIND = "MutatingAdmissionPolicyBinding"
 PREFIX = "jobrules-"
 RECORD = vocabulary.INJECTED_ANNOTATION
 COMPLETION = vocabulary.COMPLETION_ANNOTATION
-# The API server's CEL limits for admission policies (k8s.io/apiserver celconfig): each
-# expression's estimated cost must stay under the per-call limit, or the policy is refused at
-# creation; one evaluation of the whole policy may spend at most the runtime budget.
-PER_CALL_LIMIT = 1_000_000
+# The API server's CEL budget for one evaluation of an admission policy (k8s.io/apiserver
+# celconfig.RuntimeCELCostBudget); spending more is a failure, handled by the failurePolicy.
+# kube-apiserver 1.36.3 accepts a MutatingAdmissionPolicy whatever its expressions' estimated
+# cost (a deliberately costly one was not refused), so the budget at run time is the limit.
 RUNTIME_BUDGET = 10_000_000
 
 _META = "object.metadata"
@@ -86,7 +87,8 @@ def q(text: str) -> str:
 def policy_name(injection: str, kind: str | None = None, prefix: str = PREFIX) -> str:
     """`jobrules-<injection>`, or `jobrules-<injection>-<kind>` for an injection into pods of
     several kinds (one policy each: what the injection reads of its kind may differ)."""
-    return f"{prefix}{injection}" if kind is None else f"{prefix}{injection}-{kind}"
+    name = f"{prefix}{injection}" if kind is None else f"{prefix}{injection}-{kind}"
+    return re.sub(r"[^a-z0-9.-]+", "-", name.lower()).strip("-.")[:253]   # a DNS subdomain
 
 
 def decide(plan: planlib.Plan, *, prefix: str = PREFIX,
@@ -162,7 +164,7 @@ def job_policies(plan: planlib.Plan, *, prefix: str = PREFIX,
         objects: Obj = {"matchExpressions": [
             {"key": r.key, "operator": r.operator, **({"values": list(r.values)} if r.values else {})}
             for r in kind.requirements]}
-        name = f"{prefix}{kind.name}-pod-failure-policy"
+        name = policy_name(kind.name, "pod-failure-policy", prefix)
         labels = {"app.kubernetes.io/managed-by": "rulec", "jobrules.dev/kind": kind.name}
         out += [
             {"apiVersion": API_VERSION, "kind": POLICY_KIND,

@@ -12,7 +12,7 @@ import pytest
 from rulec import api, diagnostics, native_admission
 from rulec.commands import cli
 from rulec.source import SourceFile
-from runtime import mutator
+from runtime import mutator, registration
 from runtime import plan as planlib
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -138,3 +138,48 @@ def test_per_index_handling_needs_an_indexed_job() -> None:
 
 def test_no_native_policy_no_job_policy() -> None:
     assert native_admission.job_policies(plan_of(KIND)) == ()
+
+
+def test_the_plan_says_which_injections_went_native_and_the_registration_leaves_them_out() -> None:
+    both = KIND + KIND.replace("job w: argoproj.io/v1alpha1 Workflow", "job v: example.dev/v1 Thing") + (
+        'inject "native" into pods of w { annotate "a" = "b" }\n'
+        'inject "wrapped" into pods of v { wrap ["main"] with ["tini", "--"] }\n')
+    built = api.build_sources([SourceFile.from_text("w.rules", both)])
+    assert built.plan is not None
+    assert built.plan["nativeInjections"] == {"native": ["jobrules-native"]}
+    plan = planlib.load(json.loads(json.dumps(built.plan)))
+    assert plan.native_injections == {"native": ("jobrules-native",)}
+    target = registration.Url("https://hook.example/mutate-pods")
+
+    def owners(config: dict) -> str:
+        return " ".join(c["expression"] for w in config["webhooks"] for c in w["matchConditions"])
+
+    everything = owners(registration.render(plan, target))
+    assert '"Workflow"' in everything.replace("'", '"') and "Thing" in everything
+    left = owners(registration.render(plan, target, native=True))
+    assert "Workflow" not in left and "Thing" in left
+
+
+def test_with_every_injection_native_the_webhook_is_not_called_at_all() -> None:
+    built = api.build([str(ROOT / "examples/katib-metrics-collector")])
+    assert built.plan is not None
+    plan = planlib.load(json.loads(json.dumps(built.plan)))
+    target = registration.Url("https://hook.example/mutate-pods")
+    assert registration.render(plan, target)["webhooks"]
+    assert registration.render(plan, target, native=True)["webhooks"] == []
+
+
+def test_rulec_native_reports_each_injection(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["native", str(ROOT / "examples/katib-metrics-collector")]) == 0
+    out = capsys.readouterr().out
+    assert ("native: MutatingAdmissionPolicy jobrules-katib-metrics-tfjob, "
+            "jobrules-katib-metrics-pytorchjob (") in out
+    assert "native: 1 of 1 injections (100%)" in out
+    assert cli.main(["native", "--format", "json", str(ROOT / "examples/katib-metrics-collector")]) == 0
+    [found] = json.loads(capsys.readouterr().out)["injections"]
+    assert found["native"] and found["code"] is None and found["expressions"] > 0
+
+
+def test_policy_names_are_dns_subdomains() -> None:
+    assert native_admission.policy_name("w#0") == "jobrules-w-0"
+    assert native_admission.policy_name("Katib_Metrics", "tfjob") == "jobrules-katib-metrics-tfjob"
