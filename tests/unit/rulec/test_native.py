@@ -334,7 +334,10 @@ def test_docs_name_tests_that_exist_and_show_the_shipped_output() -> None:
     here = Path(__file__).read_text(encoding="utf-8")
     oracle = (ROOT / "tests" / "unit" / "test_native_oracle.py").read_text(encoding="utf-8")
     shadow = (ROOT / "tests" / "integration" / "test_native_shadow.py").read_text(encoding="utf-8")
-    defined = set(re_findall(r"^def (test_\w+)", here + oracle + shadow))
+    admission = "".join((ROOT / "tests" / path).read_text(encoding="utf-8") for path in (
+        "unit/rulec/test_native_admission.py", "integration/test_native_admission.py",
+        "integration/test_manifests_cluster.py"))
+    defined = set(re_findall(r"^def (test_\w+)", here + oracle + shadow + admission))
     named = set(re_findall(r"`(test_\w+)(?:\.\.\.)?", doc))
     assert len(named) >= 15
     for name in named:

@@ -169,7 +169,14 @@ def test_with_every_injection_native_the_webhook_is_not_called_at_all() -> None:
     assert registration.render(plan, target, native=True)["webhooks"] == []
 
 
-def test_rulec_native_reports_each_injection(capsys: pytest.CaptureFixture[str]) -> None:
+def test_rulec_native_reports_each_injection(capsys: pytest.CaptureFixture[str],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    examples = ["examples/katib-metrics-collector", "examples/argo-wait-main",
+                "examples/injected-sidecar"]
+    assert cli.main(["native", *examples]) == 0
+    out = capsys.readouterr().out
+    assert "```\n" + out + "```" in (ROOT / "docs" / "native.md").read_text(encoding="utf-8")
     assert cli.main(["native", str(ROOT / "examples/katib-metrics-collector")]) == 0
     out = capsys.readouterr().out
     assert ("native: MutatingAdmissionPolicy jobrules-katib-metrics-tfjob, "
