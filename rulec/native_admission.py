@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -196,18 +196,12 @@ def objects(plan: planlib.Plan, *, prefix: str = PREFIX,
     return found + list(job_policies(plan, prefix=prefix, namespace_labels=namespace_labels))
 
 
-def native_injections(plan: planlib.Plan) -> frozenset[str]:
-    """The injections policies take: what the webhook's registration leaves out when the
-    policies are shipped (`rulec manifests --native`)."""
-    return frozenset(d.injection for d in decide(plan) if d.native)
-
-
 # ---------------------------------------------------------------------------------------------
 # One injection into the pods of one kind as one policy
 
 
 class _Policy:
-    """An injection's CEL: match conditions (owner kind, scope, filter, record), mutations."""
+    """An injection's CEL: match conditions (owner kind, scope, filter), the record, mutations."""
 
     def __init__(self, injection: planlib.Injection, kind: planlib.Kind,
                  sidecars: frozenset[str]) -> None:
@@ -230,14 +224,14 @@ class _Policy:
         owned = (f"has({_REFS}) && size({_REFS}) > 0 && ({_REFS}.exists(r, {_CONTROLLER}) ? "
                  f"{_REFS}.exists(r, {_CONTROLLER} && ({owners})) : "
                  f"[{_REFS}[0]].exists(r, {owners}))")
-        out = [{"name": "owned-by-a-declared-kind", "expression": (owned)}]
+        out = [{"name": "owned-by-a-declared-kind", "expression": owned}]
         if self.kind.namespaces is not None:
-            out.append({"name": "in-the-kinds-namespaces", "expression": (
-                f"request.namespace in [{', '.join(map(q, self.kind.namespaces))}]")})
+            out.append({"name": "in-the-kinds-namespaces", "expression":
+                        f"request.namespace in [{', '.join(map(q, self.kind.namespaces))}]"})
         if self.injection.match is not None:
             test = self._filter(self.injection.match)
             if test != "true":
-                out.append({"name": "where", "expression": (test)})
+                out.append({"name": "where", "expression": test})
         return out
 
     def _filter(self, node: Any) -> str:
@@ -380,10 +374,11 @@ class _Policy:
                     mutations.append(self._edit(field, f"{test} && {lacks}", "volumeMounts", item))
                     changes.append(_exists(field, f"{test} && {lacks}"))
             elif isinstance(op, planlib.Volume):
-                missing = f"!(has(object.spec.volumes) && object.spec.volumes.exists(v, v.name == {q(op.name)}))"
+                missing = (f"!(has(object.spec.volumes) && "
+                           f"object.spec.volumes.exists(v, v.name == {q(op.name)}))")
                 item = _typed({"name": op.name, **dict(op.source)}, "Object.spec.volumes")
-                mutations.append(_apply((
-                    f"{missing} ? Object{{spec: Object.spec{{volumes: [{item}]}}}} : Object{{}}")))
+                mutations.append(_apply(
+                    f"{missing} ? Object{{spec: Object.spec{{volumes: [{item}]}}}} : Object{{}}"))
                 changes.append(missing)
             elif isinstance(op, planlib.Sidecar):
                 change, mutation = self._sidecar(op)
@@ -395,8 +390,8 @@ class _Policy:
         for field, pairs in (("annotations", annotations), ("labels", labels)):
             if pairs:
                 body = ", ".join(f"{q(k)}: {v}" for k, v in pairs)
-                first.append(_apply((
-                    f"Object{{metadata: Object.metadata{{{field}: {{{body}}}}}}}")))
+                first.append(_apply(
+                    f"Object{{metadata: Object.metadata{{{field}: {{{body}}}}}}}"))
                 changes.extend(f"!(has({_META}.{field}) && {q(k)} in {_META}.{field} && "
                                f"{_META}.{field}[{q(k)}] == {v})" for k, v in pairs)
         if not changes:
@@ -409,7 +404,7 @@ class _Policy:
         present = f"has({lists}) && " if field == "initContainers" else ""
         made = (f"Object{{spec: Object.spec{{{field}: {lists}.filter(c, {test}).map(c, "
                 f"Object.spec.{field}{{name: c.name, {key}: [{item}]}})}}}}")
-        return _apply((f"{present}{lists}.exists(c, {test}) ? {made} : Object{{}}"))
+        return _apply(f"{present}{lists}.exists(c, {test}) ? {made} : Object{{}}")
 
     def _sidecar(self, op: planlib.Sidecar) -> tuple[str, Obj]:
         field = "initContainers" if op.native else "containers"
@@ -497,7 +492,7 @@ class _Policy:
                     "matchPolicy": "Equivalent",
                 },
                 "matchConditions": self.conditions,
-                "variables": [{"name": "owner", "expression": (owner)}],
+                "variables": [{"name": "owner", "expression": owner}],
                 "failurePolicy": plan.webhook.failure_policy,
                 "reinvocationPolicy": "IfNeeded",
                 "mutations": self.mutations,
