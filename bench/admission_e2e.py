@@ -13,7 +13,9 @@ at a time. Two more set-ups make our change with no admission logic, from the pa
 each pod, worked out beforehand (from the pod as the API server sends it, read back from a
 dry-run create): `fixed-patch`, the same bare app answering with that patch, and `policy`, a
 MutatingAdmissionPolicy (GA in Kubernetes 1.36) whose CEL returns that patch, so that the API server
-makes the change itself, in-process, with no call at all. They measure what the change alone
+makes the change itself, in-process, with no call at all. `native` is the same change by the
+policies `rulec manifests --native` ships (rulec/native_admission.py: our filters, pod-wins
+checks and record in CEL), one per kind the injection names. They measure what the change alone
 costs the API server: applying a patch, running its built-in mutating plugins and match
 conditions again, storing a larger pod.
 Each round takes the set-ups in turn (the order rotating between rounds); each set-up
@@ -72,7 +74,7 @@ job tfjob: kubeflow.org/v1 TFJob {
     pending   otherwise
 }
 """
-SETUPS = ("none", "no-op", "fixed-patch", "policy", "jobrules")
+SETUPS = ("none", "no-op", "fixed-patch", "policy", "native", "jobrules")
 WEBHOOKS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 POLICIES = "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies"
 BINDINGS = "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings"
@@ -166,6 +168,17 @@ def policy(entry: dict[str, Any], patch: str) -> Setup:
                     "kind": "MutatingAdmissionPolicyBinding", "metadata": {"name": name},
                     "spec": {"policyName": name}}),
     ), injects=True)
+
+
+def compiled(plan: Any) -> Setup:
+    """Our injection as `rulec manifests --native` ships it: the MutatingAdmissionPolicies
+    rulec/native_admission.py compiles from the rules (one per kind the injection names), with
+    our logic (filters, pod-wins checks, the record) in their CEL, and their bindings."""
+    from rulec import native_admission
+
+    objects = native_admission.objects(plan, prefix="bench-")
+    return Setup(objects=tuple((POLICIES if o["kind"] == native_admission.POLICY_KIND
+                                else BINDINGS, o) for o in objects), injects=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -455,10 +468,11 @@ def main(argv: list[str] | None = None) -> int:
                                          injects=name != "no-op") for name, hook in hooks.items()},
                           # every bench pod gets the same patch (the token's name aside)
                           "policy": policy(hooks["jobrules"]["webhooks"][0],
-                                           reviews[0]["response"]["patch"])}
-                # The three set-ups that change the pod must make the same change.
+                                           reviews[0]["response"]["patch"]),
+                          "native": compiled(plan)}
+                # The four set-ups that change the pod must make the same change.
                 changes = {name: bench.change(setups[name])
-                           for name in ("fixed-patch", "policy", "jobrules")}
+                           for name in ("fixed-patch", "policy", "native", "jobrules")}
                 if len(set(changes.values())) != 1:
                     raise SystemExit(f"the set-ups change the bench pod differently: {changes}")
                 for number in range(args.rounds):
@@ -516,6 +530,10 @@ def report(batches: dict[tuple[str, str], list[Batch]], inside: dict[str, list[f
             print(f"  p{p}, what each adds over the no-op's {added['no-op']:.2f} ms: " + ", ".join(
                 f"{s} {_ratio(added[s], added['no-op']):.2f}x" for s in SETUPS[2:])
                 + f" (jobrules by round: {over_noop})")
+            print(f"  p{p}: native (compiled policies) adds {added['native']:.2f} ms, the "
+                  f"hand-written policy {added['policy']:.2f} ms: "
+                  f"{_ratio(added['native'], added['policy']):.2f}x; our webhook "
+                  f"{added['jobrules']:.2f} ms")
             ours, fixed = added["jobrules"], added["fixed-patch"]
             print(f"  p{p}: jobrules adds {ours:.2f} ms, the fixed patch {fixed:.2f} ms: "
                   f"{_ratio(ours, fixed):.2f}x (rounds: {over_fixed}; target <= {ADD_RATIO}x)")

@@ -305,6 +305,21 @@ NATIVE_CODES: tuple[Code, ...] = (
          "With backoffLimitPerIndex (which `fail task` needs) the Job controller counts "
          "failures per index: a `count` per job after a `fail task` or a `count ... per task`, "
          "or the other way round, stays with the engine."),
+    # ---- injections as MutatingAdmissionPolicies (rulec/native_admission.py): these stay
+    # with the webhook
+    Code("N117", "native-jmespath", ENGINE, "an injection reads what CEL is not given",
+         "A MutatingAdmissionPolicy sees the pod and its owner reference, not the owner object "
+         "nor the project's JMESPath functions. A `where <<...>>` filter, a value `<<...>>` "
+         "other than owner.apiVersion, owner.kind, owner.metadata.name, owner.metadata.uid or "
+         "namespace, a kind whose task is an expression, or a `primary pods` filter on more "
+         "than labels keeps the injection with the webhook."),
+    Code("N118", "native-wrap", ENGINE, "an injection wraps a command",
+         "`wrap` needs the container's command; where it is only in the image the webhook "
+         "refuses the pod, naming the container, which a policy cannot do. Injections with "
+         "`wrap` stay with the webhook."),
+    Code("N119", "native-empty", ENGINE, "an injection that changes nothing",
+         "An injection with no op (or no kind) has nothing to compile: it stays with the "
+         "webhook, which does nothing for it either."),
 )
 NATIVE_BY_CODE: dict[str, Code] = {c.code: c for c in NATIVE_CODES}
 NATIVE_BY_NAME: dict[str, Code] = {c.name: c for c in NATIVE_CODES}

@@ -33,7 +33,7 @@ def plan(files: Sequence[tuple[SourceFile, nodes.File]]) -> Json:
     injections = [emitter.injection(decl, name)
                   for _, file in files for decl, name in file.injection_names()]
     kinds = [_with_native(k, injections) for k in kinds]
-    return {
+    out = {
         "planVersion": vocabulary.PLAN_VERSION,
         "files": [{"path": s.path, "sha256": hashlib.sha256(s.text.encode()).hexdigest()}
                   for s, _ in files],
@@ -41,6 +41,22 @@ def plan(files: Sequence[tuple[SourceFile, nodes.File]]) -> Json:
         "injections": injections,
         "webhook": _webhook([d for d in decls if isinstance(d, nodes.Webhook)]),
     }
+    native = _native_injections(out)
+    if native:
+        out["nativeInjections"] = native
+    return out
+
+
+def _native_injections(plan: Json) -> Json:
+    """Injection -> the MutatingAdmissionPolicies that can do it (rulec/native_admission.py);
+    the others stay with the webhook."""
+    if not plan["injections"]:
+        return {}
+    from rulec import native_admission
+    from runtime import plan as planlib
+
+    return {d.injection: list(d.policies)
+            for d in native_admission.decide(planlib.load(plan)) if d.native}
 
 
 def _with_native(kind: Json, injections: Sequence[Json]) -> Json:

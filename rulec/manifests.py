@@ -123,6 +123,7 @@ class Options:
     metrics_namespace: str = "monitoring"   # who may scrape, with the network policy
     monitoring: bool = False                # a prometheus-operator ServiceMonitor
     flow_control: bool = True               # the controller's FlowSchema and priority level
+    native: bool = False                    # the MutatingAdmissionPolicies (rulec native)
 
 
 def parse_issuer(text: str) -> Issuer:
@@ -175,6 +176,10 @@ def render(plan: planlib.Plan, plan_text: str, options: Options) -> list[Obj]:
                             "endpoints": [{"port": "metrics", "path": "/metrics", "interval": "30s"}]}})
     if options.flow_control:
         objects += flow_control(ns)
+    if options.native:
+        from rulec import native_admission
+
+        objects += native_admission.objects(plan)
     objects.append(webhook_configuration(plan, options))
     return sorted(objects, key=apply_order)
 
@@ -429,16 +434,15 @@ def controller_network_policy(namespace: str, metrics_namespace: str) -> Obj:
 def webhook_configuration(plan: planlib.Plan, options: Options) -> Obj:
     certs = options.certificates
     target = registration.Service(options.namespace, WEBHOOK)
+    ca_bundle, annotations = None, None
+    if isinstance(certs, CertManager):
+        annotations = {"cert-manager.io/inject-ca-from": f"{options.namespace}/{WEBHOOK}"}
+    elif isinstance(certs, UserCertificate):   # else the controller's leader writes the caBundle
+        ca_bundle = certs.ca_bundle
     try:
-        if isinstance(certs, CertManager):
-            return registration.render(
-                plan, target, None, exclude_namespaces=options.exclude_namespaces,
-                annotations={"cert-manager.io/inject-ca-from": f"{options.namespace}/{WEBHOOK}"})
-        if isinstance(certs, SelfManaged):   # the controller's leader writes the caBundle
-            return registration.render(plan, target, None,
-                                       exclude_namespaces=options.exclude_namespaces)
-        return registration.render(plan, target, certs.ca_bundle,
-                                   exclude_namespaces=options.exclude_namespaces)
+        return registration.render(plan, target, ca_bundle, annotations=annotations,
+                                   exclude_namespaces=options.exclude_namespaces,
+                                   native=options.native)
     except registration.RegistrationError as err:
         raise ManifestError(str(err)) from None
 

@@ -627,6 +627,9 @@ class Plan:
     injections: tuple[Injection, ...]
     webhook: Webhook
     digest: str  # sha256 of the plan text, to tell plans apart in logs and metrics
+    # injection -> the MutatingAdmissionPolicies that do it (rulec/native_admission.py): what the
+    # webhook's registration leaves out when they are shipped (`rulec manifests --native`)
+    native_injections: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
     def kind_named(self, name: str) -> Kind:
         for kind in self.kinds:
@@ -750,7 +753,13 @@ def _load(data: Any, digest: str) -> Plan:
                                "webhook.failurePolicy"),
         timeout_seconds=shape.integer(hook.get("timeoutSeconds", 5), "webhook.timeoutSeconds"),
     )
-    return Plan(vocabulary.PLAN_VERSION, files, kinds, injections, webhook, digest)
+    native = shape.obj(obj.get("nativeInjections", {}), "nativeInjections")
+    for name in native:
+        if name not in seen:
+            raise PlanError(f"nativeInjections: unknown injection {name!r}")
+    return Plan(vocabulary.PLAN_VERSION, files, kinds, injections, webhook, digest,
+                {name: _strs(policies, f"nativeInjections.{name}")
+                 for name, policies in native.items()})
 
 
 def _opt_int(value: Any, where: str) -> int | None:

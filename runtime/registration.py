@@ -72,11 +72,14 @@ def parse_service(text: str) -> Service:
     return Service(found["namespace"], found["name"], port, found["path"] or MUTATE_PATH)
 
 
-def injected_kinds(plan: planlib.Plan, selector: str | None = None) -> list[planlib.Kind]:
-    """The kinds some injection of the namespace selector's entry names, in plan order: the only
-    owners worth a call."""
+def injected_kinds(plan: planlib.Plan, selector: str | None = None,
+                   skip: Iterable[str] = ()) -> list[planlib.Kind]:
+    """The kinds some injection of the namespace selector's entry names (but those in `skip`),
+    in plan order: the only owners worth a call."""
+    skipped = set(skip)
     named = {name for injection in plan.injections
-             if injection.namespace_selector == selector for name in injection.kinds}
+             if injection.namespace_selector == selector and injection.name not in skipped
+             for name in injection.kinds}
     return [kind for kind in plan.kinds if kind.name in named]
 
 
@@ -103,10 +106,14 @@ def match_condition(owners: Iterable[tuple[str, str]]) -> str:
 def render(plan: planlib.Plan, target: Target, ca_bundle: bytes | None = None, *,
            name: str = DEFAULT_NAME, webhook_name: str = WEBHOOK_NAME,
            exclude_namespaces: Iterable[str] = (),
-           annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
+           annotations: Mapping[str, str] | None = None,
+           native: bool = False) -> dict[str, Any]:
     """The configuration, or a RegistrationError saying why the plan or target cannot have one.
 
-    `annotations` are added to the object's (a CA injector's, for instance)."""
+    `annotations` are added to the object's (a CA injector's, for instance). With `native`
+    (the plan's MutatingAdmissionPolicies are shipped beside it), the injections they do are
+    left out: an entry only they needed goes, and pods only they concern are not sent."""
+    skip = tuple(plan.native_injections) if native else ()
     timeout = plan.webhook.timeout_seconds
     if not 1 <= timeout <= 30:
         raise RegistrationError(f"webhook timeout {timeout}s: the API server accepts 1 to 30 seconds")
@@ -115,10 +122,11 @@ def render(plan: planlib.Plan, target: Target, ca_bundle: bytes | None = None, *
         excluded.add(target.namespace)
     webhooks = []
     for selector in plan.namespace_selectors():
-        kinds = injected_kinds(plan, selector)
+        kinds = injected_kinds(plan, selector, skip)
         if not kinds:
             continue
-        injection = next((i for i in plan.injections if i.namespace_selector == selector), None)
+        injection = next((i for i in plan.injections if i.namespace_selector == selector
+                          and i.name not in skip), None)
         requirements = injection.namespace_requirements if injection is not None else ()
         webhooks.append({
             "name": webhook_name if selector is None else f"{entry_id(selector)}.{webhook_name}",

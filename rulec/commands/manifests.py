@@ -73,6 +73,11 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--no-flow-control", dest="flow_control", action="store_false",
                         help="leave out the controller's FlowSchema and PriorityLevelConfiguration "
                              "(API Priority and Fairness), for clusters whose admins manage those")
+    parser.add_argument("--native", action="store_true",
+                        help="also ship the MutatingAdmissionPolicies (and bindings) that do the "
+                             "injections CEL can express and add each batch Job kind's "
+                             "podFailurePolicy fragment; the webhook is then not called for "
+                             "what they do (docs/native.md)")
     parser.add_argument("--output-dir", metavar="DIR",
                         help="write one file per object and a kustomization.yaml here "
                              "(default: YAML on stdout)")
@@ -88,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
             replicas=args.replicas, controller_replicas=args.controller_replicas,
             exclude_namespaces=tuple(args.namespace_exclude),
             network_policy=args.network_policy, metrics_namespace=args.metrics_namespace,
-            monitoring=args.monitoring, flow_control=args.flow_control)
+            monitoring=args.monitoring, flow_control=args.flow_control, native=args.native)
         objects = manifests.render(plan, text, options)
         if args.output_dir:
             _write_folder(Path(args.output_dir), objects)

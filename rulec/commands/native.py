@@ -14,7 +14,8 @@ import json
 import sys
 from typing import Any
 
-from rulec import api, native
+from rulec import api, native, native_admission
+from runtime import plan as planlib
 
 FORMATS = ("text", "json", "yaml")
 
@@ -46,20 +47,24 @@ def run(args: argparse.Namespace) -> int:
         print(f"rulec: no report: {len(result.errors)} error(s)", file=sys.stderr)
         return 1
     reports = native.decide(result.plan)
+    injections = native_admission.decide(planlib.load(result.plan))
     if args.format == "json":
-        sys.stdout.write(json.dumps({"kinds": [r.to_json() for r in reports]}, indent=2,
-                                    ensure_ascii=False) + "\n")
+        sys.stdout.write(json.dumps({"kinds": [r.to_json() for r in reports],
+                                     "injections": [i.to_json() for i in injections]},
+                                    indent=2, ensure_ascii=False) + "\n")
     elif args.format == "yaml":
         sys.stdout.write(fragments_yaml(reports))
     else:
-        sys.stdout.write(text(reports))
+        sys.stdout.write(text(reports, injections))
     return 0
 
 
-def text(reports: tuple[native.KindReport, ...]) -> str:
+def text(reports: tuple[native.KindReport, ...],
+         injections: tuple[native_admission.InjectionDecision, ...] = ()) -> str:
     """The report as a person reads it."""
+    tail = injections_text(injections)
     if not reports:
-        return "no batch/v1 Job kind: nothing can go native\n"
+        return "no batch/v1 Job kind: nothing can go native\n" + (f"\n{tail}" if tail else "")
     out: list[str] = []
     for report in reports:
         out.append(f"kind {report.kind} (batch/v1 Job), {report.where}")
@@ -81,7 +86,31 @@ def text(reports: tuple[native.KindReport, ...]) -> str:
             out.append(f"  fragment (Job spec; it needs {needs}):")
             out += ["    " + line for line in _yaml(fragment).splitlines()]
         out.append("")
-    return "\n".join(out)
+    return "\n".join(out) + (f"\n{tail}" if tail else "")
+
+
+def injections_text(injections: tuple[native_admission.InjectionDecision, ...]) -> str:
+    """Per injection: the MutatingAdmissionPolicies that do it, or why the webhook keeps it."""
+    if not injections:
+        return ""
+    rows = [("injection", "where", "decision")]
+    for d in injections:
+        if d.native:
+            rows.append((d.injection, d.where,
+                         f"native: MutatingAdmissionPolicy {', '.join(d.policies)} "
+                         f"({d.expressions} CEL expressions each)"))
+        else:
+            rows.append((d.injection, d.where, f"webhook: {d.code} {d.reason}"))
+    widths = [max(len(r[i]) for r in rows) for i in range(2)]
+    out = ["injections (MutatingAdmissionPolicy, admissionregistration.k8s.io/v1)"]
+    out += ["  " + "  ".join(c.ljust(w) for c, w in zip(r[:2], widths)) + "  " + r[2]
+            for r in rows]
+    count = sum(d.native for d in injections)
+    out.append(f"  native: {count} of {len(injections)} injections "
+               f"({round(100 * count / len(injections))}%); each expression walks the pod's "
+               f"containers or volumes at most once (CEL cost linear in the pod), under the API "
+               f"server's runtime budget of {native_admission.RUNTIME_BUDGET:,} per evaluation")
+    return "\n".join(out) + "\n"
 
 
 def fragments_yaml(reports: tuple[native.KindReport, ...]) -> str:

@@ -16,7 +16,7 @@ import pytest
 pytestmark = pytest.mark.integration
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "admission_e2e.py"
-SETUPS = ("none", "no-op", "fixed-patch", "policy", "jobrules")
+SETUPS = ("none", "no-op", "fixed-patch", "policy", "native", "jobrules")
 
 
 def test_the_bench_runs_and_its_set_ups_make_the_same_change(tmp_path: Path) -> None:
@@ -33,5 +33,5 @@ def test_the_bench_runs_and_its_set_ups_make_the_same_change(tmp_path: Path) -> 
                 for setup in SETUPS}
         calls = {setup: float(row[1]) if row else None for setup, row in rows.items()}
         assert calls == {"none": 0.0, "no-op": 1.0, "fixed-patch": 1.0, "policy": 0.0,
-                         "jobrules": 1.0}
+                         "native": 0.0, "jobrules": 1.0}
     assert sorted(p.name for p in tmp_path.glob("*.pprof")) == sorted(f"{s}.pprof" for s in SETUPS)

@@ -260,3 +260,46 @@ def test_the_rendered_configuration_has_the_api_server_call_the_webhook(
             apiserver.delete(api, apiserver.MUTATING_WEBHOOKS.path(name=configuration["metadata"]["name"]))
     assert pod["metadata"]["annotations"]["example.com/traced"] == "yes"
     assert pod["metadata"]["ownerReferences"][0]["kind"] == "Job"
+
+
+def test_with_native_the_policies_install_and_the_webhook_is_not_called(
+        api: ApiClient, kubectl: Kubectl, installed: list[Path], namespace: str,
+        tmp_path: Path) -> None:
+    """`--native`: the MutatingAdmissionPolicies and bindings (the injection's, and the one adding
+    the batch Job kind's podFailurePolicy fragment) apply beside the rest; the webhook
+    configuration then calls for nothing, and the API server runs the policies itself."""
+    injection = tmp_path / "traced.rules"
+    injection.write_text(INJECTION, encoding="utf-8")
+    args = ["--rules", "examples/pod-failure-policy/exit-codes", str(injection),
+            "--certs", "self-managed", "--native", "--image", "registry.example.com/jobrules:0.1.0",
+            "--namespace", f"jobrules-{uuid.uuid4().hex[:6]}"]
+    stream = documents(rulec(*args))
+    folder = tmp_path / "deploy"
+    rulec(*args, "--output-dir", str(folder))
+    assert documents(kubectl("kustomize", str(folder))) == stream
+    installed.append(folder)
+    applied = kubectl("apply", "--server-side", "--field-manager", "rulec", "-k", str(folder))
+    assert all(line.endswith(" serverside-applied") for line in applied.splitlines()), applied
+    stored = json.loads(kubectl("get", "-k", str(folder), "-o", "json"))["items"]
+    assert [(o["kind"], o["metadata"]["name"]) for o in stored] == [
+        (o["kind"], o["metadata"]["name"]) for o in stream]
+    policies = {o["metadata"]["name"]: o for o in stored if o["kind"] == "MutatingAdmissionPolicy"}
+    bindings = {o["spec"]["policyName"] for o in stored
+                if o["kind"] == "MutatingAdmissionPolicyBinding"}
+    assert set(policies) == bindings == {"jobrules-traced", "jobrules-batchjob-pod-failure-policy"}
+    assert "webhooks" not in stored[-1]   # every injection went native: nothing to call
+
+    job = apiserver.job_manifest(namespace, "native", backoff_limit=0)
+    pod = apiserver.pod_manifest(namespace, "native-0", owner={
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "native", "uid": str(uuid.uuid4())}})
+
+    def mutated() -> tuple[dict[str, Any], dict[str, Any]] | None:
+        made_job = apiserver.create(api, apiserver.JOBS, job, dryRun="All")
+        made_pod = apiserver.create(api, apiserver.PODS, pod, dryRun="All")
+        done = "podFailurePolicy" in made_job["spec"] and (
+            "example.com/traced" in (made_pod["metadata"].get("annotations") or {}))
+        return (made_job, made_pod) if done else None
+
+    made_job, made_pod = apiserver.wait_for("the API server to run the policies", mutated, timeout=60)
+    assert [r["action"] for r in made_job["spec"]["podFailurePolicy"]["rules"]] == ["Ignore", "FailJob"]
+    assert made_pod["metadata"]["annotations"]["example.com/traced"] == "yes"
