@@ -700,3 +700,20 @@ def test_cli_needs_a_plan_and_a_certificate_mode(capsys: pytest.CaptureFixture[s
     code, out, err = run(capsys, *argv, "--image", IMAGE)
     assert (code, out) == (2, "")
     assert message in err and "Traceback" not in err
+
+
+def test_shards_set_the_controller_and_its_role_holds_their_leases() -> None:
+    objects = render(controller_replicas=3, shards=8, namespace="infra")
+    [container] = pod_spec(objects, C)["containers"]
+    settings = ControllerSettings.from_env(resolved(container["env"], "infra", "controller-0"))
+    assert (settings.shards, settings.leader_elect, settings.lease_namespace) == (8, True, "infra")
+    assert find(objects, "Deployment", C)["spec"]["replicas"] == 3
+    [rule] = find(objects, "Role", C)["rules"]
+    # The member Leases are named from the pods' names: no resourceNames can list them.
+    assert rule == {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                    "verbs": ["list", "create", "get", "update", "patch", "delete"]}
+    assert "shards" in find(objects, "Role", C)["metadata"]["annotations"]["jobrules.dev/needed-by"]
+    one = pod_spec(render(), C)["containers"][0]["env"]
+    assert "JOBRULES_SHARDS" not in {e["name"] for e in one}
+    with pytest.raises(manifests.ManifestError, match="shards 0"):
+        render(shards=0)
