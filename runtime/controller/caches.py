@@ -159,7 +159,7 @@ class Caches:
         return [self._informer(f"pods{'/' + watch.selector if watch.selector else ''}"
                                f"{'@' + ns if ns else ''}",
                                resource.path(ns or None), watch.store, watch.handler,
-                               watch.selector, ns or None)
+                               watch.selector, ns or None, tells_sharding=True)
                 for ns in self.namespaces or ("",)]
 
     def reshard(self, selector: str) -> None:
@@ -169,6 +169,10 @@ class Caches:
         with self.lock:
             if self.server_shards is False or selector == self.shard_selector:
                 return
+            self._restart(selector)
+
+    def _restart(self, selector: str) -> None:
+        with self.lock:
             self.shard_selector = selector
             for kind in self.kinds.values():
                 _stop(kind.informers)
@@ -178,14 +182,22 @@ class Caches:
                 watch.informers = self._pod_informers(watch)
 
     def _sharded(self, honoured: bool) -> None:
-        """What a list asked for shards said: whether the server applied the selector."""
-        if self.server_shards is None or (self.server_shards and not honoured):
-            self.server_shards = honoured
+        """What a pod list that asked for shards said: whether the server applied the selector.
+        The first it ignored (the gate off, or a server before 1.36) ends the asking: every
+        watch lists everything again, and the worker's filter alone keeps to our shards."""
+        with self.lock:
             if honoured:
-                log.info("the API server shards our lists and watches (%s)", self.shard_selector)
-            else:
-                log.info("the API server ignored shardSelector (ShardedListAndWatch off, or a "
-                         "server before 1.36): every shard is listed, and filtered here")
+                if self.server_shards is None:
+                    self.server_shards = True
+                    log.info("the API server shards our lists and watches (%s)",
+                             self.shard_selector)
+                return
+            if self.server_shards is False:
+                return
+            self.server_shards = False
+            log.info("the API server ignored shardSelector (ShardedListAndWatch off, or a server "
+                     "before 1.36): every shard is listed, and filtered here")
+            self._restart("")
 
     def _pod_changed(self, watch: PodWatch, change: storelib.Change) -> None:
         """Every job of every kind the pod may belong to, before and after the change."""
@@ -202,7 +214,12 @@ class Caches:
                     self.enqueue((kind.spec.name, *key), received)
 
     def _informer(self, name: str, path: str, store: storelib.Store, on_change: informer.Handler,
-                  selector: str, namespace: str | None) -> informer.Informer:
+                  selector: str, namespace: str | None,
+                  tells_sharding: bool = False) -> informer.Informer:
+        """One informer. Only pod lists tell whether the server sharded them: it echoes the
+        selector in `metadata.shardInfo` on built-in resources' lists, and filters a custom
+        resource's list without saying so (kube-apiserver 1.36.3: its unstructured list has no
+        shardInfo), so a job list's silence is no sign."""
         def observe(what: str, reason: str) -> None:
             if what == "relist":
                 metrics.RELISTS.labels(name).inc()
@@ -213,7 +230,7 @@ class Caches:
         made = informer.Informer(self.client, name, path, store, on_change, selector=selector,
                                  namespace=namespace, read_timeout=self.read_timeout,
                                  shard_selector=self.shard_selector, on_event=observe,
-                                 on_sharded=self._sharded)
+                                 on_sharded=self._sharded if tells_sharding else None)
         return made.start() if self.start else made
 
 

@@ -135,6 +135,7 @@ class Shards:
                 leases[names[name]] = lease
             elif str(name).startswith(f"{self.base}-member-"):
                 members.append(self._held(lease, now))
+                self._collect(lease, now)
         held = {k: self._held(lease, now) for k, lease in leases.items()}
         live = shardlib.members(self.identity, members, held.values(), now)
         moves = shardlib.moves(self.count, self.identity, held, live, now)
@@ -151,6 +152,23 @@ class Shards:
                      sorted(gained), sorted(self.owned), self.count, len(live), moves.share)
             self.on_gained(gained)
         metrics.SHARDS_HELD.set(len(self.owned))
+
+    def _collect(self, lease: dict[str, Any], now: datetime) -> None:
+        """Delete a member Lease unchanged for three lease durations: its replica is gone (each
+        pod of a Deployment has a name, and a Lease, of its own). Guarded by its version; a
+        replica that was only slow makes its Lease again on its next round."""
+        name = str(objects.name(lease))
+        seen = self._seen.get(name)
+        if seen is None or now.timestamp() - seen[1] < 3 * self.lease_duration:
+            return
+        if (lease.get("spec") or {}).get("holderIdentity") == self.identity:
+            return
+        try:
+            self.client.delete(self._path(name), resource_version=objects.resource_version(lease))
+            log.info("shards: deleted the member Lease %s of a replica gone", name)
+        except (kube.ApiError, kube.TransportError):
+            pass   # another replica did, or it came back: next round sees
+        self._seen.pop(name, None)
 
     def _held(self, lease: dict[str, Any], now: datetime) -> shardlib.Held:
         """A Lease as runtime.shards reads it, its renewal time by our clock: when we first saw
@@ -192,12 +210,13 @@ class Shards:
                                         {"spec": self._spec(acquire=acquire,
                                                             transitions=transitions)},
                                         resource_version=objects.resource_version(lease))
-        except kube.Conflict:
-            return False   # another replica wrote it first (or it exists now): next round
         except kube.ApiError as err:
-            if err.status == 409:   # AlreadyExists on create
-                return False
-            raise
+            if err.status != 409:
+                raise
+            if not acquire:   # another replica took it: it thought our hold expired
+                log.error("shards: shard %d was taken while we held it", k)
+                self.on_lost()
+            return False      # another replica acquired it first: next round sees
         self._renewed[k] = self.clock()
         return True
 

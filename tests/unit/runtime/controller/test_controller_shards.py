@@ -123,3 +123,31 @@ def test_release_gives_every_shard_back_and_leaves() -> None:
     a.release()
     assert holders(api, 2) == {0: None, 1: None}
     assert f"{LEASES}/{shardlib.member_lease('jobrules-controller', 'a')}" not in api.objects
+
+
+def test_a_member_lease_left_by_a_dead_replica_is_deleted_in_time() -> None:
+    api, clock = FakeApi(), Clock()
+    a, b = replica(api, "a", clock), replica(api, "b", clock)
+    a.round()
+    b.round()
+    gone = f"{LEASES}/{shardlib.member_lease('jobrules-controller', 'a')}"
+    for _ in range(30):   # a is dead; b goes on, 2 s a round, up to 60 s
+        clock.now += 2
+        b.round()
+        if gone not in api.objects:
+            break
+    assert gone not in api.objects and clock.now - 1000 >= 3 * 15
+    assert f"{LEASES}/{shardlib.member_lease('jobrules-controller', 'b')}" in api.objects
+
+
+def test_a_renewal_refused_because_another_took_the_shard_is_a_loss() -> None:
+    api, clock = FakeApi(), Clock()
+    lost: list[bool] = []
+    a = shards.Shards(api, count=2, namespace=NS, base="jobrules-controller",  # type: ignore[arg-type]
+                      identity="a", lease_duration=15, renew_deadline=10, retry_period=2,
+                      on_gained=lambda gained: None, on_given=lambda given: None,
+                      on_lost=lambda: lost.append(True), clock=clock)
+    a.round()
+    api.fail("PATCH", "leases/jobrules-controller-shard-", 409)
+    a.round()
+    assert lost == [True]
