@@ -634,6 +634,13 @@ def test_cli_self_managed_with_one_controller(capsys: pytest.CaptureFixture[str]
                                                    controller_replicas=1)
 
 
+def test_cli_shards_the_controller(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--plan", str(RULES_PLAN), "--image", IMAGE, "--certs", "cert-manager",
+                       "--controller-replicas", "3", "--shards", "8")
+    assert code == 0
+    assert list(yaml.safe_load_all(out)) == render(controller_replicas=3, shards=8)
+
+
 def test_cli_leaves_flow_control_out_when_asked(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "--plan", str(RULES_PLAN), "--image", IMAGE, "--certs", "cert-manager",
                        "--no-flow-control")
@@ -679,6 +686,7 @@ def test_cli_leaves_a_folder_of_other_files_alone(capsys: pytest.CaptureFixture[
     (["--certs", "cert-manager=Secret/x"], "issuer 'Secret/x'"),
     (["--ca-bundle", "missing.pem"], "missing.pem: No such file or directory"),
     (["--certs", "cert-manager", "--replicas", "0"], "replicas 0"),
+    (["--certs", "cert-manager", "--shards", "0"], "shards 0"),
     (["--certs", "cert-manager", "--plan-file-is-missing"], "unrecognized arguments"),
 ])
 def test_cli_errors_exit_2_without_traceback(capsys: pytest.CaptureFixture[str], argv: list[str],
