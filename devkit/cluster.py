@@ -372,7 +372,8 @@ def _die_with_parent() -> None:
 def start(*, crds: bool = True, detached: bool = False, binaries: Binaries | None = None,
           timeout: float = 90.0, nodes: int = DEFAULT_NODES, scheduler: bool = True,
           training_operator: bool = True, profiling: bool = False,
-          priority_and_fairness: bool = False, kueue: bool = False) -> ControlPlane:
+          priority_and_fairness: bool = False, kueue: bool = False,
+          feature_gates: Sequence[str] = ()) -> ControlPlane:
     """Start etcd, kube-apiserver and, when present, kube-controller-manager, kube-scheduler
     (``scheduler``), KWOK with ``nodes`` fake nodes (with the scheduler) and (``training_operator``,
     with the CRDs) the training operator; wait until usable.
@@ -384,7 +385,8 @@ def start(*, crds: bool = True, detached: bool = False, binaries: Binaries | Non
     ``priority_and_fairness`` turns API Priority and Fairness on (off by default: it costs CPU
     and one client on loopback gains nothing from it), for tests of the FlowSchemas. ``kueue``
     (with the CRDs) runs Kueue too, its CRDs installed and its webhooks registered (off by
-    default: its webhooks sit in front of every Job's creation). An
+    default: its webhooks sit in front of every Job's creation). ``feature_gates`` are passed to
+    kube-apiserver (``ShardedListAndWatch=true``). An
     attached control plane dies with this process (atexit, and the kernel's parent-death signal as
     a last resort); a detached one runs until stop() or ``down``.
     """
@@ -401,7 +403,7 @@ def start(*, crds: bool = True, detached: bool = False, binaries: Binaries | Non
     try:
         plane = _launch(root, binaries, crd_folder, detached, time.monotonic() + timeout,
                         nodes, training_operator and crds, profiling, priority_and_fairness,
-                        kueue and crds)
+                        kueue and crds, tuple(feature_gates))
     except BaseException:
         _terminate(root)
         _release_rotator_check()
@@ -453,7 +455,8 @@ def _stop_attached() -> None:
 
 def _launch(root: Path, binaries: Binaries, crd_folder: Path | None, detached: bool,
             deadline: float, nodes: int, training_operator: bool, profiling: bool,
-            priority_and_fairness: bool = False, kueue: bool = False) -> ControlPlane:
+            priority_and_fairness: bool = False, kueue: bool = False,
+            feature_gates: tuple[str, ...] = ()) -> ControlPlane:
     pki = root / "pki"
     pki.mkdir()
     etcd_client, etcd_peer, secure_port = free_ports(3)
@@ -525,6 +528,7 @@ def _launch(root: Path, binaries: Binaries, crd_folder: Path | None, detached: b
         f"--audit-policy-file={_write_audit_policy(root)}", f"--audit-log-path={root / 'audit.log'}",
         "--audit-log-format=json", "--audit-log-maxsize=0",
         f"--profiling={str(profiling).lower()}",
+        *([f"--feature-gates={','.join(feature_gates)}"] if feature_gates else []),
     ])
 
     def wait(what: str, ready: Callable[[], T]) -> T:

@@ -118,6 +118,7 @@ class Options:
     namespace: str = "jobrules-system"
     replicas: int = 2
     controller_replicas: int = 2            # one leads, the other keeps its caches warm
+    shards: int = 1                         # > 1: the jobs sharded over the replicas
     exclude_namespaces: tuple[str, ...] = ()
     network_policy: bool = False
     metrics_namespace: str = "monitoring"   # who may scrape, with the network policy
@@ -279,7 +280,9 @@ def controller_rbac(plan: planlib.Plan, options: Options) -> list[Obj]:
     self_managed = isinstance(options.certificates, SelfManaged)
     cluster = rbac.controller_rules(plan) + (
         rbac.webhook_configuration(registration.DEFAULT_NAME) if self_managed else ())
-    local = rbac.leader_election(ns, CONTROLLER) + (
+    leases = (rbac.shard_leases(ns, CONTROLLER, options.shards) if options.shards > 1
+              else rbac.leader_election(ns, CONTROLLER))
+    local = leases + (
         rbac.serving_secret(ns, TLS_SECRET) if self_managed else ())
     subject = [{"kind": "ServiceAccount", "name": CONTROLLER, "namespace": ns}]
     out = []
@@ -310,6 +313,8 @@ def controller_deployment(options: Options) -> Obj:
         {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
     ]
+    if options.shards > 1:
+        env.append({"name": "JOBRULES_SHARDS", "value": str(options.shards)})
     if isinstance(options.certificates, SelfManaged):
         env += [{"name": "JOBRULES_WEBHOOK_SECRET", "value": f"{options.namespace}/{TLS_SECRET}"},
                 {"name": "JOBRULES_WEBHOOK_SERVICE", "value": f"{options.namespace}/{WEBHOOK}"},
@@ -476,6 +481,8 @@ def _check(options: Options) -> None:
         raise ManifestError(f"replicas {options.replicas}: must be at least 1")
     if options.controller_replicas < 1:
         raise ManifestError(f"controller replicas {options.controller_replicas}: must be at least 1")
+    if options.shards < 1:
+        raise ManifestError(f"shards {options.shards}: must be at least 1")
     if not options.image or any(c.isspace() for c in options.image):
         raise ManifestError(f"image {options.image!r}: expected an image reference such as "
                             "registry.example.com/jobrules:0.1.0")

@@ -95,6 +95,16 @@ def leader_election(namespace: str, lease: str) -> tuple[Rule, ...]:
             _fixed("coordination.k8s.io", "leases", ("get", "update", "patch"), why, (lease,)))
 
 
+def shard_leases(namespace: str, lease: str, shards: int) -> tuple[Rule, ...]:
+    """The shards' Leases (`LEASE-shard-K`) and the replicas' member Leases (`LEASE-member-HASH`,
+    named after each pod's name, so not known here): listed by label, created, renewed and
+    released, a member's deleted when its replica stops; a Role in `namespace`."""
+    why = (f"{shards} shards held on the Leases {namespace}/{lease}-shard-0..{shards - 1}, "
+           f"and each replica's {lease}-member-* Lease")
+    return (_fixed("coordination.k8s.io", "leases",
+                   ("list", "create", "get", "update", "patch", "delete"), why),)
+
+
 def serving_secret(namespace: str, secret: str) -> tuple[Rule, ...]:
     """The webhook's serving certificate, issued and rotated by the controller's leader (a Role
     in `namespace`). The Secret is made empty by the manifests, so no `create` is needed; it is

@@ -59,6 +59,10 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--controller-replicas", type=int, default=2, metavar="N",
                         help="controller replicas: one leads on a Lease, the others take over; "
                              "more than 1 adds a PodDisruptionBudget (default: %(default)s)")
+    parser.add_argument("--shards", type=int, default=1, metavar="M",
+                        help="shard the jobs by namespace over the controller replicas, each "
+                             "shard held on a Lease of its own; 1: one leader does all "
+                             "(default: %(default)s; docs/controller.md, Shards)")
     parser.add_argument("--namespace-exclude", metavar="NS", action="append", default=[],
                         help="a namespace whose pods are never sent (repeatable; kube-system and "
                              "the webhook's own always are)")
@@ -91,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
         options = manifests.Options(
             image=args.image, certificates=_certificates(args), namespace=args.namespace,
             replicas=args.replicas, controller_replicas=args.controller_replicas,
+            shards=args.shards,
             exclude_namespaces=tuple(args.namespace_exclude),
             network_policy=args.network_policy, metrics_namespace=args.metrics_namespace,
             monitoring=args.monitoring, flow_control=args.flow_control, native=args.native)

@@ -9,6 +9,7 @@ gone to `forget`.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -18,6 +19,8 @@ from typing import Any
 from runtime import plan, projection, watches
 from runtime import store as storelib
 from runtime.controller import informer, kube, metrics
+
+log = logging.getLogger("jobrules.controller")
 
 Key = tuple[str, str, str]   # (kind name, namespace, name)
 Enqueue = Callable[[Key, "float | None"], None]   # (job, when a pod's change was received)
@@ -33,6 +36,7 @@ class Watched:
     informers: list[informer.Informer]
     pods: str                       # the selector of the pod watch it reads from
     status_subresource: bool | None = None   # learnt from discovery on first use
+    handler: informer.Handler | None = None  # what its informers call on a change
 
     @property
     def synced(self) -> bool:
@@ -46,6 +50,7 @@ class PodWatch:
     store: storelib.Store
     informers: list[informer.Informer]
     kinds: set[str] = field(default_factory=set)
+    handler: informer.Handler | None = None
 
     @property
     def synced(self) -> bool:
@@ -67,6 +72,11 @@ class Caches:
         self.kinds: dict[str, Watched] = {}
         self.pod_watches: dict[str, PodWatch] = {}
         self.lock = threading.RLock()        # kinds and pod watches, across plan reloads
+        # The shards the informers ask the API server for (runtime.shards.selector; "": all),
+        # and whether it honours the ask (None: not known yet; False: it lists everything, and
+        # the worker's filter alone keeps to this replica's shards).
+        self.shard_selector = ""
+        self.server_shards: bool | None = None
 
     def get(self, name: str) -> tuple[Watched | None, PodWatch | None]:
         """A kind and the pod watch it reads from (None, None once it left the plan)."""
@@ -121,26 +131,73 @@ class Caches:
                 self.forget((spec.name, *change.key))
             elif change.matters:
                 self.enqueue((spec.name, *change.key), None)
-        kind.informers = [self._informer(f"{spec.name}{'@' + ns if ns else ''}",
-                                         resource.path(ns or None), jobs, changed,
-                                         spec.selector or "", ns or None)
-                          for ns in self.namespaces or ("",)]
+        kind.handler = changed
+        kind.informers = self._kind_informers(kind)
         metrics.RESOURCE_SERVED.labels(spec.name).set_function(
             lambda: 0 if any(i.missing for i in kind.informers) else 1)
         return kind
+
+    def _kind_informers(self, kind: Watched) -> list[informer.Informer]:
+        assert kind.handler is not None
+        return [self._informer(f"{kind.spec.name}{'@' + ns if ns else ''}",
+                               kind.resource.path(ns or None), kind.jobs, kind.handler,
+                               kind.spec.selector or "", ns or None)
+                for ns in self.namespaces or ("",)]
 
     def _pod_watch(self, selector: str, specs: list[plan.Kind]) -> PodWatch:
         watch = PodWatch(selector, projection.pod_tree(specs), watches.pod_store(selector, specs), [])
 
         def changed(change: storelib.Change) -> None:
             self._pod_changed(watch, change)
-        resource = kube.Resource("v1", "pods")
-        watch.informers = [self._informer(f"pods{'/' + selector if selector else ''}"
-                                          f"{'@' + ns if ns else ''}",
-                                          resource.path(ns or None), watch.store, changed,
-                                          selector, ns or None)
-                           for ns in self.namespaces or ("",)]
+        watch.handler = changed
+        watch.informers = self._pod_informers(watch)
         return watch
+
+    def _pod_informers(self, watch: PodWatch) -> list[informer.Informer]:
+        assert watch.handler is not None
+        resource = kube.Resource("v1", "pods")
+        return [self._informer(f"pods{'/' + watch.selector if watch.selector else ''}"
+                               f"{'@' + ns if ns else ''}",
+                               resource.path(ns or None), watch.store, watch.handler,
+                               watch.selector, ns or None, tells_sharding=True)
+                for ns in self.namespaces or ("",)]
+
+    def reshard(self, selector: str) -> None:
+        """Ask the API server for other shards (runtime.shards.selector): every watch lists
+        again with the new selector into its cache, which reports what left it as gone. Nothing
+        is done where the server showed it ignores the parameter."""
+        with self.lock:
+            if self.server_shards is False or selector == self.shard_selector:
+                return
+            self._restart(selector)
+
+    def _restart(self, selector: str) -> None:
+        with self.lock:
+            self.shard_selector = selector
+            for kind in self.kinds.values():
+                _stop(kind.informers)
+                kind.informers = self._kind_informers(kind)
+            for watch in self.pod_watches.values():
+                _stop(watch.informers)
+                watch.informers = self._pod_informers(watch)
+
+    def _sharded(self, honoured: bool) -> None:
+        """What a pod list that asked for shards said: whether the server applied the selector.
+        The first it ignored (the gate off, or a server before 1.36) ends the asking: every
+        watch lists everything again, and the worker's filter alone keeps to our shards."""
+        with self.lock:
+            if honoured:
+                if self.server_shards is None:
+                    self.server_shards = True
+                    log.info("the API server shards our lists and watches (%s)",
+                             self.shard_selector)
+                return
+            if self.server_shards is False:
+                return
+            self.server_shards = False
+            log.info("the API server ignored shardSelector (ShardedListAndWatch off, or a server "
+                     "before 1.36): every shard is listed, and filtered here")
+            self._restart("")
 
     def _pod_changed(self, watch: PodWatch, change: storelib.Change) -> None:
         """Every job of every kind the pod may belong to, before and after the change."""
@@ -157,7 +214,12 @@ class Caches:
                     self.enqueue((kind.spec.name, *key), received)
 
     def _informer(self, name: str, path: str, store: storelib.Store, on_change: informer.Handler,
-                  selector: str, namespace: str | None) -> informer.Informer:
+                  selector: str, namespace: str | None,
+                  tells_sharding: bool = False) -> informer.Informer:
+        """One informer. Only pod lists tell whether the server sharded them: it echoes the
+        selector in `metadata.shardInfo` on built-in resources' lists, and filters a custom
+        resource's list without saying so (kube-apiserver 1.36.3: its unstructured list has no
+        shardInfo), so a job list's silence is no sign."""
         def observe(what: str, reason: str) -> None:
             if what == "relist":
                 metrics.RELISTS.labels(name).inc()
@@ -167,7 +229,8 @@ class Caches:
         metrics.STORE_BYTES.labels(name).set_function(lambda: store.bytes)
         made = informer.Informer(self.client, name, path, store, on_change, selector=selector,
                                  namespace=namespace, read_timeout=self.read_timeout,
-                                 on_event=observe)
+                                 shard_selector=self.shard_selector, on_event=observe,
+                                 on_sharded=self._sharded if tells_sharding else None)
         return made.start() if self.start else made
 
 

@@ -32,8 +32,9 @@ class Informer:
 
     def __init__(self, client: kube.Client, name: str, path: str, store: storelib.Store,
                  on_change: Handler, *, selector: str = "", namespace: str | None = None,
-                 read_timeout: float = 70.0,
-                 on_event: Callable[[str, str], None] | None = None) -> None:
+                 read_timeout: float = 70.0, shard_selector: str = "",
+                 on_event: Callable[[str, str], None] | None = None,
+                 on_sharded: Callable[[bool], None] | None = None) -> None:
         self.client = client
         self.namespace = namespace   # the one namespace it lists (None: all of them)
         self.name = name
@@ -41,6 +42,9 @@ class Informer:
         self.store = store
         self.on_change = on_change
         self.selector = selector
+        # The API server's `shardSelector` (runtime.shards.selector): "" asks for every shard.
+        self.shard_selector = shard_selector
+        self.on_sharded = on_sharded or (lambda honoured: None)
         self.read_timeout = read_timeout
         self.on_event = on_event or (lambda what, reason: None)
         self.synced = threading.Event()
@@ -67,7 +71,8 @@ class Informer:
         return self.synced.is_set() or self.missing
 
     def _query(self) -> list[tuple[str, str]]:
-        return [("labelSelector", self.selector)] if self.selector else []
+        return ([("labelSelector", self.selector)] if self.selector else []) + (
+            [("shardSelector", self.shard_selector)] if self.shard_selector else [])
 
     def _run(self) -> None:
         version: str | None = None   # None: list first
@@ -105,15 +110,20 @@ class Informer:
         """A paged LIST into the store, each page projected and dropped before the next is
         read; the list's resourceVersion."""
         version = ""
+        sharded: bool | None = None
 
         def items() -> Iterator[dict[str, Any]]:
-            nonlocal version
+            nonlocal version, sharded
             for page in self.client.pages(self.path, query=self._query()):
                 version = objects.resource_version(page) or version
+                if sharded is None:   # the server echoes a selector it applied (1.36+, gate on)
+                    sharded = bool((objects.meta(page).get("shardInfo") or {}).get("selector"))
                 yield from page.get("items") or []
 
         for change in self.store.replace(items(), self.namespace):
             self.on_change(change)
+        if self.shard_selector:
+            self.on_sharded(bool(sharded))
         self.missing, self.error = False, ""
         self.synced.set()
         return version

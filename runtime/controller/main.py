@@ -21,8 +21,9 @@ import threading
 from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 
-from runtime import about, plan, reloading
+from runtime import about, plan, reloading, shards
 from runtime.controller import events, health, kube, leader, metrics
+from runtime.controller import shards as shardslib
 from runtime.controller.settings import VARIABLES, ControllerSettings, SettingsError
 from runtime.controller.worker import Worker
 
@@ -47,6 +48,8 @@ class Controller:
                                         "keeping the previous one" if kept else "none yet", err))
         self._workers: list[threading.Thread] = []
         self._elector: leader.Elector | None = None
+        self._shards: shardslib.Shards | None = None
+        self._singletons: threading.Event | None = None   # set to stop the shard-0 holder's tasks
         metrics.INTENTS_OPEN.set_function(lambda: self.worker.intents_open)
 
     def run(self) -> int:
@@ -62,7 +65,18 @@ class Controller:
         self.recorder.start()
         threading.Thread(target=self._reload_loop, name="plan-reload", daemon=True).start()
         threading.Thread(target=self._resync_loop, name="resync", daemon=True).start()
-        if self.settings.leader_elect:
+        if self.settings.leader_elect and self.settings.shards > 1:
+            self._shards = shardslib.Shards(
+                self.client, count=self.settings.shards,
+                namespace=self.settings.lease_namespace, base=self.settings.lease_name,
+                identity=self.settings.identity, lease_duration=self.settings.lease_duration,
+                renew_deadline=self.settings.renew_deadline,
+                retry_period=self.settings.retry_period, on_gained=self._gained,
+                on_given=self._given, on_lost=shardslib.exit_lost)
+            self.worker.gate = self._shards
+            self._start_workers()
+            self._shards.start()
+        elif self.settings.leader_elect:
             self._elector = leader.Elector(
                 self.client, self.client.api, namespace=self.settings.lease_namespace,
                 name=self.settings.lease_name, identity=self.settings.identity,
@@ -79,6 +93,8 @@ class Controller:
             worker.join(timeout=10.0)
         if self._elector is not None:
             self._elector.release()
+        if self._shards is not None:
+            self._shards.release()
         self.recorder.stop()
         if server is not None:
             server.shutdown()
@@ -90,6 +106,12 @@ class Controller:
     def _lead(self) -> None:
         self.leading.set()
         metrics.LEADER.set(1)
+        self._start_singletons(self.stopping)
+        self._start_workers()
+        self.worker.resync()
+
+    def _start_singletons(self, stopping: threading.Event) -> None:
+        """What one replica does for all: keep the webhook's serving certificate."""
         settings = self.settings
         if settings.webhook_secret is not None and settings.webhook_service is not None:
             # Imported here: the certificate library is an extra ('jobrules[certs]'), needed by
@@ -98,13 +120,37 @@ class Controller:
             keeper = serving.Keeper(self.client, secret=settings.webhook_secret,
                                     service=settings.webhook_service,
                                     configuration=settings.webhook_configuration)
-            threading.Thread(target=keeper.run, args=(self.stopping,), name="serving-certificate",
+            threading.Thread(target=keeper.run, args=(stopping,), name="serving-certificate",
                              daemon=True).start()
+
+    def _start_workers(self) -> None:
         for n in range(self.settings.workers):
             thread = threading.Thread(target=self.worker.work, name=f"worker-{n}", daemon=True)
             thread.start()
             self._workers.append(thread)
+
+    def _gained(self, gained: frozenset[int]) -> None:
+        """Shards taken: reconcile their jobs (from their stored state and journal, as a new
+        leader does); shard 0's holder does what the leader alone did."""
+        self.leading.set()
+        self._reshard()
+        if 0 in gained and self._singletons is None:
+            metrics.LEADER.set(1)
+            self._singletons = threading.Event()
+            self._start_singletons(self._singletons)
         self.worker.resync()
+
+    def _reshard(self) -> None:
+        """Ask the API server for the shards held now (where it offers sharded watch)."""
+        if self._shards is not None:
+            self.worker.caches.reshard(shards.selector(self._shards.owned, self.settings.shards))
+
+    def _given(self, given: frozenset[int]) -> None:
+        self._reshard()
+        if 0 in given and self._singletons is not None:
+            metrics.LEADER.set(0)
+            self._singletons.set()
+            self._singletons = None
 
     def _lost(self) -> None:
         log.error("lost leadership: exiting so that no stale worker writes on")

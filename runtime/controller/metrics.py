@@ -188,6 +188,10 @@ EVENTS_DROPPED = Counter("jobrules_controller_events_dropped",
                          "Events not sent, by why (rate, queue, error).", ["reason"])
 LEADER = Gauge("jobrules_controller_leader",
                "1 while this replica holds the lease (or runs without election).")
+SHARDS_HELD = Gauge("jobrules_controller_shards_held",
+                    "Shards this replica holds (JOBRULES_SHARDS > 1).")
+SHARDS_SHARE = Gauge("jobrules_controller_shards_share",
+                     "This replica's fair share of the shards: ceil(shards / live replicas).")
 PLAN_INFO = Gauge("jobrules_controller_plan_info", "1 for the plan in use, by digest.",
                   ["digest", "plan_version"])
 CERTIFICATE_EXPIRY = Gauge("jobrules_controller_serving_certificate_expiry_timestamp_seconds",

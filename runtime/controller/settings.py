@@ -45,6 +45,9 @@ VARIABLES = (
     Variable("JOBRULES_LEASE_NAME", "jobrules-controller", "its name"),
     Variable("JOBRULES_LEASE_DURATION, _RENEW_DEADLINE, _RETRY_PERIOD", "15, 10, 2",
              "seconds; duration > deadline > 1.2 x period"),
+    Variable("JOBRULES_SHARDS", "1",
+             "shards of the jobs by namespace, each held by one replica on a Lease of its own "
+             "(LEASE_NAME-shard-K); 1: one leader reconciles every job"),
     Variable("JOBRULES_IDENTITY", "POD_NAME, else host_pid",
              "this replica's name in the Lease and in Events"),
     Variable("JOBRULES_HEALTH_BIND", "0.0.0.0:8080", "/healthz, /readyz, /metrics; empty: none"),
@@ -77,6 +80,7 @@ class ControllerSettings:
     lease_duration: int = 15
     renew_deadline: int = 10
     retry_period: int = 2
+    shards: int = 1                      # > 1: jobs sharded by namespace over the replicas
     identity: str = ""
     health: tuple[str, int] | None = ("0.0.0.0", 8080)   # /healthz, /readyz, /metrics
     read_timeout: float = 70.0           # a watch with no byte for this long is reopened
@@ -106,6 +110,10 @@ class ControllerSettings:
         if not lease > renew > retry * 1.2:
             raise SettingsError("JOBRULES_LEASE_DURATION > JOBRULES_RENEW_DEADLINE > 1.2 x "
                                 f"JOBRULES_RETRY_PERIOD is required, got {lease}, {renew}, {retry}")
+        shards = integer(env, "JOBRULES_SHARDS", d.shards, minimum=1)
+        if shards > 1 and not boolean(env, "JOBRULES_LEADER_ELECT", d.leader_elect):
+            raise SettingsError("JOBRULES_SHARDS > 1 needs JOBRULES_LEADER_ELECT=true (the "
+                                "shards are held on Leases)")
         secret = _namespaced(env, "JOBRULES_WEBHOOK_SECRET")
         service = _namespaced(env, "JOBRULES_WEBHOOK_SERVICE")
         if (secret is None) != (service is None):
@@ -130,7 +138,7 @@ class ControllerSettings:
             lease_namespace=(env.get("JOBRULES_LEASE_NAMESPACE") or env.get("POD_NAMESPACE")
                              or d.lease_namespace),
             lease_name=env.get("JOBRULES_LEASE_NAME") or d.lease_name,
-            lease_duration=lease, renew_deadline=renew, retry_period=retry,
+            lease_duration=lease, renew_deadline=renew, retry_period=retry, shards=shards,
             identity=(env.get("JOBRULES_IDENTITY") or env.get("POD_NAME")
                       or f"{socket.gethostname()}_{os.getpid()}"),
             health=host_port(env, "JOBRULES_HEALTH_BIND", d.health),

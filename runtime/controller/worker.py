@@ -15,7 +15,7 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from runtime import intents, journal, objects, reconcile, shadow, watches, writeback
 from runtime.controller import caches as cacheslib
@@ -31,6 +31,16 @@ Key = cacheslib.Key
 # retry.RetryOnConflict. Waiting out the backoff instead lets a busy job move on again, so that
 # under a steady stream of other writers every try conflicts and the backoff only grows.
 CONFLICT_RETRIES = 5
+
+
+class Gate(Protocol):
+    """Which jobs this replica reconciles (runtime.controller.shards): `owns` a namespace's
+    jobs now; `enter` before a reconcile of one (False: not ours), `leave` after, so that a
+    shard given back is drained first."""
+
+    def owns(self, namespace: str) -> bool: ...
+    def enter(self, namespace: str) -> bool: ...
+    def leave(self, namespace: str) -> None: ...
 
 
 class NotYet(Exception):
@@ -54,6 +64,7 @@ class Worker:
         self._sent = 0                          # action requests sent (for the test hooks)
         self._intents_open: dict[Key, int] = {}
         self._compared: dict[Key, str] = {}       # shadow mode: the outcome already judged
+        self.gate: Gate | None = None             # None: every job is this replica's
 
     @property
     def intents_open(self) -> int:
@@ -62,6 +73,8 @@ class Worker:
     # -- the queue ---------------------------------------------------------------------------
 
     def enqueue(self, key: Key, received: float | None = None) -> None:
+        if self.gate is not None and not self.gate.owns(key[1]):
+            return   # another replica's shard: taking the shard enqueues every job of it
         if received is not None:
             self._pending.setdefault(key, received)
         self.queue.add(key)
@@ -71,9 +84,12 @@ class Worker:
         self._compared.pop(key, None)
 
     def resync(self) -> None:
-        """Enqueue every cached job (periodically, and when rules change)."""
+        """Enqueue every cached job of this replica's (periodically, when rules change, when
+        shards are taken)."""
+        gate = self.gate
         for key in self.caches.keys():
-            self.queue.add(key)
+            if gate is None or gate.owns(key[1]):
+                self.queue.add(key)
 
     def work(self) -> None:
         """Take keys until the queue shuts down (one thread per worker)."""
@@ -81,8 +97,18 @@ class Worker:
             key = self.queue.get()
             if key is None:
                 return
+            gate = self.gate
             try:
-                self.process(key)
+                if gate is None:
+                    self.process(key)
+                elif gate.enter(key[1]):
+                    try:
+                        self.process(key)
+                    finally:
+                        gate.leave(key[1])
+                else:   # its shard went to another replica while it waited
+                    self._pending.pop(key, None)
+                    self.queue.forget(key)
             finally:
                 self.queue.done(key)
 

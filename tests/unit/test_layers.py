@@ -85,7 +85,7 @@ def test_the_pure_core_is_most_of_the_runtime() -> None:
         # the controller's decisions: what is watched and matters, one reconcile, the journal
         "runtime.projection", "runtime.watches", "runtime.store", "runtime.reconcile",
         "runtime.journal", "runtime.actions", "runtime.intents", "runtime.writeback",
-        "runtime.objects", "runtime.workqueue"}
+        "runtime.objects", "runtime.workqueue", "runtime.shards"}
 
 
 def test_mutator_layers_import_only_downwards() -> None:

@@ -634,6 +634,13 @@ def test_cli_self_managed_with_one_controller(capsys: pytest.CaptureFixture[str]
                                                    controller_replicas=1)
 
 
+def test_cli_shards_the_controller(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--plan", str(RULES_PLAN), "--image", IMAGE, "--certs", "cert-manager",
+                       "--controller-replicas", "3", "--shards", "8")
+    assert code == 0
+    assert list(yaml.safe_load_all(out)) == render(controller_replicas=3, shards=8)
+
+
 def test_cli_leaves_flow_control_out_when_asked(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "--plan", str(RULES_PLAN), "--image", IMAGE, "--certs", "cert-manager",
                        "--no-flow-control")
@@ -679,6 +686,7 @@ def test_cli_leaves_a_folder_of_other_files_alone(capsys: pytest.CaptureFixture[
     (["--certs", "cert-manager=Secret/x"], "issuer 'Secret/x'"),
     (["--ca-bundle", "missing.pem"], "missing.pem: No such file or directory"),
     (["--certs", "cert-manager", "--replicas", "0"], "replicas 0"),
+    (["--certs", "cert-manager", "--shards", "0"], "shards 0"),
     (["--certs", "cert-manager", "--plan-file-is-missing"], "unrecognized arguments"),
 ])
 def test_cli_errors_exit_2_without_traceback(capsys: pytest.CaptureFixture[str], argv: list[str],
@@ -700,3 +708,20 @@ def test_cli_needs_a_plan_and_a_certificate_mode(capsys: pytest.CaptureFixture[s
     code, out, err = run(capsys, *argv, "--image", IMAGE)
     assert (code, out) == (2, "")
     assert message in err and "Traceback" not in err
+
+
+def test_shards_set_the_controller_and_its_role_holds_their_leases() -> None:
+    objects = render(controller_replicas=3, shards=8, namespace="infra")
+    [container] = pod_spec(objects, C)["containers"]
+    settings = ControllerSettings.from_env(resolved(container["env"], "infra", "controller-0"))
+    assert (settings.shards, settings.leader_elect, settings.lease_namespace) == (8, True, "infra")
+    assert find(objects, "Deployment", C)["spec"]["replicas"] == 3
+    [rule] = find(objects, "Role", C)["rules"]
+    # The member Leases are named from the pods' names: no resourceNames can list them.
+    assert rule == {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                    "verbs": ["list", "create", "get", "update", "patch", "delete"]}
+    assert "shards" in find(objects, "Role", C)["metadata"]["annotations"]["jobrules.dev/needed-by"]
+    one = pod_spec(render(), C)["containers"][0]["env"]
+    assert "JOBRULES_SHARDS" not in {e["name"] for e in one}
+    with pytest.raises(manifests.ManifestError, match="shards 0"):
+        render(shards=0)

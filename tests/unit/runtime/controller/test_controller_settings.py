@@ -57,3 +57,14 @@ def test_the_policies_put_in_audit() -> None:
     env = {"JOBRULES_PLAN": "p.json", "JOBRULES_AUDIT": " trainer/retry, vcjob ,,"}
     assert ControllerSettings.from_env(env).audit == ("trainer/retry", "vcjob")
     assert ControllerSettings.from_env({"JOBRULES_PLAN": "p.json"}).audit == ()
+
+
+def test_shards() -> None:
+    assert ControllerSettings.from_env(BASE).shards == 1
+    assert ControllerSettings.from_env({**BASE, "JOBRULES_SHARDS": "8"}).shards == 8
+    for value, message in (("0", "must be at least 1"), ("x", "expected an integer")):
+        with pytest.raises(SettingsError, match=f"JOBRULES_SHARDS: {message}"):
+            ControllerSettings.from_env({**BASE, "JOBRULES_SHARDS": value})
+    with pytest.raises(SettingsError, match="JOBRULES_LEADER_ELECT=true"):
+        ControllerSettings.from_env({**BASE, "JOBRULES_SHARDS": "2",
+                                     "JOBRULES_LEADER_ELECT": "false"})

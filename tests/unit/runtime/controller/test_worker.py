@@ -584,3 +584,40 @@ def test_a_command_is_made_even_when_the_verdict_is_written_into_the_status_firs
     w.sync(("vcjob", job["metadata"]["namespace"], job["metadata"]["name"]))
     made = [(r.path.rsplit("/", 1)[-1], r.body["action"]) for r in api.log if r.method == "POST"]
     assert made == [("commands", "CompleteJob")], api.log
+
+
+class Gate:
+    """Shards as the worker sees them: the namespaces it holds, and the reconciles let in."""
+
+    def __init__(self, held: set[str]) -> None:
+        self.held = held
+        self.entered: list[str] = []
+
+    def owns(self, namespace: str) -> bool:
+        return namespace in self.held
+
+    def enter(self, namespace: str) -> bool:
+        if namespace in self.held:
+            self.entered.append(namespace)
+            return True
+        return False
+
+    def leave(self, namespace: str) -> None:
+        pass
+
+
+def test_with_shards_only_the_held_namespaces_jobs_are_queued_and_reconciled() -> None:
+    w, api, _, _ = setup(pod("p-0"))
+    gate = Gate(set())
+    w.gate = gate
+    w.queue = WorkQueue()
+    w.enqueue(KEY, 1.0)
+    w.resync()
+    assert len(w.queue) == 0          # another replica's shard: nothing queued
+    gate.held.add("ns")
+    w.resync()
+    assert len(w.queue) == 1
+    gate.held.clear()                 # given back while it waited: skipped, nothing written
+    w.queue.shut_down()
+    w.work()
+    assert gate.entered == [] and api.sent("PATCH") == []
