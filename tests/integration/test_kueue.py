@@ -284,3 +284,46 @@ def test_an_admitted_job_killed_for_memory_is_readmitted_at_the_new_size(
     if plane.plane is not None:   # the audit log: our writes to the Workload, once each
         assert workload_writes(plane, queue) == [("patch", {"spec": {"active": False}}),
                                                  ("patch", {"spec": {"active": True}})]
+
+
+def test_an_admitted_pytorchjob_crash_looping_for_memory_is_readmitted_at_the_new_size(
+        plane: Session, kube: Client, queue: str, resize_plan: Path, tmp_path: Path) -> None:
+    """Under the training operator, `restartPolicy: OnFailure`: KWOK restarts the master's
+    container killed for memory in place and it crash-loops (waiting CrashLoopBackOff, its last
+    termination OOMKilled), which the cause "oom" matches (`on container restarted`). The
+    restart goes through the PyTorchJob's Workload: Kueue suspends it and the operator removes
+    its pods, the master's template gets 1.5 times the memory, and the Workload, activated, is
+    admitted again at that size; the new master runs with it and the job succeeds."""
+    if not plane.training_operator:
+        pytest.fail("the training operator is not running (its binary is missing)")
+    path = apiserver.PYTORCH_JOBS.path(queue, "train")
+    grant(kube, queue, "4")
+    template = apiserver.on_kwok({"metadata": {}, "spec": {"containers": [
+        {"name": "pytorch", "image": "busybox:1.36",
+         "resources": {"requests": {"cpu": "100m", "memory": "256Mi"},
+                       "limits": {"memory": "256Mi"}}}]}}, outcome="run")
+    masters = "training.kubeflow.org/job-name=train,training.kubeflow.org/replica-type=master"
+    with controllers.running(plane, resize_plan, queue, tmp_path) as controller:
+        job = apiserver.create(kube, apiserver.PYTORCH_JOBS, {
+            "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"name": "train", "namespace": queue, "labels": {QUEUE_LABEL: "lq"}},
+            "spec": {"pytorchReplicaSpecs": {"Master": {
+                "replicas": 1, "restartPolicy": "OnFailure", "template": template}}}})
+        first = admitted_at(kube, job, ("256Mi", "256Mi"), container="pytorch")
+        pod = running_pod(kube, queue, masters, "256Mi", container="pytorch")
+        apiserver.change_outcome(kube, pod, outcome="oom-killed", after="1s", container="pytorch")
+        second = admitted_at(kube, job, ("384Mi", "384Mi"), container="pytorch")
+        again = running_pod(kube, queue, masters, "384Mi", container="pytorch")
+        apiserver.change_outcome(kube, again, outcome="succeed", after="0s")
+        done = controllers.wait_for_verdict(kube, path, "Succeeded", timeout=120)
+        restarts = controller.metric("jobrules_controller_actions_total", action="restartJob",
+                                     result="done")
+    assert controllers.verdict(done)["reason"] == "PyTorchJobSucceeded"
+    assert restarts == 1
+    assert second["metadata"]["name"] == first["metadata"]["name"]
+    said = [e["note"] for e in controllers.events_of(kube, queue, "train")
+            if "memory" in (e.get("note") or "")]
+    assert any("pytorch: memory 256Mi -> 384Mi after OOMKilled, 1 of 2" in n for n in said), said
+    if plane.plane is not None:
+        assert workload_writes(plane, queue) == [("patch", {"spec": {"active": False}}),
+                                                 ("patch", {"spec": {"active": True}})]

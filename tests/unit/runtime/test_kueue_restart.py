@@ -255,3 +255,25 @@ def test_a_pass_lists_the_workloads_afresh_before_writing_them_again(kind: plan.
 def journal_step(api: FakeApi, path: str) -> int:
     [open_] = intents.decode(objects.annotation(api.get(path), intents.ANNOTATION)).intents
     return open_.step
+
+
+@pytest.mark.parametrize("name, field", [("pytorchjob", "pytorchReplicaSpecs"),
+                                         ("tfjob", "tfReplicaSpecs")])
+def test_the_kubeflow_kinds_restart_a_queued_job_through_its_workload(name: str, field: str) -> None:
+    built = api.build([str(ROOT / "rules"), str(ROOT / "examples" / "oom-resize" / "resize.rules")])
+    assert built.plan is not None
+    loaded = plan.loads(emit.dumps(built.plan))
+    k = next(k for k in loaded.kinds if k.name == name)
+    labelled = {"apiVersion": "kubeflow.org/v1", "kind": k.kind,
+                "metadata": {"name": "train", "namespace": "ml", "uid": UID,
+                             "labels": {QUEUE: "lq"}}}
+    variant = actions.variant(k, "restartJob", labelled, NOW)
+    assert variant is not None and actions.variant(k, "restartJob", {"metadata": {}}, NOW) is None
+    recipe = k.recipe("restartJob", variant)
+    assert isinstance(recipe, tuple)
+    assert [type(s).__name__ for s in recipe] == ["SetObjectField", "Await", "ResizeTemplate",
+                                                  "SetObjectField"]
+    assert recipe[2] == plan.ResizeTemplate(recipe[2].span, ("spec", field), ("template",))
+    assert actions.lookups(k, (intents.Intent("i", "restartJob", "p", "r", None, None,
+                                              recipe=variant),), labelled, NOW) == (
+        (WORKLOADS, SELECTOR),)
