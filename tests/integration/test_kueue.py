@@ -6,7 +6,9 @@ ClusterQueue has the quota, then lifts the suspension, and the flavor's tolerati
 to the KWOK nodes. The controller runs the shipped rules (with examples/queued's policies): a
 queued job reads Suspended with reason Queued, never Pending, takes no action while it waits, and
 runs and succeeds once admitted. A Job whose `spec.managedBy` names MultiKueue is left alone:
-no write of ours, even with a pod of it failing as a policy listens for.
+no write of ours, even with a pod of it failing as a policy listens for. An admitted Job (and a
+PyTorchJob) killed for memory is restarted with more (examples/oom-resize) through its Workload,
+which Kueue admits again at the new size.
 """
 
 from __future__ import annotations
