@@ -1098,8 +1098,8 @@ def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
 
 
 # Every request of the audited user (AUDITED: who sends what, reads too), pods' deletions and
-# evictions with the answer (the deleted pod's uid), writes to the kinds the rules describe and
-# to Volcano's Commands with their bodies; nothing else.
+# evictions with the answer (the deleted pod's uid), writes to the kinds the rules describe, to
+# Volcano's Commands and to Kueue's Workloads with their bodies; nothing else.
 AUDITED = "jobrules:audited"
 # Our controller's user (ControlPlane.controller_kubeconfig): its writes to the job kinds are
 # logged like everyone's, and told apart by this name.
@@ -1127,6 +1127,7 @@ rules:
   - {group: jobset.x-k8s.io}
   - {group: argoproj.io}
   - {group: tekton.dev}
+  - {group: kueue.x-k8s.io, resources: [workloads]}
 - level: None
 """ % AUDITED
 

@@ -189,6 +189,13 @@ CODES: tuple[Code, ...] = (
          "at once, while a pod policy of the same pods (`on pod failed -> restart pod max 3`) "
          "is still retrying: the job ends before any retry could help. To act once the retries "
          "are spent, give the pod policy a fallback (`restart pod max 3 then fail job`)."),
+    Code("R412", "invalid-objects-step", ERROR, "a `set ... on` step that cannot work",
+         "`set PATH = VALUE on API KIND label \"KEY\" = VALUE` merge-patches a field of the job's "
+         "objects of another kind, found in its namespace by the label (Kueue's Workloads of a "
+         "job: `on kueue.x-k8s.io/v1beta2 Workload label \"kueue.x-k8s.io/job-uid\" = "
+         "<<metadata.uid>>`). It patches the objects themselves, never their `status` (another "
+         "controller's to write), and it is not for the job's own kind: that would write every "
+         "job the label finds; write the job's own field with `set PATH = VALUE`."),
     # ---- R5xx: injection
     Code("R501", "conflicting-injection", ERROR, "two injections write the same field differently",
          "Two injection operations that can apply to the same pod set the same annotation, label, "

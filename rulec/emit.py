@@ -190,12 +190,15 @@ class _Emitter:
             "verdicts": [self.verdict(v) for v in k.verdicts],
             "policies": policies,
             "status": self.status(k.status),
-            "actions": {r.verb: r.word or {"span": span(r.span),
-                                           "steps": [self.step(s) for s in r.steps]}
-                        for r in k.recipes},
+            "actions": {r.verb: self.recipe(r) for r in k.recipes if r.when is None},
             "audit": None if k.mode is None else {"span": span(k.mode.span),
                                                   "annotationOnly": k.mode.annotation_only},
         }
+        guarded = [r for r in k.recipes if r.when is not None]
+        if guarded:   # absent from the plans of kinds without them, as before them
+            out["guardedActions"] = [
+                {"action": r.verb, "when": {"expr": r.when.text, "span": span(r.when.span)},
+                 "recipe": self.recipe(r)} for r in guarded if r.when is not None]
         if self.causes:  # absent from the plans of programs without causes, as before them
             out["causes"] = [self.cause(c) for c in self.causes.values()]
         return out
@@ -203,6 +206,9 @@ class _Emitter:
     def cause(self, c: nodes.Cause) -> Json:
         return {"name": c.name.value, "span": span(c.span), "hint": c.hint.value,
                 "filter": self.pod_filter(c.filter)}
+
+    def recipe(self, r: nodes.Recipe) -> Json | str:
+        return r.word or {"span": span(r.span), "steps": [self.step(s) for s in r.steps]}
 
     def step(self, s: nodes.Step) -> Json:
         out: Json = {"op": s.op, "span": span(s.span)}
@@ -212,6 +218,10 @@ class _Emitter:
             assert s.path is not None
             out.update(path=list(s.path.segments),
                        value=s.value.value if isinstance(s.value, nodes.Text) else s.value)
+            if s.on is not None:
+                out["on"] = {"apiVersion": s.on.api_version.value, "kind": s.on.kind.value,
+                             "plural": plural(s.on.kind.value),
+                             "label": {"key": s.on.key.value, "value": template(s.on.value)}}
         elif s.op == "resize":
             assert s.path is not None
             out["path"] = list(s.path.segments)

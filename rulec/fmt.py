@@ -123,6 +123,15 @@ class _Items:
                         self.push(child, level, cont)
                         self.pending = "fill"
                         continue
+                    elif kind == "recipe" and str(child) == "->" and _guarded(node):
+                        # `VERB when EXPR` on its own line, `->` where the others' stand
+                        self.pending = "clause"
+                        self.push(child, level, level * INDENT + RECIPE_WIDTH)
+                        continue
+                    elif kind == "objects_ref" and str(child) == "label":
+                        self.pending = "fill"   # the selector under the step, as needed
+                        self.push(child, level, cont + INDENT)
+                        continue
                     pad = STATUS_WIDTH if kind in _STATUS_FIELDS and i == 0 else 0
                     self.push(child, level, cont, pad)
             elif inside:
@@ -137,7 +146,10 @@ class _Items:
             elif kind == "recipe" and child.data == "action_verb":
                 self.visit(child, level, cont=cont)
                 words = child.children
-                self.items[-1].pad = RECIPE_WIDTH - sum(len(str(w)) + 1 for w in words[:-1])
+                if not _guarded(node):
+                    self.items[-1].pad = RECIPE_WIDTH - sum(len(str(w)) + 1 for w in words[:-1])
+            elif kind == "recipe" and child.data == "recipe_when":
+                self.visit(child, level, cont=level * INDENT + RECIPE_WIDTH)
             elif kind == "recipe":
                 self.visit(child, level, cont=level * INDENT + RECIPE_WIDTH + len("-> "))
             elif kind == "cause_decl" and child.data in _CHAINS:
@@ -155,6 +167,11 @@ class _Items:
                 self.visit(child, level, brk="soft", cont=(level + 2) * INDENT)
             else:
                 self.visit(child, level, cont=cont)
+
+
+def _guarded(recipe: Tree) -> bool:
+    """A recipe with `when EXPR`."""
+    return any(getattr(c, "data", None) == "recipe_when" for c in recipe.children)
 
 
 def _closes(children: list, start: int) -> bool:

@@ -309,11 +309,17 @@ class _Lowering:
     def recipe(self, tree: Tree, seen: dict[str, Span]) -> nodes.Recipe:
         verb, *body = tree.children
         action = _VERBS[tuple(str(t) for t in verb.children)]
-        self.once(seen, f"recipe:{action}", self.span(tree),
-                  f"`{' '.join(str(t) for t in verb.children)}` in `actions`")
+        when = None
+        if body and getattr(body[0], "data", None) == "recipe_when":
+            when = self.expr(body[0].children[0])
+            body = body[1:]
+        else:   # one plain recipe per action; any number with `when`
+            self.once(seen, f"recipe:{action}", self.span(tree),
+                      f"`{' '.join(str(t) for t in verb.children)}` in `actions`")
         if body and getattr(body[0], "data", None) == "recipe_word":
-            return nodes.Recipe(self.span(tree), action, str(body[0].children[0]), ())
-        return nodes.Recipe(self.span(tree), action, None, tuple(self.step(s) for s in body))
+            return nodes.Recipe(self.span(tree), action, str(body[0].children[0]), (), when)
+        return nodes.Recipe(self.span(tree), action, None, tuple(self.step(s) for s in body),
+                            when)
 
     def step(self, tree: Tree) -> nodes.Step:
         span, ch = self.span(tree), tree.children
@@ -329,7 +335,12 @@ class _Lowering:
                 value = int(raw)
             elif token.type == "STRING":
                 value = self.text(token)
-            return nodes.Step(span, "set", path=self.path_of(ch[0]), value=value)
+            on = None
+            if len(ch) > 2:   # `on API KIND label "KEY" = VALUE`
+                api, kind, key, given = ch[2].children
+                on = nodes.ObjectsRef(self.span(ch[2]), nodes.Name(self.span(api), str(api)),
+                                      self.name(kind), self.text(key), self.value(given))
+            return nodes.Step(span, "set", path=self.path_of(ch[0]), value=value, on=on)
         if tree.data == "step_condition":
             return nodes.Step(span, "condition", type=self.text(ch[0]))
         if tree.data == "step_create":

@@ -304,15 +304,29 @@ class Step(AstNode, frozen=True):
     when: Node | None = None              # await
     timeout: Duration | None = None
     within: FieldPath | None = None       # resize `PATH[task].WITHIN`: a map keyed by task
+    on: "ObjectsRef | None" = None        # set `... on API KIND label K = V`: those objects
+
+
+class ObjectsRef(AstNode, frozen=True):
+    """`on API KIND label "KEY" = VALUE`: the objects of another kind in the job's namespace
+    whose label KEY is VALUE, made from the job (Kueue's Workloads of a job: `job-uid`)."""
+
+    span: Span
+    api_version: Name
+    kind: Name
+    key: Text
+    value: Template
 
 
 class Recipe(AstNode, frozen=True):
-    """`VERB -> steps`, or `-> unsupported` / `-> record`."""
+    """`VERB -> steps`, or `-> unsupported` / `-> record`; with `when EXPR`, for the jobs the
+    expression holds for (the first such recipe of the action, else its plain one)."""
 
     span: Span
     verb: str                             # plan ActionName
     word: str | None                      # unsupported | record | None (steps)
     steps: tuple[Step, ...]
+    when: Expr | None = None
 
 
 class PhaseMapEntry(AstNode, frozen=True):

@@ -17,14 +17,25 @@ request is idempotent, so a step replayed after a crash repeats no effect:
   object its consumer deletes once it has acted (a Volcano Command) could be made twice by a
   replay, so it is created only while the job's status is as it was when the action was decided;
   a status that moved since means the object may have done its work, and the step ends;
+- a field of the job's objects of another kind (`set spec.active = false on kueue.x-k8s.io/
+  v1beta2 Workload label "kueue.x-k8s.io/job-uid" = <<metadata.uid>>`) is compared on each
+  object the shell listed live by that label for this pass (`lookups` says which lists), and
+  written where it differs: a merge patch of one value, 404 meaning the object is gone. The
+  journal machine looks at such a step only on lists no other such step of the pass has written
+  since they were read;
 - `await` holds the intent until its condition holds, and fails it past its time.
+
+A kind may have several recipes for one action (`restart job when EXPR -> ...`): the one for a
+job is chosen once, when the action is decided (`variant`), and recorded on the intent, so that
+its steps are the same ones however the job changes while they are carried out.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Mapping
+from typing import Any, Mapping, TypeAlias
 
 from runtime import (conditions, functions, intents, objects, pods, plan, resources, templates,
                      vocabulary)
@@ -32,6 +43,12 @@ from runtime import (conditions, functions, intents, objects, pods, plan, resour
 DONE_ON_DELETE = frozenset({404})        # that incarnation is gone already
 DONE_ON_CREATE = frozenset({409})        # it exists already
 AWAIT_POLL = 2.0                          # seconds between looks while awaiting
+
+
+# A list of the job's objects of another kind: its path (the namespace's collection) and the
+# label selector; and what the shell found for each, by it.
+Lookup: TypeAlias = tuple[str, str]
+Related: TypeAlias = Mapping[Lookup, Sequence[Mapping[str, Any]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,11 +75,48 @@ class Next:
         return not self.requests and self.wait is None and self.failed is None
 
 
+def variant(kind: plan.Kind, action: str, job: Mapping[str, Any], now: datetime) -> int | None:
+    """The kind's first guarded recipe of `action` whose `when` holds for the job (JMESPath
+    truth), recorded on the intent; None: the plain recipe."""
+    search = templates.searcher(functions.options(now))
+    for i, g in enumerate(kind.guarded):
+        if g.action == action and pods.truthy(search(g.when, job)):
+            return i
+    return None
+
+
+def lookup(on: plan.Objects, job: Mapping[str, Any], now: datetime) -> Lookup | None:
+    """Where the job's objects of `on` are listed; None when the label's value is null for it."""
+    value = templates.render_text(on.value, job, _variables(job),
+                                  templates.searcher(functions.options(now)))
+    if value is None:
+        return None
+    return objects.path(on.api_version, on.plural, objects.namespace(job)), f"{on.key}={value}"
+
+
+def lookups(kind: plan.Kind, journal: Iterable[intents.Intent], job: Mapping[str, Any],
+            now: datetime) -> tuple[Lookup, ...]:
+    """The lists the shell reads before carrying out the journal: those of the steps of other
+    objects each open intent has still to do (a pass may go through several steps)."""
+    out: list[Lookup] = []
+    for intent in journal:
+        recipe = kind.recipe(intent.action, intent.recipe)
+        if isinstance(recipe, str):
+            continue
+        for step in recipe[intent.step:]:
+            if isinstance(step, plan.SetObjectField):
+                found = lookup(step.on, job, now)
+                if found is not None and found not in out:
+                    out.append(found)
+    return tuple(out)
+
+
 def next_step(kind: plan.Kind, intent: intents.Intent, job: Mapping[str, Any],
               pod_objects: list[Mapping[str, Any]], now: datetime, *,
-              status_subresource: bool) -> Next:
-    """The requests for the intent's current step (`intent.step` of its kind's recipe)."""
-    recipe = kind.recipe(intent.action)
+              status_subresource: bool, related: Related | None = None) -> Next:
+    """The requests for the intent's current step (`intent.step` of its kind's recipe, the
+    one chosen at the decision); `related`: the lists `lookups` named, as the shell read them."""
+    recipe = kind.recipe(intent.action, intent.recipe)
     if isinstance(recipe, str) or intent.step >= len(recipe):
         return Next()
     step = recipe[intent.step]
@@ -70,6 +124,8 @@ def next_step(kind: plan.Kind, intent: intents.Intent, job: Mapping[str, Any],
     job_path = objects.path(kind.api_version, kind.plural, namespace, objects.name(job))
     if isinstance(step, plan.DeletePods):
         return _delete(step, intent, pod_objects, namespace)
+    if isinstance(step, plan.SetObjectField):
+        return _set_objects(step, job, related or {}, now)
     if isinstance(step, plan.SetField):
         if objects.at(job, step.path) == step.value:
             return Next(note="already so")
@@ -111,6 +167,32 @@ def _delete(step: plan.DeletePods, intent: intents.Intent, pod_objects: list[Map
         else:
             out.append(Request("DELETE", path, preconditions, DONE_ON_DELETE))
     return Next(tuple(out), note=None if out else "no such pod left")
+
+
+def _set_objects(step: plan.SetObjectField, job: Mapping[str, Any], related: Related,
+                 now: datetime) -> Next:
+    """A merge patch of the one field on each of the job's objects the shell listed where it
+    differs."""
+    where = lookup(step.on, job, now)
+    if where is None:
+        return Next(failed=f"the label {step.on.key} of its {step.on.kind} objects is null "
+                           f"for this job")
+    found = related.get(where)
+    if found is None:                 # not read for this pass: look again
+        return Next(wait=AWAIT_POLL)
+    patch = objects.put({}, step.path, step.value)
+    named = [o for o in found if objects.name(o)]
+    out = tuple(Request("PATCH", objects.path(step.on.api_version, step.on.plural,
+                                              objects.namespace(job), objects.name(o)),
+                        patch, DONE_ON_DELETE)
+                for o in named if objects.at(o, step.path) != step.value)
+    if out:
+        return Next(out)
+    return Next(note="already so" if named else f"no {step.on.kind} with {where[1]}")
+
+
+def _variables(job: Mapping[str, Any]) -> dict[str, Any]:
+    return {"job": objects.name(job), "namespace": objects.namespace(job), "kind": job.get("kind")}
 
 
 def _condition(step: plan.SetCondition, intent: intents.Intent, job: Mapping[str, Any],

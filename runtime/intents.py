@@ -48,6 +48,7 @@ class Intent:
     since: str | None = None        # when the current step began (for `await ... within`)
     observed: Mapping[str, Any] = field(default_factory=dict)   # the job as it was at commit
     resize: tuple[Resize, ...] = ()   # a restart with more memory: the sizes to write
+    recipe: int | None = None       # the kind's guarded recipe chosen at the decision (None: plain)
 
     def advanced(self, now: str) -> Intent:
         return replace(self, step=self.step + 1, attempts=0, since=now)
@@ -128,6 +129,8 @@ def _json(i: Intent) -> dict[str, Any]:
         out["observed"] = dict(i.observed)
     if i.resize:
         out["resize"] = [[r.container, r.before, r.after] for r in i.resize]
+    if i.recipe is not None:
+        out["recipe"] = i.recipe
     return out
 
 
@@ -165,6 +168,7 @@ def _from_json(data: Any) -> tuple[Intent, ...]:
             since=shape.opt_string(i.get("since"), "intent.since"),
             observed=dict(shape.obj(i.get("observed", {}), "intent.observed")),
             resize=tuple(_resize(r) for r in shape.array(i.get("resize", []), "intent.resize")),
+            recipe=None if i.get("recipe") is None else shape.count(i["recipe"], "intent.recipe"),
         ))
     return tuple(out)
 

@@ -17,7 +17,7 @@ leave the journal with one last guarded patch.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Union
 
@@ -37,6 +37,7 @@ class Pass:
     now: datetime
     job_path: str
     status_subresource: bool
+    related: actions.Related = field(default_factory=dict)   # the lists actions.lookups names
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,10 +108,22 @@ class Progress:
     asked: Send | None = None                    # the request whose answer is due
     wait: float | None = None
     released: tuple[state.Released, ...] = ()    # actions given up, for the stored state
+    done: tuple[intents.Intent, ...] = ()        # done; reported once the job drops them
+    listed: bool = True      # the lists of other objects read for the pass are as they were
 
     @property
     def open(self) -> tuple[intents.Intent, ...]:
         return _open(self.ahead)
+
+
+Lookup = actions.Lookup
+
+
+def lookups(kind: plan.Kind, journal: tuple[intents.Intent, ...], job: Mapping[str, Any],
+            now: datetime) -> tuple[Lookup, ...]:
+    """The lists of other objects (path, label selector) the shell reads live before a pass,
+    for the steps of them the open intents have still to do (`Pass.related`)."""
+    return actions.lookups(kind, journal, job, now)
 
 
 def start(journal: tuple[intents.Intent, ...]) -> Progress:
@@ -131,6 +144,7 @@ def advance(run: Pass, progress: Progress, job: Mapping[str, Any],
         if stop is not None:
             return p, stop, tuple(reports)
     while True:
+        p = _settle(p, reports)
         if p.pending:
             send = _request(run, p, p.pending[0], job)
             carries = send.resource_version is not None and send.path == run.job_path
@@ -155,21 +169,23 @@ def _look(run: Pass, p: Progress, job: Mapping[str, Any], reports: list[Report])
     """Look at the current step of the intent at `p.at`: ask for its requests, or move on."""
     intent = p.current if p.current is not None else p.ahead[p.at]
     assert intent is not None
+    objects_step = _objects_step(run.kind, intent)
+    if objects_step and not p.listed:   # another step wrote them this pass: list them afresh
+        return _next(replace(p, wait=_sooner(p.wait, 0.0)), intent)
     nxt = actions.next_step(run.kind, intent, job, list(run.pods), run.now,
-                            status_subresource=run.status_subresource)
+                            status_subresource=run.status_subresource, related=run.related)
     steps = _steps(run.kind, intent)
     if nxt.failed is not None:
         return _next(_drop(p, intent, nxt.failed, reports), None)
     if nxt.wait is not None:
         return _next(replace(p, wait=_sooner(p.wait, nxt.wait)), intent)
     if intent.step >= steps:                 # a recorded action, or nothing left to do
-        reports.append(Done(intent))
-        return _next(p, None)
+        return _next(replace(p, done=(*p.done, intent)), None)
     advanced = intent.advanced(functions.rfc3339(run.now))
     p = _set(p, advanced if advanced.step < steps else None)
     if nxt.requests:
         return replace(p, current=intent, advanced=advanced, pending=nxt.requests, sending=True,
-                       carried=False)
+                       carried=False, listed=p.listed and not objects_step)
     return replace(p, current=advanced)      # already so: on to the next step
 
 
@@ -230,6 +246,24 @@ def _drop(p: Progress, intent: intents.Intent, why: str, reports: list[Report]) 
     return replace(p, released=(*p.released, released))
 
 
+def _settle(p: Progress, reports: list[Report]) -> Progress:
+    """Report the done intents the job no longer carries: a journal write that fails leaves an
+    intent on the job, whose replay (its effects idempotent) then ends it, reported once."""
+    carried = {i.id for i in _open(p.written)}
+    gone = [i for i in p.done if i.id not in carried]
+    if not gone:
+        return p
+    reports.extend(Done(i) for i in gone)
+    return replace(p, done=tuple(i for i in p.done if i.id in carried))
+
+
+def _objects_step(kind: plan.Kind, intent: intents.Intent) -> bool:
+    """Whether the intent's current step writes the job's objects of another kind."""
+    recipe = kind.recipe(intent.action, intent.recipe)
+    return not isinstance(recipe, str) and intent.step < len(recipe) \
+        and isinstance(recipe[intent.step], plan.SetObjectField)
+
+
 def _stepped(p: Progress, written: tuple[intents.Intent | None, ...]) -> Progress:
     """The step's effects are done (and recorded): on to the intent's next step."""
     return replace(p, written=written, current=p.advanced, advanced=None, sending=False,
@@ -251,7 +285,7 @@ def _open(journal: tuple[intents.Intent | None, ...]) -> tuple[intents.Intent, .
 
 
 def _steps(kind: plan.Kind, intent: intents.Intent) -> int:
-    recipe = kind.recipe(intent.action)
+    recipe = kind.recipe(intent.action, intent.recipe)
     return 0 if isinstance(recipe, str) else len(recipe)
 
 

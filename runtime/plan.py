@@ -392,6 +392,29 @@ class SetField:
 
 
 @dataclass(frozen=True, slots=True)
+class Objects:
+    """The job's objects of another kind (`on API KIND label "KEY" = VALUE`): those in its
+    namespace whose label KEY is VALUE rendered from the job (Kueue's Workloads: `job-uid`)."""
+
+    api_version: str
+    kind: str
+    plural: str
+    key: str
+    value: Template
+
+
+@dataclass(frozen=True, slots=True)
+class SetObjectField:
+    """`set PATH = VALUE on OBJECTS`: the field written on each of those objects (not the job)
+    where it differs, a merge patch of one value."""
+
+    span: Span | None
+    path: tuple[str, ...]
+    value: Any
+    on: Objects
+
+
+@dataclass(frozen=True, slots=True)
 class SetCondition:
     span: Span | None
     type: str               # status "True"; reason and message: the action's
@@ -422,8 +445,18 @@ class ResizeTemplate:
     within: tuple[str, ...] | None = None
 
 
-Step: TypeAlias = Union[DeletePods, SetField, SetCondition, CreateObject, Await, ResizeTemplate]
+Step: TypeAlias = Union[DeletePods, SetField, SetObjectField, SetCondition, CreateObject, Await,
+                       ResizeTemplate]
 Recipe: TypeAlias = Union[tuple[Step, ...], str]   # steps, or "record" | "unsupported"
+
+
+@dataclass(frozen=True, slots=True)
+class Guarded:
+    """`VERB when EXPR -> ...`: how the kind does `action` on the jobs `when` holds for."""
+
+    action: str
+    when: Expr
+    recipe: Recipe
 
 
 def default_recipe(action: str) -> Recipe:
@@ -464,6 +497,7 @@ class Kind:
     foreign: Foreign | None = None  # `foreign when ...`: whose jobs we watch but do not act on
     causes: tuple[Cause, ...] = ()  # the program's causes, in declaration order
     native: Native | None = None  # batch/v1 Job: the policies a Job with the fragment owns
+    guarded: tuple[Guarded, ...] = ()  # recipes with `when`, in declaration order
     # task -> the events some policy takes for a pod (or the task) of that task; None: of a
     # task no policy names. Derived from `policies` once, since every pod of every evaluation
     # asks.
@@ -484,10 +518,19 @@ class Kind:
         found = self._heard.get(task)
         return found if found is not None else self._heard[None]
 
-    def recipe(self, action: str) -> Recipe:
-        """How this kind does `action`: its `actions` block, else the default."""
+    def recipe(self, action: str, variant: int | None = None) -> Recipe:
+        """How this kind does `action`: the guarded recipe `variant` (chosen by
+        runtime.actions.variant when the action was decided), else its `actions` block, else
+        the default."""
+        if variant is not None and 0 <= variant < len(self.guarded) \
+                and self.guarded[variant].action == action:
+            return self.guarded[variant].recipe
         found = self.actions.get(action)
         return found if found is not None else default_recipe(action)
+
+    def recipes(self, action: str) -> tuple[Recipe, ...]:
+        """Every way this kind may do `action`: its guarded recipes, then the plain one."""
+        return (*(g.recipe for g in self.guarded if g.action == action), self.recipe(action))
 
     @property
     def selector(self) -> str | None:
@@ -1036,7 +1079,17 @@ def _kind(value: Any) -> Kind:
         foreign=_foreign(k.get("foreign"), f"{where}.foreign"),
         causes=_causes(k.get("causes"), f"{where}.causes"),
         native=_native(k, f"{where}.native"),
+        guarded=tuple(_guarded(g, f"{where}.guardedActions") for g in shape.array(
+            k.get("guardedActions") or [], f"{where}.guardedActions")),
     ), where)
+
+
+def _guarded(value: Any, where: str) -> Guarded:
+    g = shape.obj(value, where)
+    action = _choice(g.get("action"), vocabulary.EFFECTS, f"{where}.action")
+    when = shape.obj(g.get("when"), f"{where}.when")
+    return Guarded(action, _expr(when.get("expr"), when.get("span")),
+                   _recipe(g.get("recipe"), f"{where}.{action}"))
 
 
 NATIVE_FIELDS = ("backoffLimit", "backoffLimitPerIndex", "podFailurePolicy")
@@ -1125,7 +1178,18 @@ def _recipe(value: Any, where: str) -> Recipe:
             if not (value is None or isinstance(value, (bool, int, str))):
                 raise PlanError(f"{where}.value: expected null, a bool, an integer or a string, "
                                 f"got {type(value).__name__}")
-            step = SetField(span, _strs(s.get("path"), f"{where}.path"), value)
+            if s.get("on") is None:
+                step = SetField(span, _strs(s.get("path"), f"{where}.path"), value)
+            else:
+                on = shape.obj(s["on"], f"{where}.on")
+                label = shape.obj(on.get("label"), f"{where}.on.label")
+                step = SetObjectField(span, _strs(s.get("path"), f"{where}.path"), value, Objects(
+                    shape.string(on.get("apiVersion"), f"{where}.on.apiVersion"),
+                    shape.string(on.get("kind"), f"{where}.on.kind"),
+                    shape.string(on.get("plural"), f"{where}.on.plural"),
+                    shape.string(label.get("key"), f"{where}.on.label.key"),
+                    _template(label.get("value"), f"{where}.on.label.value",
+                              vocabulary.JOB_PLACEHOLDERS)))
         elif op == "condition":
             step = SetCondition(span, shape.string(s.get("type"), f"{where}.type"))
         elif op == "resize":

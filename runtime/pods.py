@@ -37,7 +37,9 @@ _NEVER = datetime.max.replace(tzinfo=timezone.utc)
 class Container:
     """One container's status. `exit_code`/`finished` come from the current terminated state,
     else the last one; `reason` is the terminated reason, else the waiting reason (so
-    `CrashLoopBackOff` is seen), else the last terminated reason."""
+    `CrashLoopBackOff` is seen), else the last terminated reason. A container waiting after a
+    termination keeps that termination's reason too (`last_reason`): a crash-looping container
+    killed for memory is `CrashLoopBackOff` and `OOMKilled` both (`reasons`)."""
 
     name: str
     index: int
@@ -47,6 +49,12 @@ class Container:
     exit_code: int | None
     reason: str | None
     finished: datetime | None
+    last_reason: str | None = None   # waiting: the reason of the termination it waits after
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        """What `reason "R"` tests: the reason, and a waiting container's last termination's."""
+        return tuple(r for r in (self.reason, self.last_reason) if r is not None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,6 +332,8 @@ def _containers(status: Mapping[str, Any]) -> Iterable[Container]:
                 reason=(_text(terminated.get("reason")) or _text(waiting.get("reason"))
                         or _text(last.get("reason"))),
                 finished=functions.timestamp(ended.get("finishedAt")),
+                last_reason=_text(last.get("reason")) if "waiting" in state and not terminated
+                else None,
             )
             index += 1
 
@@ -397,7 +407,8 @@ def witness(filter: Any, pod: Pod, search: templates.Search,
 
 def _reason_only(c: Container) -> Container:
     """A container that ended without failing, seen on a failure: its reason, no exit code."""
-    return Container(c.name, c.index, c.init, c.restarts, c.state, None, c.reason, c.finished)
+    return Container(c.name, c.index, c.init, c.restarts, c.state, None, c.reason, c.finished,
+                     c.last_reason)
 
 
 def _asks_reason(filter: Any, positive: bool = True) -> bool:
@@ -450,7 +461,7 @@ def _test(f: Any, pod: Pod, c: Container | None, search: templates.Search) -> bo
         target = c  # the named container (`witness`), screened on a failure
         if target is None or target.reason is None:
             return False
-        return (target.reason in f.values) != f.negate
+        return any(r in f.values for r in target.reasons) != f.negate
     if isinstance(f, plan.PodReason):
         return (pod.reason in f.values) != f.negate
     if isinstance(f, plan.PodCondition):

@@ -246,7 +246,7 @@ def _exprs(node: Any, context: str) -> Iterator[tuple[str, plan.Expr]]:
 
 
 def _steps(kind: plan.Kind) -> Iterator[plan.Step]:
-    for recipe in kind.actions.values():
+    for recipe in (*kind.actions.values(), *(g.recipe for g in kind.guarded)):
         if not isinstance(recipe, str):
             yield from recipe
 

@@ -13,6 +13,8 @@ every verb back to a rule. What the controller sends, and so what it needs:
   the cache) as soon as one kind is declared; delete only where a recipe a policy takes deletes
   pods, `pods/eviction` create only where one evicts them;
 - objects a recipe creates (`create bus.volcano.sh/v1alpha1 Command {...}`): create on them;
+  objects of another kind a recipe writes a field of (`set spec.active = false on kueue.x-k8s.io/
+  v1beta2 Workload label ...`): list (found by the label) and patch on them;
 - events.k8s.io Events: create, and get and patch (a repeated problem's `series`), unless every
   kind says `no events`;
 - a Lease for leader election and, when the controller manages the webhook's certificate, its
@@ -185,11 +187,8 @@ def _kind_needs(plan: planlib.Plan) -> Iterator[tuple[str, str, str, Need]]:
 def _action_needs(kind: planlib.Kind) -> Iterator[tuple[str, str, str, Need]]:
     """What the recipes of the actions its policies take (fallbacks included) send."""
     for policy, action in _actions_taken(kind):
-        recipe = kind.recipe(action)
-        if isinstance(recipe, str):     # record | unsupported: nothing is sent
-            continue
         said = vocabulary.ACTIONS[action]
-        for step in recipe:
+        for step in _steps(kind.recipes(action)):   # every recipe the action may be done by
             # A step of the kind's `actions` block is cited there; a default one (a restart's
             # pod deletion) at the policy that takes it.
             need = Need(step.span or policy.span, f"job {kind.name}: {said} "
@@ -204,10 +203,20 @@ def _action_needs(kind: planlib.Kind) -> Iterator[tuple[str, str, str, Need]]:
                 yield kind.group, kind.plural, "patch", need
                 if step.path[0] == "status":
                     yield kind.group, f"{kind.plural}/status", "patch", need
+            elif isinstance(step, planlib.SetObjectField):   # listed by label, then patched
+                group = group_of(step.on.api_version)
+                yield group, step.on.plural, "list", need
+                yield group, step.on.plural, "patch", need
             elif isinstance(step, planlib.SetCondition):
                 yield kind.group, f"{kind.plural}/status", "patch", need
             elif isinstance(step, planlib.CreateObject):
                 yield group_of(step.api_version), step.plural, "create", need
+
+
+def _steps(recipes: Iterable[planlib.Recipe]) -> Iterator[planlib.Step]:
+    for recipe in recipes:
+        if not isinstance(recipe, str):     # record | unsupported: nothing is sent
+            yield from recipe
 
 
 def _actions_taken(kind: planlib.Kind) -> Iterator[tuple[planlib.Policy, str]]:
@@ -227,6 +236,8 @@ def _step_text(step: planlib.Step) -> str:
             if step.scope != "pod" else f"{'evict' if step.evict else 'delete'} the pod"
     if isinstance(step, planlib.SetField):
         return f"set {'.'.join(step.path)}"
+    if isinstance(step, planlib.SetObjectField):
+        return f"set {'.'.join(step.path)} on {step.on.api_version} {step.on.kind}"
     if isinstance(step, planlib.SetCondition):
         return f"condition {step.type}"
     if isinstance(step, planlib.CreateObject):

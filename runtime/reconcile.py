@@ -16,7 +16,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping
 
-from runtime import evaluator, functions, intents, objects, plan, state, templates, vocabulary
+from runtime import (actions, evaluator, functions, intents, objects, plan, state, templates,
+                     vocabulary)
 from runtime import pods as pods_lib
 from runtime import shadow, writeback
 
@@ -149,7 +150,8 @@ def decide(kind: plan.Kind, job: Mapping[str, Any], pods: list[Mapping[str, Any]
     for a in evaluation.actions:
         if a.status != "run" or a.action not in vocabulary.EFFECTS or a.policy in theirs:
             continue
-        recipe = kind.recipe(a.action)
+        variant = actions.variant(kind, a.action, job, now)
+        recipe = kind.recipe(a.action, variant)
         if isinstance(recipe, str):
             continue
         scopes = {s.scope for s in recipe if isinstance(s, plan.DeletePods)}
@@ -164,7 +166,8 @@ def decide(kind: plan.Kind, job: Mapping[str, Any], pods: list[Mapping[str, Any]
             action=a.action, policy=a.policy, rule=a.rule, reason=a.reason, message=a.message,
             task=a.target.task, pod=a.target.pod, uid=a.target.uid,
             targets=tuple(sorted(targets)), since=functions.rfc3339(now),
-            observed={"status": intents.status_digest(kind, job)}, resize=a.resize))
+            observed={"status": intents.status_digest(kind, job)}, resize=a.resize,
+            recipe=variant))
     return out
 
 

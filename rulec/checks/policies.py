@@ -120,15 +120,22 @@ def grow(ctx: Context, a: nodes.Action, e: nodes.Event, k: nodes.Kind) -> None:
     if not 1 < a.grow.factor <= 16:
         ctx.report("value-out-of-range", a.grow.span,
                    f"the factor must be above 1 and at most 16, not {a.grow.factor:g}")
-    recipe = next((r for r in k.recipes if r.verb == a.verb), None)
-    if recipe is None or not any(s.op == "resize" for s in recipe.steps):
-        ctx.report("action-unsupported", a.grow.span,
-                   f"kind `{k.name.value}` cannot `{verb}` with more memory: its `{verb}` "
-                   "writes no new size anywhere",
-                   notes=() if recipe is None else (Note("its steps are here", recipe.span),),
-                   help=f"add a `resize PATH` step (the job's pod template) to its `{verb}` "
-                        "in `actions { ... }`, between stopping the pods and starting them "
-                        "again (docs/language.md, Actions)")
+    # every recipe the action may be done by (`when` ones too) must write the new sizes
+    found: list[nodes.Recipe | None] = [r for r in k.recipes if r.verb == a.verb]
+    if not any(r is not None and r.when is None for r in found):
+        found.append(None)   # the default, which writes none
+    for recipe in found:
+        if recipe is None or not any(s.op == "resize" for s in recipe.steps):
+            which = "" if recipe is None or recipe.when is None else \
+                f" when `<<{recipe.when.text}>>`"
+            ctx.report("action-unsupported", a.grow.span,
+                       f"kind `{k.name.value}` cannot `{verb}` with more memory: its `{verb}`"
+                       f"{which} writes no new size anywhere",
+                       notes=() if recipe is None else (Note("its steps are here", recipe.span),),
+                       help=f"add a `resize PATH` step (the job's pod template) to its `{verb}` "
+                            "in `actions { ... }`, between stopping the pods and starting them "
+                            "again (docs/language.md, Actions)")
+            return
 
 
 def supported(ctx: Context, a: nodes.Action, k: nodes.Kind) -> None:
@@ -136,7 +143,7 @@ def supported(ctx: Context, a: nodes.Action, k: nodes.Kind) -> None:
     job-wide action done by the default `record` only, which the author did not say."""
     if a.verb not in vocabulary.EFFECTS:
         return
-    recipe = next((r for r in k.recipes if r.verb == a.verb), None)
+    recipe = next((r for r in k.recipes if r.verb == a.verb and r.when is None), None)
     word = recipe.word if recipe is not None else vocabulary.DEFAULT_RECIPES.get(a.verb)
     verb = vocabulary.ACTIONS[a.verb]
     if recipe is None and word == "record" and a.verb in _RECORDED:
@@ -156,6 +163,24 @@ def supported(ctx: Context, a: nodes.Action, k: nodes.Kind) -> None:
                    f"kind `{k.name.value}` has no way to `{verb}`",
                    help=f"say how in the kind's `actions {{ ... }}`, e.g. `{verb} -> set "
                         "spec.suspend = true` (docs/language.md, Actions)")
+
+
+def _objects_step(ctx: Context, k: nodes.Kind, step: nodes.Step) -> None:
+    """R412: `set ... on OBJECTS` writes other objects than the job, and not their status."""
+    on = step.on
+    assert on is not None and step.path is not None
+    values.template(ctx, on.value, vocabulary.JOB_PLACEHOLDERS, "a label value")
+    if (on.api_version.value, on.kind.value) == (k.api_version.value, k.kind.value):
+        ctx.report("invalid-objects-step", on.span,
+                   f"`on {on.api_version.value} {on.kind.value}` names the job's own kind: it "
+                   "would write every job the label finds",
+                   help=f"write the job's own field with `set {'.'.join(step.path.segments)} "
+                        f"= ...`")
+    elif step.path.segments[0] == "status":
+        ctx.report("invalid-objects-step", step.path.span,
+                   f"`set {'.'.join(step.path.segments)} on {on.kind.value}` would write the "
+                   f"status of another controller's objects",
+                   help="write a field of their spec or metadata, which their controller reads")
 
 
 def recipes(ctx: Context, k: nodes.Kind) -> None:
@@ -185,6 +210,8 @@ def recipes(ctx: Context, k: nodes.Kind) -> None:
                            f"`{verb}` is no restart")
             elif step.op == "resize" and step.within is not None and not k.has_task:
                 ctx.need_task(k, step.span, "`resize PATH[task]`")
+            elif step.op == "set" and step.on is not None:
+                _objects_step(ctx, k, step)
             elif step.op == "condition" and step.type is not None and not step.type.value:
                 ctx.report("empty-value", step.type.span, "a condition type cannot be empty")
             elif step.op == "create":

@@ -63,7 +63,15 @@ def _recipe_paths(ctx: Context, index: SchemaIndex, k: nodes.Kind, api: str) -> 
     CRD given defines them."""
     for r in k.recipes:
         for step in r.steps:
-            if step.op == "set" and step.path is not None:
+            if step.op == "set" and step.path is not None and step.on is not None:
+                on = step.on     # another kind's field: checked where a CRD given defines it
+                if index.has_kind(on.api_version.value, on.kind.value):
+                    problem = index.check_path(on.api_version.value, on.kind.value,
+                                               step.path.segments)
+                    if problem is not None:
+                        _unknown_field(ctx, on.kind.value, on.api_version.value, step.path.span,
+                                       step.path.segments[:problem.index + 1], problem)
+            elif step.op == "set" and step.path is not None:
                 _status_path(ctx, index, k, api, step.path)
             elif step.op == "condition":
                 problem = index.check_path(api, k.kind.value, ("status", "conditions"))

@@ -217,7 +217,8 @@ class Worker:
         for; seconds until a waiting step should be looked at again."""
         path = kind.resource.path(*key[1:])
         run = journal.Pass(kind.spec, writes.pods, now, path,
-                           self._status_path(kind, path) != path)
+                           self._status_path(kind, path) != path,
+                           self._related(journal.lookups(kind.spec, writes.journal, job, now)))
         progress = journal.start(writes.journal)
         answer: journal.Answer | None = None
         error: Exception | None = None
@@ -247,12 +248,29 @@ class Worker:
                 self._sent += 1
                 self._fault("after", f"act:{self._sent}")
 
+    def _related(self, lookups: tuple[journal.Lookup, ...]) -> dict[journal.Lookup, list[Any]]:
+        """The job's objects of other kinds that the journal's steps write, listed live (a
+        kind whose API is not served has none)."""
+        found: dict[journal.Lookup, list[Any]] = {}
+        for path, selector in lookups:
+            try:
+                found[path, selector] = self.client.list(
+                    path, query=[("labelSelector", selector)])["items"]
+            except kube.ApiError as err:
+                if err.status != 404:
+                    raise
+                found[path, selector] = []
+        return found
+
     def _send(self, kind: cacheslib.Watched, job: dict[str, Any],
               todo: journal.Send) -> dict[str, Any]:
         """Send one request; the job as it now is (a guarded patch of it answers it)."""
         if todo.resource_version is not None:
             return self._patch(kind, todo.path, todo.body, todo.resource_version)
-        self.client.request(todo.method, todo.path, todo.body)
+        if todo.method == "PATCH":   # another object's field (`set ... on ...`)
+            self.client.merge_patch(todo.path, todo.body)
+        else:
+            self.client.request(todo.method, todo.path, todo.body)
         return job
 
     def _report(self, kind: cacheslib.Watched, job: dict[str, Any], report: journal.Report) -> None:

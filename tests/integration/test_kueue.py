@@ -6,7 +6,9 @@ ClusterQueue has the quota, then lifts the suspension, and the flavor's tolerati
 to the KWOK nodes. The controller runs the shipped rules (with examples/queued's policies): a
 queued job reads Suspended with reason Queued, never Pending, takes no action while it waits, and
 runs and succeeds once admitted. A Job whose `spec.managedBy` names MultiKueue is left alone:
-no write of ours, even with a pod of it failing as a policy listens for.
+no write of ours, even with a pod of it failing as a policy listens for. An admitted Job (and a
+PyTorchJob) killed for memory is restarted with more (examples/oom-resize) through its Workload,
+which Kueue admits again at the new size.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from support import apiserver, controllers
+from support import apiserver, audit, controllers
 import pytest
 
 from conftest import Session
@@ -177,3 +179,153 @@ def test_a_job_multikueue_manages_gets_nothing_from_us(plane: Session, kube: Cli
     # the same reconcile as the restart).
     assert controllers.verdict(local)["phase"] == "Restarting"
     assert controllers.events_of(kube, queue, "local")
+
+
+WORKLOADS = apiserver.Resource(KUEUE, "workloads")
+JOB_PODS = "batch.kubernetes.io/job-name=train"
+RESIZE_RULES = [cluster.REPO / "rules", cluster.REPO / "examples" / "oom-resize" / "resize.rules"]
+
+
+def workloads(kube: Client, job: dict[str, Any]) -> list[dict[str, Any]]:
+    """The job's Workloads, by the label Kueue gives them."""
+    uid = job["metadata"]["uid"]
+    return kube.list(WORKLOADS.path(job["metadata"]["namespace"]),
+                     query=[("labelSelector", f"kueue.x-k8s.io/job-uid={uid}")])["items"]
+
+
+def admitted_at(kube: Client, job: dict[str, Any], size: tuple[str, str],
+                container: str = "main") -> dict[str, Any]:
+    """The job's one Workload once it is active and admitted with `size` memory (request,
+    limit) for `container` in its one pod set."""
+    def found() -> dict[str, Any] | None:
+        listed = workloads(kube, job)
+        if len(listed) != 1 or not listed[0]["spec"].get("active", True):
+            return None
+        [workload] = listed
+        admitted = apiserver.condition(workload, "Admitted")
+        [pod_set] = workload["spec"]["podSets"]
+        named = next(c for c in pod_set["template"]["spec"]["containers"]
+                     if c["name"] == container)
+        if admitted and admitted["status"] == "True" and main_memory(named) == size:
+            return workload
+        return None
+    return apiserver.wait_for(f"the Workload admitted with {size}", found, timeout=120)
+
+
+def main_memory(container: dict[str, Any]) -> tuple[str, str]:
+    resources = container["resources"]
+    return resources["requests"]["memory"], resources["limits"]["memory"]
+
+
+def running_pod(kube: Client, namespace: str, selector: str, size: str,
+                container: str = "main") -> dict[str, Any]:
+    """The pod of `selector` that KWOK runs, not going, once `container` has `size` memory."""
+    def found() -> dict[str, Any] | None:
+        for pod in apiserver.list_pods(kube, namespace, selector):
+            named = next(c for c in pod["spec"]["containers"] if c["name"] == container)
+            if (not pod["metadata"].get("deletionTimestamp")
+                    and (pod.get("status") or {}).get("phase") == "Running"
+                    and named["resources"]["limits"]["memory"] == size):
+                return pod
+        return None
+    return apiserver.wait_for(f"a running pod of {selector} with {size}", found, timeout=120)
+
+
+def workload_writes(plane: Session, namespace: str) -> list[tuple[str, Any]]:
+    """Our controller's successful writes to Workloads (the audit log): verb and body."""
+    assert plane.plane is not None
+    return [(e.get("verb"), e.get("requestObject"))
+            for e in audit.entries(plane.plane.audit_log, namespace)
+            if (e.get("objectRef") or {}).get("resource") == "workloads"
+            and audit.code(e) == 200
+            and str(e.get("userAgent") or "").split("/", 1)[0] == "jobrules-controller"]
+
+
+@pytest.fixture
+def resize_plan(tmp_path: Path) -> Path:
+    return controllers.compile_plan(RESIZE_RULES, tmp_path / "resize-plan.json")
+
+
+def test_an_admitted_job_killed_for_memory_is_readmitted_at_the_new_size(
+        plane: Session, kube: Client, queue: str, resize_plan: Path, tmp_path: Path) -> None:
+    """Admitted and running on a KWOK node, its pod killed for memory (KWOK ends it 137
+    OOMKilled, as a kubelet would): the restart deactivates the Job's Workload (Kueue evicts it
+    and suspends the Job), waits for the pods to go, writes 1.5 times the memory into the
+    template and activates the Workload, which Kueue admits again at the new size; the Job runs
+    again with it and succeeds."""
+    path = apiserver.JOBS.path(queue, "train")
+    grant(kube, queue, "4")
+    template = apiserver.on_kwok({"metadata": {}, "spec": {"restartPolicy": "Never", "containers": [
+        {"name": "main", "image": "busybox:1.36",
+         "resources": {"requests": {"cpu": "100m", "memory": "256Mi"},
+                       "limits": {"memory": "256Mi"}}}]}}, outcome="run")
+    with controllers.running(plane, resize_plan, queue, tmp_path) as controller:
+        job = apiserver.create(kube, apiserver.JOBS, {
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "train", "namespace": queue, "labels": {QUEUE_LABEL: "lq"}},
+            "spec": {"backoffLimit": 6, "template": template}})
+        first = admitted_at(kube, job, ("256Mi", "256Mi"))
+        pod = running_pod(kube, queue, JOB_PODS, "256Mi")
+        apiserver.change_outcome(kube, pod, outcome="oom-killed", after="0s", container="main")
+        second = admitted_at(kube, job, ("384Mi", "384Mi"))
+        again = running_pod(kube, queue, JOB_PODS, "384Mi")
+        apiserver.change_outcome(kube, again, outcome="succeed", after="0s")
+        done = controllers.wait_for_verdict(kube, path, "Succeeded", timeout=90)
+        restarts = controller.metric("jobrules_controller_actions_total", action="restartJob",
+                                     result="done")
+    # read back from the pod the Job controller made after the restart
+    assert [main_memory(c) for c in again["spec"]["containers"]] == [("384Mi", "384Mi")]
+    assert restarts == 1
+    assert done["spec"]["suspend"] is False
+    # the Workload Kueue admitted at the new size is the Job's one, active again
+    assert second["metadata"]["name"] == first["metadata"]["name"]
+    assert second["spec"]["active"] is True
+    said = [e["note"] for e in controllers.events_of(kube, queue, "train")
+            if "memory" in (e.get("note") or "")]
+    assert any("main: memory 256Mi -> 384Mi after OOMKilled, 1 of 2" in n for n in said), said
+    if plane.plane is not None:   # the audit log: our writes to the Workload, once each
+        assert workload_writes(plane, queue) == [("patch", {"spec": {"active": False}}),
+                                                 ("patch", {"spec": {"active": True}})]
+
+
+def test_an_admitted_pytorchjob_crash_looping_for_memory_is_readmitted_at_the_new_size(
+        plane: Session, kube: Client, queue: str, resize_plan: Path, tmp_path: Path) -> None:
+    """Under the training operator, `restartPolicy: OnFailure`: KWOK restarts the master's
+    container killed for memory in place and it crash-loops (waiting CrashLoopBackOff, its last
+    termination OOMKilled), which the cause "oom" matches (`on container restarted`). The
+    restart goes through the PyTorchJob's Workload: Kueue suspends it and the operator removes
+    its pods, the master's template gets 1.5 times the memory, and the Workload, activated, is
+    admitted again at that size; the new master runs with it and the job succeeds."""
+    if not plane.training_operator:
+        pytest.fail("the training operator is not running (its binary is missing)")
+    path = apiserver.PYTORCH_JOBS.path(queue, "train")
+    grant(kube, queue, "4")
+    template = apiserver.on_kwok({"metadata": {}, "spec": {"containers": [
+        {"name": "pytorch", "image": "busybox:1.36",
+         "resources": {"requests": {"cpu": "100m", "memory": "256Mi"},
+                       "limits": {"memory": "256Mi"}}}]}}, outcome="run")
+    masters = "training.kubeflow.org/job-name=train,training.kubeflow.org/replica-type=master"
+    with controllers.running(plane, resize_plan, queue, tmp_path) as controller:
+        job = apiserver.create(kube, apiserver.PYTORCH_JOBS, {
+            "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"name": "train", "namespace": queue, "labels": {QUEUE_LABEL: "lq"}},
+            "spec": {"pytorchReplicaSpecs": {"Master": {
+                "replicas": 1, "restartPolicy": "OnFailure", "template": template}}}})
+        first = admitted_at(kube, job, ("256Mi", "256Mi"), container="pytorch")
+        pod = running_pod(kube, queue, masters, "256Mi", container="pytorch")
+        apiserver.change_outcome(kube, pod, outcome="oom-killed", after="1s", container="pytorch")
+        second = admitted_at(kube, job, ("384Mi", "384Mi"), container="pytorch")
+        again = running_pod(kube, queue, masters, "384Mi", container="pytorch")
+        apiserver.change_outcome(kube, again, outcome="succeed", after="0s")
+        done = controllers.wait_for_verdict(kube, path, "Succeeded", timeout=120)
+        restarts = controller.metric("jobrules_controller_actions_total", action="restartJob",
+                                     result="done")
+    assert controllers.verdict(done)["reason"] == "PyTorchJobSucceeded"
+    assert restarts == 1
+    assert second["metadata"]["name"] == first["metadata"]["name"]
+    said = [e["note"] for e in controllers.events_of(kube, queue, "train")
+            if "memory" in (e.get("note") or "")]
+    assert any("pytorch: memory 256Mi -> 384Mi after OOMKilled, 1 of 2" in n for n in said), said
+    if plane.plane is not None:
+        assert workload_writes(plane, queue) == [("patch", {"spec": {"active": False}}),
+                                                 ("patch", {"spec": {"active": True}})]

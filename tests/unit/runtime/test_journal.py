@@ -108,9 +108,30 @@ def test_a_pod_restart_deletes_the_recorded_incarnation_then_clears_the_journal(
     assert isinstance(todo, journal.Send) and todo.clear and todo.part == "journal"
     assert todo.body == {"metadata": {"annotations": {vocabulary.INTENTS_ANNOTATION: None}}}
     assert todo.resource_version == job["metadata"]["resourceVersion"]
-    assert [type(r) for r in reports] == [journal.Done]
-    progress, todo, _ = journal.advance(run, progress, job, journal.Answer(200))
+    assert reports == ()       # done, but the job still carries it: not yet reported
+    progress, todo, reports = journal.advance(run, progress, job, journal.Answer(200))
     assert todo == journal.Stop(wait=None, open=0)
+    assert [type(r) for r in reports] == [journal.Done]
+
+
+def test_an_action_whose_clearing_conflicts_is_reported_done_once() -> None:
+    """The last step done, the journal's clearing patch answered 409: the action is not
+    reported; the next pass replays the step (nothing left to delete) and reports it then."""
+    i = intent("restartPod", pod="p-0", uid="pod-0", targets=(("p-0", "pod-0"),))
+    api, path, _ = world(BATCH, journal_=(i,))
+    job = api.get(path)
+    run = journal.Pass(BATCH, pods_of(api), NOW, path, True)
+    progress, todo, first = journal.advance(run, journal.start((i,)), job)
+    progress, todo, second = journal.advance(run, progress, job, journal.Answer(200))
+    assert isinstance(todo, journal.Send) and todo.clear
+    _, todo, third = journal.advance(run, progress, job, journal.Answer(409))
+    assert todo == journal.Stop(retry=True) and first + second + third == ()
+    api.request("DELETE", "/api/v1/namespaces/ns/pods/p-0")
+    run = journal.Pass(BATCH, pods_of(api), NOW, path, True)
+    progress, todo, again = journal.advance(run, journal.start((i,)), job)
+    assert isinstance(todo, journal.Send) and todo.clear and again == ()
+    _, todo, last = journal.advance(run, progress, job, journal.Answer(200))
+    assert todo == journal.Stop(wait=None, open=0) and [type(r) for r in last] == [journal.Done]
 
 
 def test_a_step_that_patches_the_job_carries_the_cursor_in_the_same_patch() -> None:
@@ -166,9 +187,10 @@ def test_a_recorded_action_is_done_without_a_request() -> None:
     i = intent("failJob", step=1)   # past its one step (the condition), as after a crash
     api, path, _ = world(BATCH, journal_=(i,))
     run = journal.Pass(BATCH, pods_of(api), NOW, path, True)
-    _, todo, reports = journal.advance(run, journal.start((i,)), api.get(path))
+    progress, todo, reports = journal.advance(run, journal.start((i,)), api.get(path))
+    assert isinstance(todo, journal.Send) and todo.clear and reports == ()
+    _, todo, reports = journal.advance(run, progress, api.get(path), journal.Answer(200))
     assert reports == (journal.Done(i),)     # the intent as the journal holds it
-    assert isinstance(todo, journal.Send) and todo.clear
 
 
 def test_an_intent_whose_action_the_plan_no_longer_carries_out_is_done_without_a_request() -> None:
@@ -177,9 +199,10 @@ def test_an_intent_whose_action_the_plan_no_longer_carries_out_is_done_without_a
     i = intent("completeJob")
     api, path, _ = world(BATCH, journal_=(i,))
     run = journal.Pass(BATCH, pods_of(api), NOW, path, True)
-    _, todo, reports = journal.advance(run, journal.start((i,)), api.get(path))
+    progress, todo, reports = journal.advance(run, journal.start((i,)), api.get(path))
+    assert isinstance(todo, journal.Send) and todo.clear and reports == ()
+    _, todo, reports = journal.advance(run, progress, api.get(path), journal.Answer(200))
     assert reports == (journal.Done(i),)
-    assert isinstance(todo, journal.Send) and todo.clear
 
 
 def test_an_answer_is_due_before_the_machine_moves_on() -> None:

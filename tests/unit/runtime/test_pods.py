@@ -24,6 +24,8 @@ SIDECAR_FIRST = pod("p", "Failed", containers=[running("istio-proxy"), terminate
 INIT_FAILED = pod("p", "Failed", init=[terminated("setup", 2, finished=5)],
                   containers=[waiting("main", "PodInitializing")])
 CRASHLOOP = pod("p", "Running", containers=[waiting("main", "CrashLoopBackOff", 4, last_exit=1)])
+CRASHLOOP_OOM = pod("p", "Running", containers=[waiting("main", "CrashLoopBackOff", 2, last_exit=137,
+                                                        last_reason="OOMKilled")])
 EVICTED = evicted("p")
 PREEMPTED = pod("p", "Running", conditions=[condition("DisruptionTarget", "PreemptionByScheduler")])
 
@@ -89,6 +91,12 @@ FILTERS = [
     ("reason OOMKilled", reason_in("OOMKilled"), OOM, None, True, "main"),
     ("reason CrashLoopBackOff", reason_in("CrashLoopBackOff"), CRASHLOOP, None, True, "main"),
     ("exit from last state", exit_in(1), CRASHLOOP, None, True, "main"),
+    ("reason of the kill a container crash-loops after", reason_in("OOMKilled"), CRASHLOOP_OOM,
+     None, True, "main"),
+    ("crash-looping after a kill: both reasons", reason_in("CrashLoopBackOff"), CRASHLOOP_OOM,
+     None, True, "main"),
+    ("crash-looping after a kill is not 'not OOMKilled'", reason_in("OOMKilled", negate=True),
+     CRASHLOOP_OOM, None, False, None),
     ("exit and reason speak of one container",
      both(exit_in(137), reason_in("OOMKilled", negate=True)), OOM, None, False, None),
     ("exit or reason", either(exit_in(1), reason_in("OOMKilled")), OOM, None, True, "main"),
