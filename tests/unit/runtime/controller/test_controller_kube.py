@@ -1,6 +1,7 @@
 """runtime.controller.kube without an API server: how requests are named, how answers become
 errors, how a watch stream is cut into events; and, against a tiny HTTP server on loopback,
-the answers a real API server does not give on demand (429, 5xx) and broken connections.
+the answers a real API server does not give on demand (429, 5xx) and broken connections, each
+through both ways of sending (libcurl, and the urllib3 pool for settings libcurl is not given).
 Everything an API server does answer is tested against a real one (tests/integration)."""
 from __future__ import annotations
 
@@ -20,6 +21,15 @@ from hypothesis import strategies as st
 from kubernetes import client as k8s
 
 from runtime.controller import kube
+
+
+@pytest.fixture(autouse=True, params=["curl", "urllib3"])
+def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test once through libcurl and once through the urllib3 pool (the way settings
+    libcurl is not given send)."""
+    if request.param == "urllib3":
+        monkeypatch.setattr(kube._Curl, "fitting", classmethod(lambda cls, *_: None))
+    return str(request.param)
 
 
 @pytest.mark.parametrize("method, path, query, verb, resource", [
@@ -387,3 +397,70 @@ def test_a_tls_failure_is_a_transport_error_reported_with_code_0() -> None:
             with pytest.raises(kube.TransportError) as raised:
                 tls.get("/api/v1/pods")
     assert not isinstance(raised.value, kube.Timeout) and got == [0]
+
+
+@pytest.mark.parametrize("transport", ["curl"], indirect=True)
+def test_settings_libcurl_is_not_given_send_through_the_urllib3_pool(transport: str) -> None:
+    def configuration(**settings: object) -> k8s.Configuration:
+        made = k8s.Configuration()
+        made.host = "https://127.0.0.1:1"
+        for key, value in settings.items():
+            setattr(made, key, value)
+        return made
+    sends = {kind: kube._Curl.fitting(configuration(**settings), "ua") is not None
+             for kind, settings in {
+                 "plain": {}, "unverified": {"verify_ssl": False},
+                 "hostname unchecked": {"assert_hostname": False},
+                 "proxy": {"proxy": "http://proxy:3128"},
+                 "tls server name": {"tls_server_name": "kubernetes.default"},
+                 "another host name": {"assert_hostname": "kubernetes"}}.items()}
+    assert sends == {"plain": True, "unverified": True, "hostname unchecked": True,
+                     "proxy": False, "tls server name": False, "another host name": False}
+
+
+def test_a_proxy_is_the_one_the_settings_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The official client takes a proxy from the environment when its settings are made
+    (then sent through its pool); one set in the environment later is not used, by either
+    way of sending (libcurl would read it at each request, unless told not to)."""
+    with serving(answer(200, b'{"kind":"Pod"}')) as (server, client, calls):
+        for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+            monkeypatch.setenv(name, f"http://127.0.0.1:{_closed_port()}")
+        assert client.get("/api/v1/namespaces/n/pods/p") == {"kind": "Pod"}
+    assert calls == [("get", "pods", 200)] and len(server.requests) == 1
+    with serving(answer(200, b'{"kind":"Pod"}')) as (proxy, _, _calls):
+        monkeypatch.setenv("http_proxy", proxy.url)
+        configuration = k8s.Configuration()
+        configuration.host = f"http://127.0.0.1:{_closed_port()}"
+        with kube.Client(configuration, timeout=5) as proxied:
+            assert proxied.get("/api/v1/namespaces/n/pods/p") == {"kind": "Pod"}
+    [(_, path, _, _)] = proxy.requests
+    assert path == f"{configuration.host}/api/v1/namespaces/n/pods/p"
+
+
+def test_a_request_after_a_write_sends_no_body_of_the_write() -> None:
+    """A handle is reused request after request: a GET or a DELETE without a body after a
+    PATCH is sent as itself, with nothing of the PATCH."""
+    with serving(answer(200, b"{}")) as (server, client, _):
+        client.merge_patch("/api/v1/namespaces/n/pods/p", {"a": 1})
+        client.get("/api/v1/namespaces/n/pods/p")
+        client.delete("/api/v1/namespaces/n/pods/p")
+        client.create("/api/v1/namespaces/n/pods", {"b": 2})
+    sent = [(method, path.partition("?")[0], body) for method, path, _, body in server.requests]
+    assert sent == [("PATCH", "/api/v1/namespaces/n/pods/p", b'{"a":1}'),
+                    ("GET", "/api/v1/namespaces/n/pods/p", b""),
+                    ("DELETE", "/api/v1/namespaces/n/pods/p", b""),
+                    ("POST", "/api/v1/namespaces/n/pods", b'{"b":2}')]
+
+
+def test_threads_send_at_once_each_with_its_own_connections() -> None:
+    """The workers, the Event sender and the informers' lists share one client."""
+    with serving(answer(200, b'{"kind":"Pod"}')) as (server, client, calls):
+        def get(i: int) -> object:
+            return client.get(f"/api/v1/namespaces/n/pods/p{i}")
+        threads = [threading.Thread(target=lambda i=i: results.append(get(i))) for i in range(8)]
+        results: list[object] = []
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(10)
+    assert results == [{"kind": "Pod"}] * 8 and len(server.requests) == 8 and len(calls) == 8
