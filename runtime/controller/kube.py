@@ -1,28 +1,24 @@
-"""The controller's Kubernetes transport: raw JSON through libcurl, with the official client's
-settings and credentials.
+"""The controller's Kubernetes transport: raw JSON, sent through libcurl, watched through urllib3.
 
-Requests and watches carry the official client's own auth headers (`update_params_for_auth`,
-which re-reads a rotated token) and follow its settings (CA, client certificate, verification),
-never through model classes or its REST layer: bodies are plain dicts encoded and answers
-decoded with orjson. Requests and watch events are most of what a pod event costs the
-controller, and Python's HTTP stack was most of a request (urllib3 over `http.client`, whose
-header parsing with the `email` package alone was a sixth of it: bench/RESULTS.md). So they go
-through libcurl (pycurl), where parsing, TLS and keeping connections cost no Python: a request
-on the calling thread's handle (one per thread, each keeping its connections alive), a watch on
-a handle of its own, pulled through libcurl's multi interface as its bytes come. Settings this
-module does not give libcurl (a proxy, `tls_server_name`, an `assert_hostname` naming another
-host) send everything through the official client's urllib3 pool instead. What this module
-adds to the client:
+Requests carry the official client's own auth headers (`update_params_for_auth`, which re-reads
+a rotated token) and its connection settings, never through model classes or its REST layer:
+bodies are plain dicts encoded and answers decoded with orjson. Requests are most of what a pod
+event costs the controller, and Python's HTTP stack most of a request (urllib3 over
+`http.client`, whose header parsing with the `email` package alone was a sixth of it:
+bench/RESULTS.md), so a request goes through libcurl (pycurl: one handle per thread, each
+keeping its connections alive), where parsing, TLS and pooling cost no Python. Settings libcurl
+is not given here (a proxy, `tls_server_name`, an `assert_hostname` naming another host) send
+through the official client's urllib3 pool instead; watches always do (a stream read as it
+comes, which the pool serves as an iterator). What this module adds to the client:
 
 - explicit Content-Type and Accept headers (the client would silently send a dict meant as a JSON
   patch as a strategic-merge patch, which custom resources refuse);
 - one error class per kind of answer (`NotFound`, `Conflict`, `Gone`, `Invalid`,
   `TooManyRequests`, `ServerError`, `Denied`), each carrying the API server's Status and
   `retry_after`; failures without an answer are `TransportError` (`Timeout` for timeouts);
-- no hidden retries: urllib3's are turned off and libcurl makes none, so a failure reaches the
-  caller, whose backoff decides what happens next (a retried read would also stretch a watch's
-  read timeout);
-- TCP keepalive on every socket (client-go's 30 s idle, 15 s probes), so the kernel
+- no hidden retries: urllib3's are turned off, so a failure reaches the caller, whose backoff
+  decides what happens next (a retried read would also stretch a watch's read timeout);
+- TCP keepalive on the pool's sockets (client-go's 30 s idle, 15 s probes), so the kernel
   notices a peer that vanished;
 - watches that raise `Timeout` when no byte arrived for `read_timeout` seconds, so a connection
   dropped without a FIN never hangs a watch;
@@ -462,33 +458,35 @@ class Client:
         began = time.monotonic()
         code = 0
         try:
-            headers = {"Content-Type": JSON, "Accept": JSON}
-            stream = (self._curl.stream(self._prepared("GET", path, query, headers), headers,
-                                        read_timeout)
-                      if self._curl is not None else _Pooled(self._open(
-                          "GET", path, None, query, JSON, JSON, (read_timeout, read_timeout)),
-                          url))
-            code = stream.status
+            response = self._open("GET", path, None, query, JSON, JSON, (read_timeout, read_timeout))
+            code = response.status
+            if code != 200:
+                data = response.data
         except _TRANSPORT_ERRORS as error:
             raise _transport_error(error, "GET", url) from error
         finally:
             self._report("watch", describe("GET", path)[1], code, began)
+        if code != 200:
+            response.release_conn()
+            raise self._error(response, data, "GET", path)
+        complete = False
         try:
-            if code != 200:
-                data = stream.rest()
-                raise api_error(code, _status_body(data), text=data.decode(errors="replace"),
-                                retry_header=stream.retry_after, method="GET", path=path)
-            for line in _lines(stream.chunks()):
+            for line in _lines(response.stream(_CHUNK)):
                 event = orjson.loads(line)
                 if event.get("type") == "ERROR":
                     status = event.get("object") or {}
                     raise api_error(int(status.get("code") or 500), status, method="GET",
                                     path=path)
                 yield event
+            complete = True
+        except _TRANSPORT_ERRORS as error:
+            raise _transport_error(error, "GET", url) from error
         except orjson.JSONDecodeError as error:
             raise TransportError(f"GET {url}: a watch line is not JSON: {error}") from error
         finally:
-            stream.close()   # bytes left unread: the connection cannot serve another
+            if not complete:
+                response.close()   # bytes left unread: this connection cannot serve another
+            response.release_conn()
 
     # -- inside
 
@@ -497,8 +495,9 @@ class Client:
         """One request and its whole answer; `TransportError` when no answer came."""
         if self._curl is not None:
             headers = {"Content-Type": content_type, "Accept": accept}
-            url = self._prepared(method, path, query, headers, body)
-            return self._curl.send(method, url, headers,
+            queries = list(query)
+            self._api.update_params_for_auth(headers, queries, ["BearerToken"], path, method, body)
+            return self._curl.send(method, self._url(path, queries), headers,
                                    None if body is None else orjson.dumps(body), timeout)
         try:
             response = self._open(method, path, body, query, content_type, accept, timeout)
@@ -511,14 +510,6 @@ class Client:
         return _Answer(response.status, response.headers.get("Content-Type", ""), data,
                        response.headers.get("Retry-After"))
 
-    def _prepared(self, method: str, path: str, query: Query, headers: dict[str, str],
-                  body: Any = None) -> str:
-        """The URL, with what the credentials add to the query and to `headers` (the official
-        client's hook, which re-reads a rotated token)."""
-        queries = list(query)
-        self._api.update_params_for_auth(headers, queries, ["BearerToken"], path, method, body)
-        return self._url(path, queries)
-
     def _url(self, path: str, queries: Query) -> str:
         return self.host + path + (f"?{urlencode(queries, quote_via=quote)}" if queries else "")
 
@@ -526,13 +517,20 @@ class Client:
               accept: str, timeout: float | tuple[float, float]) -> Any:
         """Send through urllib3; the response with its body unread."""
         headers = {"Content-Type": content_type, "Accept": accept, "User-Agent": self.user_agent}
-        url = self._prepared(method, path, query, headers, body)
+        queries = list(query)
+        self._api.update_params_for_auth(headers, queries, ["BearerToken"], path, method, body)
         return self._api.rest_client.pool_manager.request(
-            method, url, body=None if body is None else orjson.dumps(body),
+            method, self._url(path, queries), body=None if body is None else orjson.dumps(body),
             headers=headers,
             timeout=(urllib3.Timeout(total=timeout) if not isinstance(timeout, tuple)
                      else urllib3.Timeout(connect=timeout[0], read=timeout[1])),
             preload_content=False, retries=False)
+
+    def _error(self, response: Any, data: bytes, method: str, path: str) -> ApiError:
+        return api_error(response.status, _status_body(data),
+                         text=data.decode(errors="replace"),
+                         retry_header=response.headers.get("Retry-After"),
+                         method=method, path=path)
 
     def _report(self, verb: str, resource: str, code: int, began: float) -> None:
         if self._on_response is not None:
@@ -568,39 +566,9 @@ class _Answer:
     retry_after: str | None
 
 
-class _Pooled:
-    """A watch's answer through the urllib3 pool, read as it comes."""
-
-    def __init__(self, response: Any, url: str) -> None:
-        self.response = response
-        self.url = url
-        self.status: int = response.status
-        self.retry_after: str | None = response.headers.get("Retry-After")
-        self._complete = False
-
-    def rest(self) -> bytes:
-        """The whole body (of an error answer)."""
-        data = bytes(self.response.data)
-        self._complete = True
-        return data
-
-    def chunks(self) -> Iterator[bytes]:
-        try:
-            yield from self.response.stream(_CHUNK)
-        except _TRANSPORT_ERRORS as error:
-            raise _transport_error(error, "GET", self.url) from error
-        self._complete = True
-
-    def close(self) -> None:
-        if not self._complete:
-            self.response.close()   # bytes left unread: this connection cannot serve another
-        self.response.release_conn()
-
-
 class _Curl:
     """Requests through libcurl: one easy handle per thread (a handle is not shared between
-    threads), each keeping its own connections alive, and one per watch; set up as the urllib3
-    pool would be:
+    threads), each keeping its own connections alive, set up as the urllib3 pool would be:
     the same CA, client certificate and key, verification, TCP keepalive; no proxy (libcurl
     would read one from the environment at each request: the official client reads it once,
     into its settings, and settings with a proxy send through its pool), no redirects followed,
@@ -674,115 +642,11 @@ class _Curl:
         return _Answer(status, curl.getinfo(pycurl.CONTENT_TYPE) or "", b"".join(chunks),
                        retry_after)
 
-    def stream(self, url: str, headers: Mapping[str, str], read_timeout: float) -> _Stream:
-        """A GET read as it comes (a watch), on a handle and connection of its own; its status
-        once the answer's headers came."""
-        curl = pycurl.Curl()
-        for option, value in self._options:
-            curl.setopt(option, value)
-        return _Stream(curl, url, headers, read_timeout)
-
     def close(self) -> None:
         with self._lock:
             handles, self._handles = self._handles, []
         for curl in handles:
             curl.close()
-
-
-class _Stream:
-    """One GET through libcurl's multi interface, which lets the caller pull the body as it
-    comes instead of being called back: the transfer runs in `_wait`, on the caller's thread,
-    until what the caller waits for came, it ended, or no byte came for `read_timeout`."""
-
-    def __init__(self, curl: pycurl.Curl, url: str, headers: Mapping[str, str],
-                 read_timeout: float) -> None:
-        self.curl = curl
-        self.url = url
-        self.read_timeout = read_timeout
-        self._chunks: list[bytes] = []
-        self._lines: list[bytes] = []
-        self._ended = False
-        curl.setopt(pycurl.URL, url)
-        curl.setopt(pycurl.HTTPGET, 1)
-        curl.setopt(pycurl.HTTPHEADER, [f"{k}: {v}" for k, v in headers.items()])
-        curl.setopt(pycurl.WRITEFUNCTION, self._chunks.append)
-        curl.setopt(pycurl.HEADERFUNCTION, self._lines.append)
-        self.multi = pycurl.CurlMulti()
-        self.multi.add_handle(curl)
-        try:
-            self._wait(self._headers_came)
-        except BaseException:
-            self.close()
-            raise
-        self.status: int = curl.getinfo(pycurl.RESPONSE_CODE)
-        self.retry_after = _header(self._lines, b"retry-after")
-
-    def _headers_came(self) -> bool:
-        """The answer's headers all came (those of a 1xx answer before it do not count)."""
-        if not self._lines or self._lines[-1].strip():
-            return False
-        status = next((line for line in reversed(self._lines) if line.startswith(b"HTTP/")), b"")
-        code = (status.split(b" ", 2) + [b""])[1]
-        return not code.startswith(b"1")
-
-    def rest(self) -> bytes:
-        """The whole body (of an error answer)."""
-        self._wait(lambda: False)
-        return b"".join(self._drain())
-
-    def chunks(self) -> Iterator[bytes]:
-        while True:
-            if self._chunks:
-                yield from self._drain()
-            elif self._ended:
-                return
-            else:
-                self._wait(lambda: bool(self._chunks))
-
-    def _drain(self) -> list[bytes]:
-        chunks, self._chunks[:] = self._chunks[:], []
-        return chunks
-
-    def _received(self) -> int:
-        return int(self.curl.getinfo(pycurl.SIZE_DOWNLOAD_T)) + int(
-            self.curl.getinfo(pycurl.HEADER_SIZE))
-
-    def _wait(self, ready: Callable[[], bool]) -> None:
-        """Run the transfer until `ready()` or its end; `Timeout` when no byte came for
-        `read_timeout` seconds, `TransportError` when it failed."""
-        received, quiet_since = self._received(), time.monotonic()
-        while not self._ended:
-            while True:
-                code, running = self.multi.perform()
-                if code != pycurl.E_CALL_MULTI_PERFORM:
-                    break
-            if not running:
-                self._end()
-                return
-            if ready():
-                return
-            now = time.monotonic()
-            if (now_received := self._received()) != received:
-                received, quiet_since = now_received, now
-            elif now - quiet_since >= self.read_timeout:
-                raise Timeout(f"GET {self.url}: timed out (no byte for {self.read_timeout:g}s)")
-            left = self.read_timeout - (now - quiet_since)
-            if (asked := self.multi.timeout()) >= 0:   # libcurl's own timers
-                left = min(left, asked / 1000)
-            if self.multi.select(left) == -1:   # no socket to wait on yet (resolving)
-                time.sleep(min(left, 0.01))
-
-    def _end(self) -> None:
-        self._ended = True
-        _, _, failed = self.multi.info_read()
-        if failed:
-            _, code, message = failed[0]
-            raise _curl_error(self.curl, pycurl.error(code, message), "GET", self.url)
-
-    def close(self) -> None:
-        self.multi.remove_handle(self.curl)
-        self.curl.close()
-        self.multi.close()
 
 
 def _keepalive(fd: int, purpose: int) -> int:
