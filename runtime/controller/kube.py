@@ -1,24 +1,29 @@
-"""The controller's Kubernetes transport: raw JSON, sent through libcurl, watched through urllib3.
+"""The controller's Kubernetes transport: raw JSON with the official client's settings and
+credentials, requests through libcurl, watches through the official client's urllib3 pool.
 
-Requests carry the official client's own auth headers (`update_params_for_auth`, which re-reads
-a rotated token) and its connection settings, never through model classes or its REST layer:
-bodies are plain dicts encoded and answers decoded with orjson. Requests are most of what a pod
-event costs the controller, and Python's HTTP stack most of a request (urllib3 over
-`http.client`, whose header parsing with the `email` package alone was a sixth of it:
-bench/RESULTS.md), so a request goes through libcurl (pycurl: one handle per thread, each
-keeping its connections alive), where parsing, TLS and pooling cost no Python. Settings libcurl
-is not given here (a proxy, `tls_server_name`, an `assert_hostname` naming another host) send
-through the official client's urllib3 pool instead; watches always do (a stream read as it
-comes, which the pool serves as an iterator). What this module adds to the client:
+Requests and watches carry the official client's own auth headers (`update_params_for_auth`,
+which re-reads a rotated token) and follow its settings (CA, client certificate, verification),
+never through model classes or its REST layer: bodies are plain dicts encoded and answers
+decoded with orjson. Requests are most of what a pod event costs the controller, and Python's
+HTTP stack was most of a request (urllib3 over `http.client`, whose header parsing with the
+`email` package alone was a sixth of it: bench/RESULTS.md), so a request goes through libcurl
+(pycurl: one handle per thread, each keeping its connections alive), where parsing, TLS and
+pooling cost no Python: a third of the CPU per request. Watches stay on the urllib3 pool: read
+through libcurl's multi interface, an event that comes alone cost more (more system calls per
+wake-up), and one of a burst about the same. Settings this module does not give libcurl (a
+proxy, `tls_server_name`, an `assert_hostname` naming another host) send requests through the
+urllib3 pool too. What this module adds to the client:
 
 - explicit Content-Type and Accept headers (the client would silently send a dict meant as a JSON
   patch as a strategic-merge patch, which custom resources refuse);
 - one error class per kind of answer (`NotFound`, `Conflict`, `Gone`, `Invalid`,
   `TooManyRequests`, `ServerError`, `Denied`), each carrying the API server's Status and
   `retry_after`; failures without an answer are `TransportError` (`Timeout` for timeouts);
-- no hidden retries: urllib3's are turned off, so a failure reaches the caller, whose backoff
+- no hidden retries: urllib3's are turned off and libcurl makes none (but for sending again, on
+  a new connection, a request whose kept-alive connection turned out closed before any byte of
+  an answer came, as Go's transport does), so a failure reaches the caller, whose backoff
   decides what happens next (a retried read would also stretch a watch's read timeout);
-- TCP keepalive on the pool's sockets (client-go's 30 s idle, 15 s probes), so the kernel
+- TCP keepalive on every socket (client-go's 30 s idle, 15 s probes), so the kernel
   notices a peer that vanished;
 - watches that raise `Timeout` when no byte arrived for `read_timeout` seconds, so a connection
   dropped without a FIN never hangs a watch;
