@@ -42,6 +42,7 @@ import os
 import socket
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from http import HTTPStatus
 from typing import Any, cast
@@ -582,7 +583,9 @@ class _Curl:
     def __init__(self, options: list[tuple[int, Any]]) -> None:
         self._options = options
         self._local = threading.local()
-        self._handles: list[pycurl.Curl] = []
+        # To close them all at once; a thread's handle (and its connections) goes when the
+        # thread ends.
+        self._handles: weakref.WeakSet[pycurl.Curl] = weakref.WeakSet()
         self._lock = threading.Lock()
 
     @classmethod
@@ -618,7 +621,7 @@ class _Curl:
             for option, value in self._options:
                 curl.setopt(option, value)
             with self._lock:
-                self._handles.append(curl)
+                self._handles.add(curl)
             self._local.curl = curl
         return curl
 
@@ -649,7 +652,8 @@ class _Curl:
 
     def close(self) -> None:
         with self._lock:
-            handles, self._handles = self._handles, []
+            handles = list(self._handles)
+            self._handles.clear()
         for curl in handles:
             curl.close()
 
