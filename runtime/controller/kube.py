@@ -1,20 +1,29 @@
-"""The controller's Kubernetes transport: raw JSON over the official client's connection pool.
+"""The controller's Kubernetes transport: raw JSON with the official client's settings and
+credentials, requests through libcurl, watches through the official client's urllib3 pool.
 
-Requests go straight to the official client's urllib3 pool (its TLS settings, client
-certificates and proxy), with the client's own auth headers (`update_params_for_auth`, which
-re-reads a rotated token), never through model classes or its REST layer: bodies are plain dicts
-encoded and answers decoded with orjson. That layer cost a quarter of a request's CPU
-(bench/RESULTS.md), and requests are most of what a pod event costs the controller. What this
-module adds to the client:
+Requests and watches carry the official client's own auth headers (`update_params_for_auth`,
+which re-reads a rotated token) and follow its settings (CA, client certificate, verification),
+never through model classes or its REST layer: bodies are plain dicts encoded and answers
+decoded with orjson. Requests are most of what a pod event costs the controller, and Python's
+HTTP stack was most of a request (urllib3 over `http.client`, whose header parsing with the
+`email` package alone was a sixth of it: bench/RESULTS.md), so a request goes through libcurl
+(pycurl: one handle per thread, each keeping its connections alive), where parsing, TLS and
+pooling cost no Python: a third of the CPU per request. Watches stay on the urllib3 pool: read
+through libcurl's multi interface, an event that comes alone cost more (more system calls per
+wake-up), and one of a burst about the same. Settings this module does not give libcurl (a
+proxy, `tls_server_name`, an `assert_hostname` naming another host) send requests through the
+urllib3 pool too. What this module adds to the client:
 
 - explicit Content-Type and Accept headers (the client would silently send a dict meant as a JSON
   patch as a strategic-merge patch, which custom resources refuse);
 - one error class per kind of answer (`NotFound`, `Conflict`, `Gone`, `Invalid`,
   `TooManyRequests`, `ServerError`, `Denied`), each carrying the API server's Status and
   `retry_after`; failures without an answer are `TransportError` (`Timeout` for timeouts);
-- no hidden retries: urllib3's are turned off, so a failure reaches the caller, whose backoff
+- no hidden retries: urllib3's are turned off and libcurl makes none (but for sending again, on
+  a new connection, a request whose kept-alive connection turned out closed before any byte of
+  an answer came, as Go's transport does), so a failure reaches the caller, whose backoff
   decides what happens next (a retried read would also stretch a watch's read timeout);
-- TCP keepalive on the pool's sockets (client-go's 30 s idle, 15 s probes), so the kernel
+- TCP keepalive on every socket (client-go's 30 s idle, 15 s probes), so the kernel
   notices a peer that vanished;
 - watches that raise `Timeout` when no byte arrived for `read_timeout` seconds, so a connection
   dropped without a FIN never hangs a watch;
@@ -30,13 +39,17 @@ import copy
 import dataclasses
 import math
 import os
+import socket
+import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from http import HTTPStatus
 from typing import Any, cast
 from urllib.parse import quote, urlencode
 
 import orjson
+import pycurl
 import urllib3
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
@@ -290,6 +303,7 @@ class Client:
         self._api.user_agent = self.user_agent   # also what the official election's Lease calls send
         self._on_response = on_response
         self._timeout = timeout
+        self._curl = _Curl.fitting(config, self.user_agent)   # None: urllib3 sends everything
 
     @classmethod
     def from_kubeconfig(cls, path: str | os.PathLike[str], *, context: str | None = None,
@@ -336,6 +350,8 @@ class Client:
         return self._api
 
     def close(self) -> None:
+        if self._curl is not None:
+            self._curl.close()
         self._api.close()
 
     def __enter__(self) -> Client:
@@ -359,22 +375,18 @@ class Client:
         began = time.monotonic()
         code = 0
         try:
-            response = self._open(method, path, body, query, content_type, accept,
-                                  self._timeout if timeout is None else timeout)
-            try:
-                data = response.data
-            finally:
-                response.release_conn()
-            code = response.status
-        except _TRANSPORT_ERRORS as error:
-            raise _transport_error(error, method, self.host + path) from error
+            answer = self._send(method, path, body, query, content_type, accept,
+                                self._timeout if timeout is None else timeout)
+            code = answer.status
         finally:
             self._report(verb, resource, code, began)
         if not 200 <= code <= 299:
-            raise self._error(response, data, method, path)
-        if response.headers.get("Content-Type", "").startswith(JSON):
-            return orjson.loads(data)
-        return data
+            raise api_error(code, _status_body(answer.data),
+                            text=answer.data.decode(errors="replace"),
+                            retry_header=answer.retry_after, method=method, path=path)
+        if answer.content_type.startswith(JSON):
+            return orjson.loads(answer.data)
+        return answer.data
 
     def get(self, path: str, *, query: Query = ()) -> Obj:
         return cast(Obj, self.request("GET", path, query=query))
@@ -484,15 +496,38 @@ class Client:
 
     # -- inside
 
+    def _send(self, method: str, path: str, body: Any, query: Query, content_type: str,
+              accept: str, timeout: float) -> _Answer:
+        """One request and its whole answer; `TransportError` when no answer came."""
+        if self._curl is not None:
+            headers = {"Content-Type": content_type, "Accept": accept}
+            queries = list(query)
+            self._api.update_params_for_auth(headers, queries, ["BearerToken"], path, method, body)
+            return self._curl.send(method, self._url(path, queries), headers,
+                                   None if body is None else orjson.dumps(body), timeout)
+        try:
+            response = self._open(method, path, body, query, content_type, accept, timeout)
+            try:
+                data = response.data
+            finally:
+                response.release_conn()
+        except _TRANSPORT_ERRORS as error:
+            raise _transport_error(error, method, self.host + path) from error
+        return _Answer(response.status, response.headers.get("Content-Type", ""), data,
+                       response.headers.get("Retry-After"))
+
+    def _url(self, path: str, queries: Query) -> str:
+        return self.host + path + (f"?{urlencode(queries, quote_via=quote)}" if queries else "")
+
     def _open(self, method: str, path: str, body: Any, query: Query, content_type: str,
               accept: str, timeout: float | tuple[float, float]) -> Any:
-        """Send; the urllib3 response with its body unread."""
+        """Send through urllib3; the response with its body unread."""
         headers = {"Content-Type": content_type, "Accept": accept, "User-Agent": self.user_agent}
         queries = list(query)
         self._api.update_params_for_auth(headers, queries, ["BearerToken"], path, method, body)
-        url = self.host + path + (f"?{urlencode(queries, quote_via=quote)}" if queries else "")
         return self._api.rest_client.pool_manager.request(
-            method, url, body=None if body is None else orjson.dumps(body), headers=headers,
+            method, self._url(path, queries), body=None if body is None else orjson.dumps(body),
+            headers=headers,
             timeout=(urllib3.Timeout(total=timeout) if not isinstance(timeout, tuple)
                      else urllib3.Timeout(connect=timeout[0], read=timeout[1])),
             preload_content=False, retries=False)
@@ -521,3 +556,137 @@ def _lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
         pending = [lines[-1]] if lines[-1] else []
     if (rest := b"".join(pending)).strip():
         yield rest
+
+
+# ---------------------------------------------------------------------------------------------
+# libcurl
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Answer:
+    """A whole answer: what `Client.request` reads of it."""
+
+    status: int
+    content_type: str
+    data: bytes
+    retry_after: str | None
+
+
+class _Curl:
+    """Requests through libcurl: one easy handle per thread (a handle is not shared between
+    threads), each keeping its own connections alive, set up as the urllib3 pool would be:
+    the same CA, client certificate and key, verification, TCP keepalive; no proxy (libcurl
+    would read one from the environment at each request: the official client reads it once,
+    into its settings, and settings with a proxy send through its pool), no redirects followed,
+    no retries of our own, HTTP/1.1 as the watches speak."""
+
+    def __init__(self, options: list[tuple[int, Any]]) -> None:
+        self._options = options
+        self._local = threading.local()
+        # To close them all at once; a thread's handle (and its connections) goes when the
+        # thread ends.
+        self._handles: weakref.WeakSet[pycurl.Curl] = weakref.WeakSet()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def fitting(cls, config: k8s.Configuration, user_agent: str) -> _Curl | None:
+        """A transport for `config`, or None when it has settings this one does not map
+        (a proxy, a TLS server name, a host name to check other than the URL's)."""
+        if config.proxy or config.tls_server_name or isinstance(config.assert_hostname, str):
+            return None
+        options: list[tuple[int, Any]] = [
+            (pycurl.NOSIGNAL, 1), (pycurl.PROXY, ""), (pycurl.FOLLOWLOCATION, 0),
+            (pycurl.HTTP_VERSION, pycurl.CURL_HTTP_VERSION_1_1), (pycurl.USERAGENT, user_agent),
+            (pycurl.SOCKOPTFUNCTION, _keepalive),
+        ]
+        if not config.verify_ssl:
+            options += [(pycurl.SSL_VERIFYPEER, 0), (pycurl.SSL_VERIFYHOST, 0)]
+        elif config.assert_hostname is False:
+            options.append((pycurl.SSL_VERIFYHOST, 0))
+        if config.ssl_ca_cert:
+            options.append((pycurl.CAINFO, config.ssl_ca_cert))
+        if config.ca_cert_data:
+            data = config.ca_cert_data
+            options.append((pycurl.CAINFO_BLOB, data.encode() if isinstance(data, str) else data))
+        if config.cert_file:
+            options.append((pycurl.SSLCERT, config.cert_file))
+        if config.key_file:
+            options.append((pycurl.SSLKEY, config.key_file))
+        return cls(options)
+
+    def _handle(self) -> pycurl.Curl:
+        curl = getattr(self._local, "curl", None)
+        if curl is None:
+            curl = pycurl.Curl()
+            for option, value in self._options:
+                curl.setopt(option, value)
+            with self._lock:
+                self._handles.add(curl)
+            self._local.curl = curl
+        return curl
+
+    def send(self, method: str, url: str, headers: Mapping[str, str], body: bytes | None,
+             timeout: float) -> _Answer:
+        curl = self._handle()
+        chunks: list[bytes] = []
+        lines: list[bytes] = []
+        curl.setopt(pycurl.URL, url)
+        if body is None:
+            curl.setopt(pycurl.HTTPGET, 1)   # also forgets the last request's body
+        else:
+            curl.setopt(pycurl.POSTFIELDS, body)
+        curl.setopt(pycurl.CUSTOMREQUEST, method)
+        # "Expect:" empty: a body is sent at once, not after a 100 Continue.
+        curl.setopt(pycurl.HTTPHEADER, [f"{k}: {v}" for k, v in headers.items()] + ["Expect:"])
+        curl.setopt(pycurl.TIMEOUT_MS, max(1, int(timeout * 1000)))
+        curl.setopt(pycurl.WRITEFUNCTION, chunks.append)
+        curl.setopt(pycurl.HEADERFUNCTION, lines.append)
+        try:
+            curl.perform()
+        except pycurl.error as error:
+            raise _curl_error(curl, error, method, url) from error
+        status = curl.getinfo(pycurl.RESPONSE_CODE)
+        retry_after = _header(lines, b"retry-after") if status >= 400 else None
+        return _Answer(status, curl.getinfo(pycurl.CONTENT_TYPE) or "", b"".join(chunks),
+                       retry_after)
+
+    def close(self) -> None:
+        with self._lock:
+            handles = list(self._handles)
+            self._handles.clear()
+        for curl in handles:
+            curl.close()
+
+
+def _keepalive(fd: int, purpose: int) -> int:
+    """Each new socket: the same options as the urllib3 pool's (TCP keepalive as client-go asks
+    for it, no Nagle)."""
+    sock = socket.socket(fileno=fd)
+    try:
+        for level, option, value in tcp_keepalive_socket_options():
+            sock.setsockopt(level, option, value)
+    finally:
+        sock.detach()   # libcurl owns the descriptor
+    return 0
+
+
+def _header(lines: list[bytes], name: bytes) -> str | None:
+    """The value of header `name` (lower case) in the last answer's header lines."""
+    for line in reversed(lines):
+        key, colon, value = line.partition(b":")
+        if colon and key.strip().lower() == name:
+            return value.strip().decode("latin-1")
+        if line.startswith(b"HTTP/"):   # the lines of an earlier answer (a 100 Continue)
+            return None
+    return None
+
+
+def _curl_error(curl: pycurl.Curl, error: pycurl.error, method: str, url: str) -> TransportError:
+    code, message = error.args[0], str(error.args[1]) if len(error.args) > 1 else ""
+    if code == pycurl.E_OPERATION_TIMEDOUT:
+        return Timeout(f"{method} {url}: timed out ({message})")
+    if code in (pycurl.E_COULDNT_CONNECT, pycurl.E_COULDNT_RESOLVE_HOST):
+        errno = curl.getinfo(pycurl.OS_ERRNO)
+        why = f" ({os.strerror(errno)})" if errno else ""
+        return TransportError(f"{method} {url}: cannot connect: {message}{why}")
+    return TransportError(f"{method} {url}: curl error {code}: {message}")

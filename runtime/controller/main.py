@@ -86,7 +86,11 @@ class Controller:
                 on_started=self._lead, on_lost=self._lost).start()
         else:
             self._lead()
-        self.stopping.wait()
+        # A timed wait: Python runs signal handlers in the main thread only, between bytecodes,
+        # and a wait without a timeout may sleep through a signal the kernel gave another
+        # thread (a controller under a profiler once slept through its SIGTERM).
+        while not self.stopping.wait(1.0):
+            pass
         log.info("stopping")
         self.worker.queue.shut_down_with_drain(timeout=10.0)
         for worker in self._workers:

@@ -1,6 +1,8 @@
 """runtime.controller.kube without an API server: how requests are named, how answers become
 errors, how a watch stream is cut into events; and, against a tiny HTTP server on loopback,
-the answers a real API server does not give on demand (429, 5xx) and broken connections.
+the answers a real API server does not give on demand (429, 5xx) and broken connections, each
+request through both ways of sending (libcurl, and the urllib3 pool for settings libcurl is not
+given), and watches (always through the urllib3 pool).
 Everything an API server does answer is tested against a real one (tests/integration)."""
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import http.server
 import socket
 import struct
 import threading
+import time
 import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,6 +23,15 @@ from hypothesis import strategies as st
 from kubernetes import client as k8s
 
 from runtime.controller import kube
+
+
+@pytest.fixture(autouse=True, params=["curl", "urllib3"])
+def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test once through libcurl and once through the urllib3 pool (the way settings
+    libcurl is not given send)."""
+    if request.param == "urllib3":
+        monkeypatch.setattr(kube._Curl, "fitting", classmethod(lambda cls, *_: None))
+    return str(request.param)
 
 
 @pytest.mark.parametrize("method, path, query, verb, resource", [
@@ -387,3 +399,157 @@ def test_a_tls_failure_is_a_transport_error_reported_with_code_0() -> None:
             with pytest.raises(kube.TransportError) as raised:
                 tls.get("/api/v1/pods")
     assert not isinstance(raised.value, kube.Timeout) and got == [0]
+
+
+@pytest.mark.parametrize("transport", ["curl"], indirect=True)
+def test_settings_libcurl_is_not_given_send_through_the_urllib3_pool(transport: str) -> None:
+    def configuration(**settings: object) -> k8s.Configuration:
+        made = k8s.Configuration()
+        made.host = "https://127.0.0.1:1"
+        for key, value in settings.items():
+            setattr(made, key, value)
+        return made
+    sends = {kind: kube._Curl.fitting(configuration(**settings), "ua") is not None
+             for kind, settings in {
+                 "plain": {}, "unverified": {"verify_ssl": False},
+                 "hostname unchecked": {"assert_hostname": False},
+                 "proxy": {"proxy": "http://proxy:3128"},
+                 "tls server name": {"tls_server_name": "kubernetes.default"},
+                 "another host name": {"assert_hostname": "kubernetes"}}.items()}
+    assert sends == {"plain": True, "unverified": True, "hostname unchecked": True,
+                     "proxy": False, "tls server name": False, "another host name": False}
+
+
+def test_a_proxy_is_the_one_the_settings_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The official client takes a proxy from the environment when its settings are made
+    (then sent through its pool); one set in the environment later is not used, by either
+    way of sending (libcurl would read it at each request, unless told not to)."""
+    with serving(answer(200, b'{"kind":"Pod"}')) as (server, client, calls):
+        for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+            monkeypatch.setenv(name, f"http://127.0.0.1:{_closed_port()}")
+        assert client.get("/api/v1/namespaces/n/pods/p") == {"kind": "Pod"}
+    assert calls == [("get", "pods", 200)] and len(server.requests) == 1
+    with serving(answer(200, b'{"kind":"Pod"}')) as (proxy, _, _calls):
+        monkeypatch.setenv("http_proxy", proxy.url)
+        configuration = k8s.Configuration()
+        configuration.host = f"http://127.0.0.1:{_closed_port()}"
+        with kube.Client(configuration, timeout=5) as proxied:
+            assert proxied.get("/api/v1/namespaces/n/pods/p") == {"kind": "Pod"}
+    [(_, path, _, _)] = proxy.requests
+    assert path == f"{configuration.host}/api/v1/namespaces/n/pods/p"
+
+
+def test_a_request_after_a_write_sends_no_body_of_the_write() -> None:
+    """A handle is reused request after request: a GET or a DELETE without a body after a
+    PATCH is sent as itself, with nothing of the PATCH."""
+    with serving(answer(200, b"{}")) as (server, client, _):
+        client.merge_patch("/api/v1/namespaces/n/pods/p", {"a": 1})
+        client.get("/api/v1/namespaces/n/pods/p")
+        client.delete("/api/v1/namespaces/n/pods/p")
+        client.create("/api/v1/namespaces/n/pods", {"b": 2})
+    sent = [(method, path.partition("?")[0], body) for method, path, _, body in server.requests]
+    assert sent == [("PATCH", "/api/v1/namespaces/n/pods/p", b'{"a":1}'),
+                    ("GET", "/api/v1/namespaces/n/pods/p", b""),
+                    ("DELETE", "/api/v1/namespaces/n/pods/p", b""),
+                    ("POST", "/api/v1/namespaces/n/pods", b'{"b":2}')]
+
+
+def test_threads_send_at_once_each_with_its_own_connections() -> None:
+    """The workers, the Event sender and the informers' lists share one client."""
+    with serving(answer(200, b'{"kind":"Pod"}')) as (server, client, calls):
+        def get(i: int) -> object:
+            return client.get(f"/api/v1/namespaces/n/pods/p{i}")
+        threads = [threading.Thread(target=lambda i=i: results.append(get(i))) for i in range(8)]
+        results: list[object] = []
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(10)
+    assert results == [{"kind": "Pod"}] * 8 and len(server.requests) == 8 and len(calls) == 8
+
+
+def streaming(*parts: bytes | float, release: threading.Event | None = None) -> Handler:
+    """A watch's answer: 200, chunked; each bytes part one chunk, each number a pause; then the
+    end of the stream (or, with `release`, silence until it is set)."""
+    def handle(request: http.server.BaseHTTPRequestHandler) -> None:
+        request.send_response(200)
+        request.send_header("Content-Type", "application/json")
+        request.send_header("Transfer-Encoding", "chunked")
+        request.end_headers()
+        for part in parts:
+            if isinstance(part, float):
+                threading.Event().wait(part)
+                continue
+            request.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+            request.wfile.flush()
+        if release is not None:
+            release.wait(30)
+        request.wfile.write(b"0\r\n\r\n")
+    return handle
+
+
+def _event(kind: str, name: str) -> bytes:
+    return orjson.dumps({"type": kind, "object": {"metadata": {"name": name}}}) + b"\n"
+
+
+@pytest.mark.parametrize("transport", ["urllib3"], indirect=True)
+def test_a_watch_yields_each_event_as_it_comes_until_the_server_ends_it(transport: str) -> None:
+    first, second, third = _event("ADDED", "a"), _event("MODIFIED", "a"), _event("DELETED", "a")
+    came: list[tuple[str, float]] = []
+    handler = streaming(first + second[:7], 0.3, second[7:], 0.3, third)
+    with serving(handler) as (server, client, calls):
+        began = time.monotonic()
+        for event in client.watch("/api/v1/namespaces/n/pods", [("resourceVersion", "5")],
+                                  read_timeout=5):
+            came.append((event["type"], time.monotonic() - began))
+    assert [kind for kind, _ in came] == ["ADDED", "MODIFIED", "DELETED"]
+    assert came[0][1] < 0.25 and came[1][1] >= 0.25   # the first before the rest was sent
+    [(_, path, _, _)] = server.requests
+    assert urllib.parse.parse_qsl(urllib.parse.urlsplit(path).query) == [
+        ("resourceVersion", "5"), ("watch", "true")]
+    assert calls == [("watch", "pods", 200)]
+
+
+@pytest.mark.parametrize("transport", ["urllib3"], indirect=True)
+def test_a_watch_refused_raises_its_error_with_the_status(transport: str) -> None:
+    body = status(403, "Forbidden", 'pods is forbidden: User "x" cannot watch resource "pods"')
+    with serving(answer(403, body)) as (_, client, calls):
+        with pytest.raises(kube.Denied) as raised:
+            next(client.watch("/api/v1/pods", read_timeout=5))
+    assert raised.value.body == orjson.loads(body) and calls == [("watch", "pods", 403)]
+
+
+@pytest.mark.parametrize("transport", ["urllib3"], indirect=True)
+def test_an_error_event_in_a_watch_raises_gone_for_410(transport: str) -> None:
+    expired = orjson.dumps({"type": "ERROR", "object": {
+        "kind": "Status", "code": 410, "reason": "Expired", "message": "too old"}}) + b"\n"
+    with serving(streaming(_event("ADDED", "a"), expired)) as (_, client, _calls):
+        events = client.watch("/api/v1/pods", read_timeout=5)
+        assert next(events)["type"] == "ADDED"
+        with pytest.raises(kube.Gone, match="too old"):
+            next(events)
+
+
+@pytest.mark.parametrize("transport", ["urllib3"], indirect=True)
+def test_a_watch_gone_silent_ends_with_a_timeout_after_the_read_timeout(transport: str) -> None:
+    release = threading.Event()
+    with serving(streaming(_event("ADDED", "a"), release=release)) as (_, client, _calls):
+        events = client.watch("/api/v1/pods", read_timeout=0.5)
+        assert next(events)["type"] == "ADDED"
+        silent = time.monotonic()
+        with pytest.raises(kube.Timeout, match="timed out"):
+            next(events)
+        waited = time.monotonic() - silent
+        release.set()
+    assert 0.4 < waited < 3.0
+
+
+@pytest.mark.parametrize("transport", ["urllib3"], indirect=True)
+def test_a_watch_that_cannot_connect_is_a_transport_error_reported_with_code_0(transport: str) -> None:
+    configuration = k8s.Configuration()
+    configuration.host = f"http://127.0.0.1:{_closed_port()}"
+    calls: list[int] = []
+    with kube.Client(configuration, on_response=lambda *a: calls.append(a[2])) as client:
+        with pytest.raises(kube.TransportError, match="cannot connect") as raised:
+            next(client.watch("/api/v1/pods", read_timeout=5))
+    assert not isinstance(raised.value, kube.Timeout) and calls == [0]
