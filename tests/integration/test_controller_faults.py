@@ -102,6 +102,10 @@ def test_an_api_server_restart_and_an_expired_watch(control_plane: Any, api: Any
         for name in ("w0", "w2"):
             apiserver.wait_for(f"{name} Failed", lambda n=name: phase_of(api, namespace, n) == "Failed", 90)
         assert phase_of(api, namespace, "w3") == "Running"
+        # The Event is the verdict's last write, after the phase: wait for it, then for the
+        # relist, which must not send it again.
+        apiserver.wait_for("w0's PodFailed Event",
+                           lambda: len(verdict_events(api, namespace, "w0", "PodFailed")) >= 1, 60)
         apiserver.wait_for("a relist", lambda: controller.metric("jobrules_controller_relists_total") > 0, 90)
         assert len(verdict_events(api, namespace, "w0", "PodFailed")) == 1
         apiserver.report_oom_killed(api, pods[3])   # and it goes on working
