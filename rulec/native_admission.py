@@ -347,10 +347,16 @@ class _Policy:
         return not_ours, ("containers",)
 
     def _mutations(self) -> tuple[list[str], list[Obj]]:
+        """One JSON patch, every part of it computed from the pod as received (each mutation of
+        a policy costs the API server a conversion of the whole pod, each apply configuration a
+        merge of it too: one patch is the cheapest), in the webhook's order: metadata and the
+        record, volumes, container edits, sidecars. A list made for the patch is made once."""
         changes: list[str] = []
-        mutations: list[Obj] = []
         annotations: list[tuple[str, str]] = []
         labels: list[tuple[str, str]] = []
+        volumes: list[tuple[str, str]] = []                        # (missing, item)
+        edits: dict[tuple[str, str], list[tuple[str, str]]] = {}   # (field, key) -> (test, item)
+        sidecars: list[tuple[str, str, str]] = []                  # (field, missing, container)
         for op in self.injection.ops:
             if isinstance(op, planlib.Annotate):
                 annotations.append((op.key, self.text(op.value)))
@@ -362,7 +368,7 @@ class _Policy:
                 for field in fields:
                     item = (f"Object.spec.{field}.env{{name: {q(op.name)}, "
                             f"value: {self.text(op.value, 'c.name')}}}")
-                    mutations.append(self._edit(field, f"{test} && {lacks}", "env", item))
+                    edits.setdefault((field, "env"), []).append((f"{test} && {lacks}", item))
                     changes.append(_exists(field, f"{test} && {lacks}"))
             elif isinstance(op, planlib.Mount):
                 test, fields = self._select(op.containers)
@@ -371,42 +377,68 @@ class _Policy:
                 for field in fields:
                     item = _mount_cel(f"Object.spec.{field}.volumeMounts", op.volume, op.path,
                                       op.read_only)
-                    mutations.append(self._edit(field, f"{test} && {lacks}", "volumeMounts", item))
+                    edits.setdefault((field, "volumeMounts"), []).append(
+                        (f"{test} && {lacks}", item))
                     changes.append(_exists(field, f"{test} && {lacks}"))
             elif isinstance(op, planlib.Volume):
                 missing = (f"!(has(object.spec.volumes) && "
                            f"object.spec.volumes.exists(v, v.name == {q(op.name)}))")
-                item = _typed({"name": op.name, **dict(op.source)}, "Object.spec.volumes")
-                mutations.append(_apply(
-                    f"{missing} ? Object{{spec: Object.spec{{volumes: [{item}]}}}} : Object{{}}"))
+                volumes.append((missing, _typed({"name": op.name, **dict(op.source)},
+                                                "Object.spec.volumes")))
                 changes.append(missing)
             elif isinstance(op, planlib.Sidecar):
-                change, mutation = self._sidecar(op)
-                mutations.append(mutation)
-                changes.append(change)
+                sidecars.append(self._sidecar(op))
+                changes.append(sidecars[-1][1])
         if self.injection.completion_containers is not None:
             annotations.append((COMPLETION, q(",".join(self.injection.completion_containers))))
-        first: list[Obj] = []
         for field, pairs in (("annotations", annotations), ("labels", labels)):
-            if pairs:
-                body = ", ".join(f"{q(k)}: {v}" for k, v in pairs)
-                first.append(_apply(
-                    f"Object{{metadata: Object.metadata{{{field}: {{{body}}}}}}}"))
-                changes.extend(f"!(has({_META}.{field}) && {q(k)} in {_META}.{field} && "
-                               f"{_META}.{field}[{q(k)}] == {v})" for k, v in pairs)
+            changes.extend(f"!(has({_META}.{field}) && {q(k)} in {_META}.{field} && "
+                           f"{_META}.{field}[{q(k)}] == {v})" for k, v in pairs)
         if not changes:
             raise _Engine("N119", "the injection changes nothing")
-        return changes, [self._record(changes), *first, *mutations]
+        parts = [self._annotations(annotations, changes)]
+        if labels:
+            parts.append(_metadata("labels", labels))
+        if volumes:
+            parts.append(_appended("volumes", volumes))
+        for (field, key), items in edits.items():
+            parts.append(_edited(field, key, items))
+        for field in ("containers", "initContainers"):
+            made = [(missing, item) for f, missing, item in sidecars if f == field]
+            if made:
+                parts.append(_appended(field, made))
+        return changes, [_patch(" + ".join(parts))]
 
-    def _edit(self, field: str, test: str, key: str, item: str) -> Obj:
-        """Add `item` to the `key` list of every container of `field` that `test` holds for."""
-        lists = f"object.spec.{field}"
-        present = f"has({lists}) && " if field == "initContainers" else ""
-        made = (f"Object{{spec: Object.spec{{{field}: {lists}.filter(c, {test}).map(c, "
-                f"Object.spec.{field}{{name: c.name, {key}: [{item}]}})}}}}")
-        return _apply(f"{present}{lists}.exists(c, {test}) ? {made} : Object{{}}")
+    def _annotations(self, pairs: list[tuple[str, str]], changes: list[str]) -> str:
+        """The annotations' ops, the record's among them: `name@digest` appended when some op
+        changes the pod and the record does not name the injection yet (by name, as the
+        webhook's draft reads it), written as the draft writes it (compact JSON)."""
+        entry = f"{self.injection.name}@{digest(self.injection)}"
+        new = q(json.dumps([entry]))
+        annotations = f"{_META}.annotations"
+        record = f"{annotations}[{q(RECORD)}]"
+        listed = (f"{q(RECORD)} in {annotations} && "
+                  f"{record}.contains({q(chr(34) + self.injection.name + '@')})")
+        changed = " || ".join(dict.fromkeys(changes))
+        a_list = q(r'^\[".*"\]$')
+        grown = (f"({q(RECORD)} in {annotations} && {record}.matches({a_list})"
+                 f" ? {record}.substring(0, size({record}) - 1) + {q(',' + json.dumps(entry) + ']')}"
+                 f" : {new})")
+        each = [f'JSONPatch{{op: "add", path: {q(_pointer("annotations", k))}, value: {v}}}'
+                for k, v in pairs]
+        present = (f"[{', '.join(each)}] + (!({listed}) && ({changed}) ? "
+                   f'[JSONPatch{{op: "add", path: {q(_pointer("annotations", RECORD))}, '
+                   f"value: {grown}}}] : [])")
+        body = [f"{q(k)}: {v}" for k, v in pairs]
+        whole = ", ".join([*body, f"{q(RECORD)}: {new}"])
+        absent = (f'({changed}) ? [JSONPatch{{op: "add", path: "/metadata/annotations", '
+                  f"value: {{{whole}}}}}] : "
+                  + (f'[JSONPatch{{op: "add", path: "/metadata/annotations", '
+                     f"value: {{{', '.join(body)}}}}}]" if body else "[]"))
+        return f"(has({annotations}) ? {present} : ({absent}))"
 
-    def _sidecar(self, op: planlib.Sidecar) -> tuple[str, Obj]:
+    def _sidecar(self, op: planlib.Sidecar) -> tuple[str, str, str]:
+        """(the list it goes to, CEL: no container has its name, CEL: the container)."""
         field = "initContainers" if op.native else "containers"
         typed = f"Object.spec.{field}"
         name = q(op.name)
@@ -431,34 +463,7 @@ class _Policy:
         missing = (f"!(object.spec.containers.exists(c, c.name == {name}) || "
                    f"(has(object.spec.initContainers) && "
                    f"object.spec.initContainers.exists(c, c.name == {name})))")
-        container = f"{typed}{{{', '.join(fields)}}}"
-        # a JSON patch: an apply configuration may not set a container's atomic lists (args)
-        append = f'[JSONPatch{{op: "add", path: "/spec/{field}/-", value: {container}}}]'
-        if op.native:   # a list of objects as a value panics kube-apiserver 1.36.3's
-            # jsonPatcher (cel-go's list ConvertToNative to structpb.Value): add it empty first
-            append = (f"has(object.spec.{field}) ? {append} : [JSONPatch{{op: \"add\", "
-                      f"path: \"/spec/{field}\", value: []}}, {append[1:-1]}]")
-        return missing, {"patchType": "JSONPatch", "jsonPatch": {
-            "expression": f"{missing} ? ({append}) : []"}}
-
-    def _record(self, changes: list[str]) -> Obj:
-        """The record annotation, first (it reads the pod as received): `name@digest` appended
-        when some op changes the pod, as the webhook's draft writes it (compact JSON)."""
-        entry = f"{self.injection.name}@{digest(self.injection)}"
-        new = q(json.dumps([entry]))
-        record = f"{_META}.annotations[{q(RECORD)}]"
-        a_list = q(r'^\[".*"\]$')
-        grown = (f"({q(RECORD)} in {_META}.annotations && {record}.matches({a_list})"
-                 f" ? {record}.substring(0, size({record}) - 1) + {q(',' + json.dumps(entry) + ']')}"
-                 f" : {new})")
-        patch = (f"has({_META}.annotations) ? [JSONPatch{{op: \"add\", path: "
-                 f"{q('/metadata/annotations/' + RECORD.replace('~', '~0').replace('/', '~1'))}, "
-                 f"value: {grown}}}] : [JSONPatch{{op: \"add\", path: \"/metadata/annotations\", "
-                 f"value: {{{q(RECORD)}: {new}}}}}]")
-        listed = (f"has({_META}.annotations) && {q(RECORD)} in {_META}.annotations && "
-                  f"{record}.contains({q(chr(34) + self.injection.name + '@')})")
-        return {"patchType": "JSONPatch", "jsonPatch": {"expression": (
-            f"!({listed}) && ({' || '.join(dict.fromkeys(changes))}) ? ({patch}) : []")}}
+        return field, missing, f"{typed}{{{', '.join(fields)}}}"
 
     # -- objects ---------------------------------------------------------------------------
 
@@ -522,7 +527,7 @@ def _mount_cel(typed: str, volume: str, path: str, read_only: bool) -> str:
 
 
 def _typed(value: Any, typed: str) -> str:
-    """A JSON value as CEL, objects typed as the apply configuration needs them."""
+    """A JSON value as CEL, objects typed (Object.spec...) as a policy's values need them."""
     if isinstance(value, dict):
         fields = ", ".join(f"{k}: {_typed(v, f'{typed}.{k}')}" for k, v in value.items())
         return f"{typed}{{{fields}}}"
@@ -531,5 +536,47 @@ def _typed(value: Any, typed: str) -> str:
     return json.dumps(value)
 
 
-def _apply(expression: str) -> Obj:
-    return {"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": expression}}
+def _patch(expression: str) -> Obj:
+    return {"patchType": "JSONPatch", "jsonPatch": {"expression": expression}}
+
+
+def _metadata(field: str, pairs: list[tuple[str, str]]) -> str:
+    """Set each key of `metadata.<field>` (`add` replaces a different value: the rule wins,
+    docs/injection.md), the map made when absent."""
+    each = ", ".join(f'JSONPatch{{op: "add", path: {q(_pointer(field, k))}, value: {v}}}'
+                     for k, v in pairs)
+    body = ", ".join(f"{q(k)}: {v}" for k, v in pairs)
+    return (f"(has({_META}.{field}) ? [{each}] : "
+            f'[JSONPatch{{op: "add", path: "/metadata/{field}", value: {{{body}}}}}])')
+
+
+def _appended(field: str, items: list[tuple[str, str]]) -> str:
+    """Append each item whose `missing` holds to `spec.<field>`. The list is made once when
+    absent, empty: a list of objects as a value panics kube-apiserver 1.36.3's jsonPatcher
+    (cel-go's list conversion to structpb.Value)."""
+    lists = f"object.spec.{field}"
+    anyone = " || ".join(f"({missing})" for missing, _ in items)
+    out = [f'(!has({lists}) && ({anyone}) ? '
+           f'[JSONPatch{{op: "add", path: "/spec/{field}", value: []}}] : [])']
+    out += [f'({missing} ? [JSONPatch{{op: "add", path: "/spec/{field}/-", value: {item}}}] : [])'
+            for missing, item in items]
+    return " + ".join(out)
+
+
+def _edited(field: str, key: str, items: list[tuple[str, str]]) -> str:
+    """Append each item to the `key` list of every container of `field` its test holds for,
+    by the container's index; the list made once (empty, see _appended) where absent."""
+    lists = f"object.spec.{field}"
+    at = f'"/spec/{field}/" + string({lists}.map(x, x.name).indexOf(c.name)) + "/{key}"'
+    anyone = " || ".join(f"({test})" for test, _ in items)
+    out = [f'{lists}.filter(c, !has(c.{key}) && ({anyone})).map(c, '
+           f'JSONPatch{{op: "add", path: {at}, value: []}})']
+    out += [f'{lists}.filter(c, {test}).map(c, '
+            f'JSONPatch{{op: "add", path: {at} + "/-", value: {item}}})' for test, item in items]
+    joined = " + ".join(out)
+    return f"(has({lists}) ? {joined} : [])" if field == "initContainers" else f"({joined})"
+
+
+def _pointer(field: str, key: str) -> str:
+    """The JSON pointer of a metadata key (RFC 6901: `~` and `/` escaped)."""
+    return f"/metadata/{field}/" + key.replace("~", "~0").replace("/", "~1")

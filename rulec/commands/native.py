@@ -107,9 +107,9 @@ def injections_text(injections: tuple[native_admission.InjectionDecision, ...]) 
             for r in rows]
     count = sum(d.native for d in injections)
     out.append(f"  native: {count} of {len(injections)} injections "
-               f"({round(100 * count / len(injections))}%); each expression walks the pod's "
-               f"containers or volumes at most once (CEL cost linear in the pod), under the API "
-               f"server's runtime budget of {native_admission.RUNTIME_BUDGET:,} per evaluation")
+               f"({round(100 * count / len(injections))}%); one JSON patch each, walking the "
+               f"pod's containers once per op, under the API server's runtime CEL budget of "
+               f"{native_admission.RUNTIME_BUDGET:,} per evaluation")
     return "\n".join(out) + "\n"
 
 
