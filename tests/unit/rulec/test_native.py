@@ -215,7 +215,7 @@ def test_a_second_budget_is_named_when_the_counts_go_back_to_the_engine() -> Non
 
 
 def test_every_engine_code_has_a_case_and_explain_knows_it(capsys: pytest.CaptureFixture[str]) -> None:
-    # N117 and later are the injections' (tests/unit/rulec/test_native_admission.py)
+    # N117 and later are the injections' (tests/unit/rulec/test_admission_policies.py)
     policy_codes = [c for c in diagnostics.NATIVE_CODES if c.code < "N117"]
     assert {c for c, _, _ in ENGINE} == {c.code for c in policy_codes}
     for code in policy_codes:
@@ -335,7 +335,7 @@ def test_docs_name_tests_that_exist_and_show_the_shipped_output() -> None:
     oracle = (ROOT / "tests" / "unit" / "test_native_oracle.py").read_text(encoding="utf-8")
     shadow = (ROOT / "tests" / "integration" / "test_native_shadow.py").read_text(encoding="utf-8")
     admission = "".join((ROOT / "tests" / path).read_text(encoding="utf-8") for path in (
-        "unit/rulec/test_native_admission.py", "integration/test_native_admission.py",
+        "unit/rulec/test_admission_policies.py", "integration/test_native_admission.py",
         "integration/test_manifests_cluster.py"))
     defined = set(re_findall(r"^def (test_\w+)", here + oracle + shadow + admission))
     named = set(re_findall(r"`(test_\w+)(?:\.\.\.)?", doc))
