@@ -317,3 +317,22 @@ def test_a_pending_pod_already_started_wakes_from_its_creation() -> None:
     pulling = pod("p0", "Pending", created=60)
     pulling["status"]["startTime"] = at(120)
     assert wake(pods_cond("any", "pending", for_=600), [pulling]) == T0 + timedelta(seconds=660)
+
+
+def test_a_count_reads_only_the_pods_its_filter_passes() -> None:
+    failed = [pod("p0", "Failed", containers=[terminated("main", 1)]),
+              pod("p1", "Failed", containers=[terminated("main", 3)])]
+    assert holds_objs(count("==", "1", "failed", filter=exit_in(3)), failed)
+    assert not holds_objs(count("==", "2", "failed", filter=exit_in(3)), failed)
+
+
+def test_a_count_compared_with_a_job_variable_that_is_a_number() -> None:
+    """The placeholders (`{job}`, `{namespace}`, `{kind}`) are there for a count's value too:
+    a job named "2" fails at two failed pods."""
+    for when in (count(">=", "{job}", "failed"),
+                 {"op": "taskCount", "state": "failed", "cmp": ">=", "value": [{"var": "job"}]}):
+        k = load_kind([verdict("Failed", when), verdict("Pending")])
+        two = [pod("p0", "Failed", task="a", job_name="2"), pod("p1", "Failed", task="b", job_name="2")]
+        assert evaluator.evaluate(k, job("2"), two, None, NOW).verdict.phase == "Failed", when
+        assert evaluator.evaluate(k, job("3"), [pod(p["metadata"]["name"], "Failed", job_name="3")
+                                                for p in two], None, NOW).verdict.phase == "Pending"
