@@ -7,12 +7,13 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, Callable
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from builders import (T0, at, both, count, either, exit_in, job, jp, load_kind, negate, pod, pods_cond, running,
                       terminated, verdict)
-from runtime import evaluator
+from runtime import conditions, evaluator
 
 NOW = T0 + timedelta(minutes=5)
 PHASES = ("Pending", "Running", "Succeeded", "Failed")
@@ -317,3 +318,43 @@ def test_a_pending_pod_already_started_wakes_from_its_creation() -> None:
     pulling = pod("p0", "Pending", created=60)
     pulling["status"]["startTime"] = at(120)
     assert wake(pods_cond("any", "pending", for_=600), [pulling]) == T0 + timedelta(seconds=660)
+
+
+def test_a_count_reads_only_the_pods_its_filter_passes() -> None:
+    failed = [pod("p0", "Failed", containers=[terminated("main", 1)]),
+              pod("p1", "Failed", containers=[terminated("main", 3)])]
+    assert holds_objs(count("==", "1", "failed", filter=exit_in(3)), failed)
+    assert not holds_objs(count("==", "2", "failed", filter=exit_in(3)), failed)
+
+
+def test_a_count_compared_with_a_job_variable_that_is_a_number() -> None:
+    """The placeholders (`{job}`, `{namespace}`, `{kind}`) are there for a count's value too:
+    a job named "2" fails at two failed pods."""
+    for when in (count(">=", "{job}", "failed"),
+                 {"op": "taskCount", "state": "failed", "cmp": ">=", "value": [{"var": "job"}]}):
+        k = load_kind([verdict("Failed", when), verdict("Pending")])
+        two = [pod("p0", "Failed", task="a", job_name="2"), pod("p1", "Failed", task="b", job_name="2")]
+        assert evaluator.evaluate(k, job("2"), two, None, NOW).verdict.phase == "Failed", when
+        assert evaluator.evaluate(k, job("3"), [pod(p["metadata"]["name"], "Failed", job_name="3")
+                                                for p in two], None, NOW).verdict.phase == "Pending"
+
+
+def test_a_task_count_is_witnessed_by_the_first_task_that_counts() -> None:
+    """Tasks in name order: a's pod decides, though b's failed earlier."""
+    members = [pod("a0", "Failed", task="a", containers=[terminated("main", 1, finished=90)]),
+               pod("b0", "Failed", task="b", containers=[terminated("main", 2, finished=30)])]
+    assert said({"op": "taskCount", "state": "failed", "cmp": ">=", "value": ["1"]}, members,
+                "{pod} {count}/{total}") == "a0 2/2"
+
+
+def test_a_job_without_metadata_has_no_age() -> None:
+    k = load_kind([verdict("Failed", {"op": "jobAge", "longerThan": 1}), verdict("Pending")])
+    bare = job()
+    del bare["metadata"]
+    assert evaluator.evaluate(k, bare, [], None, NOW).verdict.phase == "Pending"
+
+
+def test_what_is_not_a_condition_is_refused_by_name() -> None:
+    snapshot = conditions.Snapshot(job(), [], NOW, lambda expr, data: None, {})
+    with pytest.raises(TypeError, match="not a condition: 'x'"):
+        snapshot.holds("x")  # type: ignore[arg-type]
