@@ -373,7 +373,7 @@ def start(*, crds: bool = True, detached: bool = False, binaries: Binaries | Non
           timeout: float = 90.0, nodes: int = DEFAULT_NODES, scheduler: bool = True,
           training_operator: bool = True, profiling: bool = False,
           priority_and_fairness: bool = False, kueue: bool = False,
-          feature_gates: Sequence[str] = ()) -> ControlPlane:
+          feature_gates: Sequence[str] = (), controller_manager_qps: int = 100) -> ControlPlane:
     """Start etcd, kube-apiserver and, when present, kube-controller-manager, kube-scheduler
     (``scheduler``), KWOK with ``nodes`` fake nodes (with the scheduler) and (``training_operator``,
     with the CRDs) the training operator; wait until usable.
@@ -386,7 +386,9 @@ def start(*, crds: bool = True, detached: bool = False, binaries: Binaries | Non
     and one client on loopback gains nothing from it), for tests of the FlowSchemas. ``kueue``
     (with the CRDs) runs Kueue too, its CRDs installed and its webhooks registered (off by
     default: its webhooks sit in front of every Job's creation). ``feature_gates`` are passed to
-    kube-apiserver (``ShardedListAndWatch=true``). An
+    kube-apiserver (``ShardedListAndWatch=true``). ``controller_manager_qps`` is
+    kube-controller-manager's request rate to the API server (burst twice that): the scale bench
+    raises it so that the Job controller makes 100,000 pods at the API server's pace. An
     attached control plane dies with this process (atexit, and the kernel's parent-death signal as
     a last resort); a detached one runs until stop() or ``down``.
     """
@@ -403,7 +405,7 @@ def start(*, crds: bool = True, detached: bool = False, binaries: Binaries | Non
     try:
         plane = _launch(root, binaries, crd_folder, detached, time.monotonic() + timeout,
                         nodes, training_operator and crds, profiling, priority_and_fairness,
-                        kueue and crds, tuple(feature_gates))
+                        kueue and crds, tuple(feature_gates), controller_manager_qps)
     except BaseException:
         _terminate(root)
         _release_rotator_check()
@@ -456,7 +458,7 @@ def _stop_attached() -> None:
 def _launch(root: Path, binaries: Binaries, crd_folder: Path | None, detached: bool,
             deadline: float, nodes: int, training_operator: bool, profiling: bool,
             priority_and_fairness: bool = False, kueue: bool = False,
-            feature_gates: tuple[str, ...] = ()) -> ControlPlane:
+            feature_gates: tuple[str, ...] = (), controller_manager_qps: int = 100) -> ControlPlane:
     pki = root / "pki"
     pki.mkdir()
     etcd_client, etcd_peer, secure_port = free_ports(3)
@@ -562,7 +564,8 @@ def _launch(root: Path, binaries: Binaries, crd_folder: Path | None, detached: b
                 f"--service-account-private-key-file={pki / 'sa.key'}",
                 "--use-service-account-credentials=true",
                 "--leader-elect=false", "--secure-port=0",
-                "--kube-api-qps=100", "--kube-api-burst=200",
+                f"--kube-api-qps={controller_manager_qps}",
+                f"--kube-api-burst={2 * controller_manager_qps}",
             ])
             wait("kube-controller-manager to create ServiceAccount default/default",
                  lambda: _get(api, "/api/v1/namespaces/default/serviceaccounts/default") is not None)

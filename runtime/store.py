@@ -3,7 +3,10 @@
 Each watch (a kind's jobs, or the pods under one label key) fills one Store. Objects are cut to
 their projection (runtime.projection) and kept as JSON bytes, so memory grows with what the plan
 reads rather than with object size, and the cyclic garbage collector has nothing to walk.
-Readers decode the few objects a reconcile needs.
+Readers decode the few objects a reconcile needs, and the last `KEEP_DECODED` objects read stay
+decoded: a job's pods are read again at each of its reconciles (every change of any of its
+pods), and decoding a 400-pod job on each was half the controller's CPU at 30,000 pods
+(bench/RESULTS.md, "Scale curve"). Decoded objects are shared between readers: read-only.
 
 The bytes are deflated with a preset dictionary, the first object the store projected: the
 objects of one watch share their field names, label keys and most values, so a pod's 1.2 KB of
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import threading
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +33,7 @@ import orjson
 
 Key = tuple[str, str]   # (namespace, name); namespace "" for cluster-scoped objects
 IndexFn = Callable[[Mapping[str, Any]], Iterable[Any]]
+KEEP_DECODED = 4096   # objects a store keeps decoded (each a few KB): ten jobs of 400 pods
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +91,8 @@ class Store:
         self._terms: dict[tuple[str, Any], tuple[str, Any]] = {}   # each term, shared
         self._lock = threading.Lock()
         self._dictionary: bytes | None = None
+        # key -> its entry decoded, least recently read first; a put or delete drops it
+        self._decoded: OrderedDict[Key, dict[str, Any]] = OrderedDict()
         self.bytes = 0
 
     def __len__(self) -> int:
@@ -106,8 +113,26 @@ class Store:
     def lookup(self, index: str, value: Any) -> list[dict[str, Any]]:
         """The objects listed under `value` in `index`, decoded."""
         with self._lock:
-            entries = [self._items[k] for k in self._by.get((index, value), ())]
-        return [self._decode(e.data) for e in entries]
+            entries = [(k, self._items[k]) for k in self._by.get((index, value), ())]
+            out: list[dict[str, Any] | None] = []
+            for key, _ in entries:
+                held = self._decoded.get(key)
+                if held is not None:
+                    self._decoded.move_to_end(key)
+                out.append(held)
+        missed = [(i, key, entry.data) for i, (key, entry) in enumerate(entries)
+                  if out[i] is None]
+        if missed:
+            decoded = [self._decode(data) for _, _, data in missed]
+            with self._lock:
+                for (i, key, data), obj in zip(missed, decoded):
+                    out[i] = obj
+                    entry = self._items.get(key)
+                    if entry is not None and entry.data is data:   # not changed meanwhile
+                        self._decoded[key] = obj
+                while len(self._decoded) > KEEP_DECODED:
+                    self._decoded.popitem(last=False)
+        return out  # type: ignore[return-value]   # every None replaced above
 
     def lookup_keys(self, index: str, value: Any) -> list[Key]:
         with self._lock:
@@ -137,12 +162,13 @@ class Store:
             if old is not None and (rv < old.rv or old.data == data):
                 return None
             self._unindex(key, old)
+            held = self._decoded.pop(key, None)
             terms = tuple(self._terms.setdefault(term, term) for term in found)
             self._items[key] = Entry(rv, data, digest, terms)
             for term in terms:
                 self._by.setdefault(term, set()).add(key)
             self.bytes += len(data) - (len(old.data) if old else 0)
-        previous = None if old is None else self._decode(old.data)
+        previous = None if old is None else held if held is not None else self._decode(old.data)
         return Change(key, projected, previous, old is None or old.digest != digest)
 
     def delete(self, key: Key) -> Change | None:
@@ -151,8 +177,10 @@ class Store:
             if old is None:
                 return None
             self._unindex(key, old)
+            held = self._decoded.pop(key, None)
             self.bytes -= len(old.data)
-        return Change(key, None, self._decode(old.data), True)
+        previous = held if held is not None else self._decode(old.data)
+        return Change(key, None, previous, True)
 
     def replace(self, objs: Iterable[Mapping[str, Any]],
                 namespace: str | None = None) -> Iterator[Change]:

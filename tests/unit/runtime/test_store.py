@@ -171,3 +171,53 @@ def test_the_objects_of_one_owner_share_their_index_terms() -> None:
     for i in range(10):
         s.delete(("ns", f"p-{i}"))
     assert s._terms == {} and s._by == {}
+
+
+def test_objects_read_again_are_decoded_once_and_never_stale(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job's pods are read at each of its reconciles: each is decoded once, until it changes
+    (then the new version is read, never the one kept), is deleted, or falls out of the last
+    KEEP_DECODED read."""
+    s = make()
+    for name in "abc":
+        s.put(obj(name, 1, owner="u"))
+    decoded: list[bytes] = []
+    real = s._decode
+    monkeypatch.setattr(s, "_decode", lambda data: decoded.append(data) or real(data))
+
+    def names() -> list[str]:
+        return sorted(o["metadata"]["name"] for o in s.lookup("owner", "u"))
+
+    assert names() == ["a", "b", "c"] and len(decoded) == 3
+    assert names() == ["a", "b", "c"] and len(decoded) == 3       # kept
+    changed = obj("b", 2, owner="u")
+    changed["status"]["phase"] = "Failed"
+    s.put(changed)                                # the old "b" was given to the change as it was
+    assert {o["metadata"]["name"]: o["status"]["phase"] for o in s.lookup("owner", "u")} == {
+        "a": "Running", "b": "Failed", "c": "Running"}
+    assert len(decoded) == 4                      # only the new "b"
+    s.delete(("ns", "c"))
+    assert names() == ["a", "b"] and len(decoded) == 4
+    monkeypatch.setattr(store, "KEEP_DECODED", 1)
+    s.put(obj("d", 1, owner="u"))
+    assert names() == ["a", "b", "d"]             # "d" decoded; only the last one kept
+    before = len(decoded)
+    assert names() == ["a", "b", "d"] and len(decoded) == before + 2
+
+
+def test_an_object_changed_while_it_was_decoded_is_not_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A put between a reader's look-up and the end of its decoding: the reader gets what it
+    looked up, and the next reader the new version."""
+    s = make()
+    s.put(obj("a", 1, owner="u"))
+    real = s._decode
+    newer = obj("a", 2, owner="u")
+    newer["status"]["phase"] = "Failed"
+
+    def decode_while_it_changes(data: bytes) -> dict[str, Any]:
+        monkeypatch.setattr(s, "_decode", real)
+        s.put(newer)
+        return real(data)
+
+    monkeypatch.setattr(s, "_decode", decode_while_it_changes)
+    assert [o["status"]["phase"] for o in s.lookup("owner", "u")] == ["Running"]
+    assert [o["status"]["phase"] for o in s.lookup("owner", "u")] == ["Failed"]
