@@ -1,7 +1,8 @@
 """List and watch one resource into a Store, for as long as the controller runs.
 
-As client-go's reflector does: a paged LIST fills the store (replacing what it held, so objects
-deleted while nobody watched are reported gone), then a WATCH from the list's resourceVersion
+As client-go's reflector does: a list fills the store (replacing what it held, so objects deleted
+while nobody watched are reported gone), streamed where the server offers it (a watch sending the
+initial state, then a bookmark) and paged where not, then a WATCH from the list's resourceVersion
 with bookmarks keeps it current. A watch that ends is reopened from the last version seen
 (bookmarks included); one whose connection went quiet is reopened after the read timeout, so a
 dropped connection never hangs; 410 Gone (the version was compacted away) relists. Errors back off
@@ -24,6 +25,7 @@ from runtime.controller import kube
 log = logging.getLogger("jobrules.controller")
 
 Handler = Callable[[storelib.Change], None]
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"   # the bookmark annotation ending a streamed list
 
 
 class Informer:
@@ -34,7 +36,8 @@ class Informer:
                  on_change: Handler, *, selector: str = "", namespace: str | None = None,
                  read_timeout: float = 70.0, shard_selector: str = "",
                  on_event: Callable[[str, str], None] | None = None,
-                 on_sharded: Callable[[bool], None] | None = None) -> None:
+                 on_sharded: Callable[[bool], None] | None = None,
+                 stream_lists: bool = True) -> None:
         self.client = client
         self.namespace = namespace   # the one namespace it lists (None: all of them)
         self.name = name
@@ -48,6 +51,7 @@ class Informer:
         self.read_timeout = read_timeout
         self.on_event = on_event or (lambda what, reason: None)
         self.synced = threading.Event()
+        self._stream = stream_lists   # False once the server refused a streamed list
         self.missing = False      # the API server does not serve this resource (yet)
         self.error = ""           # the last problem, for /readyz
         self._stop = threading.Event()
@@ -107,6 +111,59 @@ class Informer:
                 self._pause(self._backoff.next())
 
     def _list(self) -> str:
+        """Fill the store with what exists now; the resourceVersion to watch from.
+
+        Streamed where the server offers it (watch-list, KEP-3157: a watch that sends every
+        object, then a bookmark marking the initial events' end): one request, no continue
+        token to expire. A paged LIST of 100,000 pods took minutes on a busy API server and
+        outlasted its token again and again (410), starting over each time. Paged where the
+        server refuses the stream (before 1.32, or the gate off), and where shards are asked
+        for: a pod list's `shardInfo` is how the server says it applied them."""
+        if self._stream and not self.shard_selector:
+            try:
+                return self._streamed()
+            except kube.ApiError as err:
+                if err.status not in (400, 422):
+                    raise
+                self._stream = False
+                log.info("%s: the API server does not stream lists (%s); listing in pages",
+                         self.name, err)
+        return self._paged()
+
+    def _streamed(self) -> str:
+        """The initial events of a watch-list into the store, each projected as it comes."""
+        version = ""
+
+        def items() -> Iterator[dict[str, Any]]:
+            nonlocal version
+            query = [*self._query(), ("sendInitialEvents", "true"),
+                     ("resourceVersionMatch", "NotOlderThan"), ("allowWatchBookmarks", "true"),
+                     ("timeoutSeconds", str(random.randint(300, 600)))]
+            events = self.client.watch(self.path, query, read_timeout=self.read_timeout)
+            try:
+                for event in events:
+                    obj = event.get("object")
+                    if not isinstance(obj, dict):
+                        continue
+                    if event.get("type") != "BOOKMARK":
+                        yield obj
+                    elif objects.annotations(obj).get(INITIAL_EVENTS_END) == "true":
+                        version = str(objects.meta(obj).get("resourceVersion") or "")
+                        return
+            finally:
+                events.close()   # from the end bookmark on, the watch is opened again
+            # A server that ignores sendInitialEvents (before 1.27) sends no end bookmark
+            self._stream = False
+            raise kube.TransportError(f"{self.path}: the watch ended before its initial events "
+                                      "did; listing in pages")
+
+        for change in self.store.replace(items(), self.namespace):
+            self.on_change(change)
+        self.missing, self.error = False, ""
+        self.synced.set()
+        return version
+
+    def _paged(self) -> str:
         """A paged LIST into the store, each page projected and dropped before the next is
         read; the list's resourceVersion."""
         version = ""

@@ -394,3 +394,33 @@ def test_a_watch_whose_connection_goes_silent_ends_with_a_timeout(api: Client,
     finally:
         proxy.close()
     assert 1.9 < waited < 5.0
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "paged"])
+def test_an_informer_fills_its_store_then_follows(client: Client, namespace: str, calls: Calls,
+                                                  stream: bool) -> None:
+    """The informer's first fill, streamed (watch-list: one watch, its initial events ended by
+    a bookmark) or paged, holds what the server holds, reports what its store held that is
+    gone, and then follows changes from the version it was given."""
+    from runtime import store as storelib
+    from runtime.controller import informer
+
+    for n in range(5):
+        client.create(CONFIG_MAPS.path(namespace), config_map(namespace, f"held-{n}", set="fill"))
+    changes: list[storelib.Change] = []
+    store = storelib.Store(lambda o: {"metadata": o["metadata"], "data": o.get("data")})
+    store.put({"metadata": {"name": "gone", "namespace": namespace, "resourceVersion": "1"}})
+    made = informer.Informer(client, "cms", CONFIG_MAPS.path(namespace), store, changes.append,
+                             selector="set=fill", namespace=namespace, stream_lists=stream)
+    made.start()
+    try:
+        assert made.synced.wait(60)
+        assert sorted(k[1] for k in store.keys()) == [f"held-{n}" for n in range(5)]
+        assert any(c.key[1] == "gone" and c.obj is None for c in changes)
+        client.create(CONFIG_MAPS.path(namespace), config_map(namespace, "later", set="fill"))
+        apiserver.wait_for("the later ConfigMap in the store",
+                           lambda: (namespace, "later") in store.keys(), 60)
+    finally:
+        made.stop()
+    lists = [c for c in calls if c[0] == "list" and c[1] == "configmaps"]
+    assert (lists == []) is stream and made._stream is stream
