@@ -15,7 +15,7 @@ dry-run create): `fixed-patch`, the same bare app answering with that patch, and
 MutatingAdmissionPolicy (GA in Kubernetes 1.36) whose CEL returns that patch, so that the API server
 makes the change itself, in-process, with no call at all. `native` is the same change by the
 policies `rulec manifests --native` ships (rulec/native_admission.py: our filters, pod-wins
-checks and record in CEL), one per kind the injection names. They measure what the change alone
+checks and record in CEL), one for the injection's two kinds. They measure what the change alone
 costs the API server: applying a patch, running its built-in mutating plugins and match
 conditions again, storing a larger pod.
 Each round takes the set-ups in turn (the order rotating between rounds); each set-up
@@ -172,7 +172,7 @@ def policy(entry: dict[str, Any], patch: str) -> Setup:
 
 def compiled(plan: Any) -> Setup:
     """Our injection as `rulec manifests --native` ships it: the MutatingAdmissionPolicies
-    rulec/native_admission.py compiles from the rules (one per kind the injection names), with
+    rulec/native_admission.py compiles from the rules (one for both kinds the injection names), with
     our logic (filters, pod-wins checks, the record) in their CEL, and their bindings."""
     from rulec import native_admission
 

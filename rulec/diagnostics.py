@@ -327,6 +327,13 @@ NATIVE_CODES: tuple[Code, ...] = (
     Code("N119", "native-empty", ENGINE, "an injection that changes nothing",
          "An injection with no op (or no kind) has nothing to compile: it stays with the "
          "webhook, which does nothing for it either."),
+    # ---- policies of kinds other than batch/v1 Job
+    Code("N120", "native-kind", ENGINE, "a policy of a kind with no native failure policy",
+         "rulec compiles failure handling only to the batch/v1 Job's own podFailurePolicy and "
+         "backoff limits, which the Job controller runs. The policies of every other kind "
+         "(the training operator's jobs, JobSet, Argo, Tekton, Volcano, ...) stay with the "
+         "engine; their own failure settings (JobSet's failurePolicy, Argo's retryStrategy, "
+         "Volcano's policies) are not compiled to (planned)."),
 )
 NATIVE_BY_CODE: dict[str, Code] = {c.code: c for c in NATIVE_CODES}
 NATIVE_BY_NAME: dict[str, Code] = {c.name: c for c in NATIVE_CODES}

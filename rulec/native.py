@@ -112,6 +112,7 @@ class KindReport:
     rules: tuple[Rule, ...]
     per_index: bool               # the kind counts per index (`fail task`, `per task`)
     limit: int | None             # the Job's budget; None: the one in the Job's manifest
+    api: str = "batch/v1 Job"     # the kind's apiVersion and kind
 
     @property
     def native_count(self) -> int:
@@ -132,7 +133,7 @@ class KindReport:
         return out
 
     def to_json(self) -> Json:
-        return {"kind": self.kind, "where": self.where,
+        return {"kind": self.kind, "api": self.api, "where": self.where,
                 "policies": [d.to_json() for d in self.decisions],
                 "native": self.native_count, "total": len(self.decisions),
                 "fragment": self.fragment()}
@@ -142,6 +143,24 @@ def decide(plan: Mapping[str, Any]) -> tuple[KindReport, ...]:
     """A report for every batch/v1 Job kind of a compiled plan, in plan order."""
     return tuple(decide_kind(k, plan.get("injections", ()))
                  for k in plan.get("kinds", ()) if is_batch_job(k))
+
+
+def decide_every_kind(plan: Mapping[str, Any]) -> tuple[KindReport, ...]:
+    """A report for every kind of a compiled plan, in plan order: a batch/v1 Job kind's as
+    `decide` gives it; another kind's policies all stay with the engine (N120: rulec compiles
+    failure handling only to the Job's podFailurePolicy)."""
+    out = []
+    for kind in plan.get("kinds", ()):
+        if is_batch_job(kind):
+            out.append(decide_kind(kind, plan.get("injections", ())))
+            continue
+        api = f"{kind.get('apiVersion')} {kind.get('kind')}"
+        decisions = tuple(
+            Decision(n, p["id"], _where(p["span"]), code="N120",
+                     reason=f"{api} has no failure policy rulec compiles to")
+            for n, p in enumerate(kind["policies"], 1))
+        out.append(KindReport(kind["name"], _where(kind["span"]), decisions, (), False, None, api))
+    return tuple(out)
 
 
 def is_batch_job(kind: Mapping[str, Any]) -> bool:

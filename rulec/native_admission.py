@@ -85,8 +85,8 @@ def q(text: str) -> str:
 
 
 def policy_name(injection: str, kind: str | None = None, prefix: str = PREFIX) -> str:
-    """`jobrules-<injection>`, or `jobrules-<injection>-<kind>` for an injection into pods of
-    several kinds (one policy each: what the injection reads of its kind may differ)."""
+    """`jobrules-<injection>` (an injection's one policy, whatever kinds it names), or
+    `jobrules-<kind>-<what>` (a Job kind's)."""
     name = f"{prefix}{injection}" if kind is None else f"{prefix}{injection}-{kind}"
     return re.sub(r"[^a-z0-9.-]+", "-", name.lower()).strip("-.")[:253]   # a DNS subdomain
 
@@ -106,11 +106,9 @@ def decide(plan: planlib.Plan, *, prefix: str = PREFIX,
         try:
             if not injection.kinds:
                 raise _Engine("N119", "the injection names no kind")
-            for name in injection.kinds:
-                policy = _Policy(injection, kinds[name], sidecars)
-                objects += policy.objects(plan, policy_name(
-                    injection.name, name if len(injection.kinds) > 1 else None, prefix),
-                    namespace_labels)
+            each = [_Policy(injection, kinds[name], sidecars) for name in injection.kinds]
+            objects += _objects(each, plan, policy_name(injection.name, prefix=prefix),
+                                namespace_labels)
         except _Engine as err:
             out.append(InjectionDecision(injection.name, where, code=err.code, reason=err.reason))
             continue
@@ -465,48 +463,73 @@ class _Policy:
                    f"object.spec.initContainers.exists(c, c.name == {name})))")
         return field, missing, f"{typed}{{{', '.join(fields)}}}"
 
-    # -- objects ---------------------------------------------------------------------------
 
-    def objects(self, plan: planlib.Plan, name: str,
-                namespace_labels: Mapping[str, str] | None) -> tuple[Obj, Obj]:
-        requirements = [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
-                         "values": sorted(ALWAYS_EXCLUDED)}]
-        requirements += [{"key": r.key, "operator": r.operator,
-                          **({"values": list(r.values)} if r.values else {})}
-                         for r in self.injection.namespace_requirements]
-        selector: Obj = {"matchExpressions": requirements}
-        if namespace_labels:
-            selector["matchLabels"] = dict(namespace_labels)
-        owner = (f"{_REFS}.exists(r, {_CONTROLLER}) ? {_REFS}.filter(r, {_CONTROLLER})[0] : "
-                 f"{_REFS}[0]")
-        labels = {"app.kubernetes.io/managed-by": "rulec",
-                  "jobrules.dev/injection": self.injection.name}
-        policy = {
-            "apiVersion": API_VERSION, "kind": POLICY_KIND,
-            "metadata": {"name": name, "labels": labels,
-                         "annotations": {"jobrules.dev/rule": str(self.injection.span),
-                                         RECORD: f"{self.injection.name}@{digest(self.injection)}"}},
-            "spec": {
-                "matchConstraints": {
-                    "resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
-                                       "operations": ["CREATE"], "resources": ["pods"],
-                                       "scope": "Namespaced"}],
-                    "namespaceSelector": selector,
-                    "objectSelector": {"matchExpressions": [
-                        {"key": SKIP_LABEL, "operator": "DoesNotExist"}]},
-                    "matchPolicy": "Equivalent",
-                },
-                "matchConditions": self.conditions,
-                "variables": [{"name": "owner", "expression": owner}],
-                "failurePolicy": plan.webhook.failure_policy,
-                "reinvocationPolicy": "IfNeeded",
-                "mutations": self.mutations,
+# ---------------------------------------------------------------------------------------------
+# The policy and binding of one injection
+
+
+def _objects(each: list[_Policy], plan: planlib.Plan, name: str,
+             namespace_labels: Mapping[str, str] | None) -> tuple[Obj, Obj]:
+    """One injection's policy and binding, whatever kinds it names: the API server spends a
+    conversion of the whole pod on every policy it offers a pod to, even one whose match
+    conditions then fail, so an injection into pods of several kinds is one policy whose
+    condition and patch test the owner's kind (a patch per kind only where they differ)."""
+    injection = each[0].injection
+    requirements = [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                     "values": sorted(ALWAYS_EXCLUDED)}]
+    requirements += [{"key": r.key, "operator": r.operator,
+                      **({"values": list(r.values)} if r.values else {})}
+                     for r in injection.namespace_requirements]
+    selector: Obj = {"matchExpressions": requirements}
+    if namespace_labels:
+        selector["matchLabels"] = dict(namespace_labels)
+    owner = (f"{_REFS}.exists(r, {_CONTROLLER}) ? {_REFS}.filter(r, {_CONTROLLER})[0] : "
+             f"{_REFS}[0]")
+    if len(each) == 1:
+        conditions, mutations = each[0].conditions, each[0].mutations
+    else:
+        tests = ["(" + " && ".join(c["expression"] for c in p.conditions) + ")" for p in each]
+        conditions = [{"name": "owned-by-a-declared-kind", "expression": " || ".join(tests)}]
+        patches = [p.mutations[0]["jsonPatch"]["expression"] for p in each]
+        if len(set(patches)) == 1:
+            mutations = each[0].mutations
+        else:   # the first kind whose test holds, as the match condition found it
+            chain = "[]"
+            for test, patch in reversed(list(zip(tests, patches))):
+                chain = f"{test} ? {patch} : {chain}"
+            mutations = [_patch(chain)]
+    labels = {"app.kubernetes.io/managed-by": "rulec", "jobrules.dev/injection": injection.name}
+    policy = {
+        "apiVersion": API_VERSION, "kind": POLICY_KIND,
+        "metadata": {"name": name, "labels": labels,
+                     "annotations": {"jobrules.dev/rule": str(injection.span),
+                                     RECORD: f"{injection.name}@{digest(injection)}"}},
+        "spec": {
+            "matchConstraints": {
+                "resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                   "operations": ["CREATE"], "resources": ["pods"],
+                                   "scope": "Namespaced"}],
+                "namespaceSelector": selector,
+                "objectSelector": {"matchExpressions": [
+                    {"key": SKIP_LABEL, "operator": "DoesNotExist"}]},
+                "matchPolicy": "Equivalent",
             },
-        }
-        binding = {"apiVersion": API_VERSION, "kind": BINDING_KIND,
-                   "metadata": {"name": name, "labels": dict(labels)},
-                   "spec": {"policyName": name}}
-        return policy, binding
+            "matchConditions": conditions,
+            "variables": [{"name": "owner", "expression": owner}],
+            "failurePolicy": plan.webhook.failure_policy,
+            # Not `IfNeeded`: kube-apiserver 1.36.3 reinvokes an `IfNeeded` policy that changed
+            # the pod every time (its dispatcher marks the policy for reinvocation by its own
+            # change), which evaluates it twice a pod. What `Never` gives up: a container a
+            # webhook adds (webhooks run after every policy) does not get this injection's env
+            # and mounts; the injected sidecars of the plan are never targets anyway.
+            "reinvocationPolicy": "Never",
+            "mutations": mutations,
+        },
+    }
+    binding = {"apiVersion": API_VERSION, "kind": BINDING_KIND,
+               "metadata": {"name": name, "labels": dict(labels)},
+               "spec": {"policyName": name}}
+    return policy, binding
 
 
 def _has_key(field: str, key: str, values: Iterable[str] | None) -> str:

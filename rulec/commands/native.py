@@ -1,11 +1,13 @@
-"""`rulec native RULES...`: which policies of the batch Job kinds the Job controller can take
-itself, and the Job `spec` fragment that says so (`rulec.native` decides; this prints).
+"""`rulec native RULES...`: which rules the cluster's own machinery can take (`rulec.native`
+and `rulec.native_admission` decide; this prints).
 
 `--format text` (the default) prints per kind a table of its policies (native, and into which
-podFailurePolicy rule, or kept by the engine with a code `rulec explain` knows), the share that
-went native and the fragment as YAML; `json` the whole report; `yaml` only the fragments, one
-document per kind, to paste into a Job's manifest. Exit codes: 0 reported; 1 the rules have
-errors (no report); 2 unreadable input.
+podFailurePolicy rule, or kept by the engine with a code `rulec explain` knows: a kind other
+than batch/v1 Job has no native failure policy, N120), the share that went native and the
+Job fragment as YAML; then each injection's MutatingAdmissionPolicy or why the webhook keeps
+it; then "N of M rules native". `json` the whole report; `yaml` only the batch Job fragments,
+one document per kind, to paste into a Job's manifest. Exit codes: 0 reported; 1 the rules
+have errors (no report); 2 unreadable input.
 """
 from __future__ import annotations
 
@@ -22,10 +24,12 @@ FORMATS = ("text", "json", "yaml")
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
-        "native", help="which batch Job policies the Job's own podFailurePolicy can take",
-        description="For each batch/v1 Job kind, decide which of its policies the Job "
-                    "controller's podFailurePolicy can take (in order: first match wins) and "
-                    "print the Job spec fragment that says it (docs/native.md).")
+        "native", help="which rules the cluster's own machinery can take",
+        description="For each kind, which of its policies the Job controller's "
+                    "podFailurePolicy can take (batch/v1 Jobs; in order: first match wins) and "
+                    "the Job spec fragment that says it; for each injection, the "
+                    "MutatingAdmissionPolicy that does it; and the share of the rules that went "
+                    "native (docs/native.md).")
     parser.add_argument("paths", nargs="+", metavar="PATH", help=".rules files or folders")
     parser.add_argument("--format", choices=FORMATS, default="text",
                         help="text (default): tables and fragments; json: the whole report; "
@@ -46,28 +50,39 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(diagnostics.render(result.errors, "concise", result.sources))
         print(f"rulec: no report: {len(result.errors)} error(s)", file=sys.stderr)
         return 1
-    reports = native.decide(result.plan)
     injections = native_admission.decide(planlib.load(result.plan))
     if args.format == "json":
+        reports = native.decide_every_kind(result.plan)
         sys.stdout.write(json.dumps({"kinds": [r.to_json() for r in reports],
-                                     "injections": [i.to_json() for i in injections]},
+                                     "injections": [i.to_json() for i in injections],
+                                     "summary": summary(reports, injections)},
                                     indent=2, ensure_ascii=False) + "\n")
     elif args.format == "yaml":
-        sys.stdout.write(fragments_yaml(reports))
+        sys.stdout.write(fragments_yaml(native.decide(result.plan)))
     else:
-        sys.stdout.write(text(reports, injections))
+        sys.stdout.write(text(native.decide_every_kind(result.plan), injections))
     return 0
+
+
+def summary(reports: tuple[native.KindReport, ...],
+            injections: tuple[native_admission.InjectionDecision, ...]) -> dict[str, int]:
+    """How many rules (policies of every kind, injections) went native, of how many."""
+    policies = sum(len(r.decisions) for r in reports)
+    native_policies = sum(r.native_count for r in reports)
+    native_injections = sum(d.native for d in injections)
+    return {"native": native_policies + native_injections, "rules": policies + len(injections),
+            "nativePolicies": native_policies, "policies": policies,
+            "nativeInjections": native_injections, "injections": len(injections)}
 
 
 def text(reports: tuple[native.KindReport, ...],
          injections: tuple[native_admission.InjectionDecision, ...] = ()) -> str:
-    """The report as a person reads it."""
-    tail = injections_text(injections)
-    if not reports:
-        return "no batch/v1 Job kind: nothing can go native\n" + (f"\n{tail}" if tail else "")
+    """The report as a person reads it: per kind its policies, then the injections, then the
+    share of the rules that went native."""
     out: list[str] = []
     for report in reports:
-        out.append(f"kind {report.kind} (batch/v1 Job), {report.where}")
+        batch = report.api == "batch/v1 Job"
+        out.append(f"kind {report.kind} ({report.api}), {report.where}")
         total = len(report.decisions)
         if total:
             rows = [("#", "policy", "where", "decision")] + [
@@ -78,7 +93,8 @@ def text(reports: tuple[native.KindReport, ...],
             share = round(100 * report.native_count / total)
             out.append(f"  native: {report.native_count} of {total} policies ({share}%)")
         else:
-            out.append("  no policies: the Job's own podFailurePolicy and backoffLimit decide")
+            out.append("  no policies" + (": the Job's own podFailurePolicy and backoffLimit "
+                                          "decide" if batch else ""))
         fragment = report.fragment()
         if fragment and total:
             needs = "restartPolicy: Never in the pod template" + (
@@ -86,11 +102,19 @@ def text(reports: tuple[native.KindReport, ...],
             out.append(f"  fragment (Job spec; it needs {needs}):")
             out += ["    " + line for line in _yaml(fragment).splitlines()]
         out.append("")
-    return "\n".join(out) + (f"\n{tail}" if tail else "")
+    tail = injections_text(injections)
+    if tail:
+        out.append(tail)
+    counts = summary(reports, injections)
+    percent = f" ({round(100 * counts['native'] / counts['rules'])}%)" if counts["rules"] else ""
+    out.append(f"{counts['native']} of {counts['rules']} rules native{percent}: "
+               f"{counts['nativePolicies']} of {counts['policies']} policies, "
+               f"{counts['nativeInjections']} of {counts['injections']} injections")
+    return "\n".join(out) + "\n"
 
 
 def injections_text(injections: tuple[native_admission.InjectionDecision, ...]) -> str:
-    """Per injection: the MutatingAdmissionPolicies that do it, or why the webhook keeps it."""
+    """Per injection: the MutatingAdmissionPolicy that does it, or why the webhook keeps it."""
     if not injections:
         return ""
     rows = [("injection", "where", "decision")]
@@ -98,9 +122,9 @@ def injections_text(injections: tuple[native_admission.InjectionDecision, ...]) 
         if d.native:
             rows.append((d.injection, d.where,
                          f"native: MutatingAdmissionPolicy {', '.join(d.policies)} "
-                         f"({d.expressions} CEL expressions each)"))
+                         f"({d.expressions} CEL expressions)"))
         else:
-            rows.append((d.injection, d.where, f"webhook: {d.code} {d.reason}"))
+            rows.append((d.injection, d.where, f"engine: {d.code} {d.reason} (the webhook)"))
     widths = [max(len(r[i]) for r in rows) for i in range(2)]
     out = ["injections (MutatingAdmissionPolicy, admissionregistration.k8s.io/v1)"]
     out += ["  " + "  ".join(c.ljust(w) for c, w in zip(r[:2], widths)) + "  " + r[2]
