@@ -162,13 +162,13 @@ class Store:
             if old is not None and (rv < old.rv or old.data == data):
                 return None
             self._unindex(key, old)
-            held = self._decoded.pop(key, None)
+            kept = self._decoded.pop(key, None)
             terms = tuple(self._terms.setdefault(term, term) for term in found)
             self._items[key] = Entry(rv, data, digest, terms)
             for term in terms:
                 self._by.setdefault(term, set()).add(key)
             self.bytes += len(data) - (len(old.data) if old else 0)
-        previous = None if old is None else held if held is not None else self._decode(old.data)
+        previous = None if old is None else kept if kept is not None else self._decode(old.data)
         return Change(key, projected, previous, old is None or old.digest != digest)
 
     def delete(self, key: Key) -> Change | None:
@@ -177,9 +177,9 @@ class Store:
             if old is None:
                 return None
             self._unindex(key, old)
-            held = self._decoded.pop(key, None)
+            kept = self._decoded.pop(key, None)
             self.bytes -= len(old.data)
-        previous = held if held is not None else self._decode(old.data)
+        previous = kept if kept is not None else self._decode(old.data)
         return Change(key, None, previous, True)
 
     def replace(self, objs: Iterable[Mapping[str, Any]],

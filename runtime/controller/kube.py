@@ -43,7 +43,7 @@ import socket
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from http import HTTPStatus
 from typing import Any, cast
 from urllib.parse import quote, urlencode
@@ -453,7 +453,7 @@ class Client:
             options["propagationPolicy"] = propagation_policy
         return cast(Obj, self.request("DELETE", path, options or None, query=query))
 
-    def watch(self, path: str, query: Query = (), *, read_timeout: float) -> Iterator[Obj]:
+    def watch(self, path: str, query: Query = (), *, read_timeout: float) -> Generator[Obj, None, None]:
         """The events of a WATCH on the collection at `path`, decoded (`type`, `object`), from the
         first `next()` on. Pass `resourceVersion`, `allowWatchBookmarks`, `timeoutSeconds` in
         `query`. Ends when the server ends the watch; raises `Timeout` when no byte came for
