@@ -618,7 +618,14 @@ RESIZE = ("    actions {\n        restart job -> set spec.suspend = true, resize
         ("R106", (1, 48, 1, 58), "`webhook timeout` is given twice", [("first given here", 1, 37)])]),
     (kind("") + 'inject "i" into pods of j {\n    sidecar "s" { image "a" image "b" }\n}\n', [
         ("R106", (7, 29, 7, 38), "`image` is given twice", [("first given here", 7, 19)])]),
-], ids=["action", "webhook", "sidecar"])
+    (kind('    status {\n        no events\n        condition "A"\n        no condition\n'
+          '        no events\n    }'), [
+        ("R106", (7, 9, 7, 21), "`condition` is given twice", [("first given here", 6, 9)]),
+        ("R106", (8, 9, 8, 18), "`events` is given twice", [("first given here", 5, 9)])]),
+    (kind("") + 'inject "i" into pods of j {\n    wait for container "main"\n'
+     '    wait for containers ["a"]\n}\n', [
+        ("R106", (8, 5, 8, 30), "`wait for` is given twice", [("first given here", 7, 5)])]),
+], ids=["action", "webhook", "sidecar", "status", "wait"])
 def test_a_clause_given_twice_is_reported_at_the_second_and_the_clauses_after_it_are_read(
         text: str, expected: list) -> None:
     build = api.build_sources([SourceFile.from_text("t.rules", text)], emit_plan=False)

@@ -682,3 +682,33 @@ def test_event_tasks_counts_and_memory_growth() -> None:
     assert (restarted["event"], restarted["task"]) == ("containerRestarted", "w")
     assert grown["action"]["grow"] == {"resource": "memory", "factor": 1.5, "max": "4Gi"}
     assert capless["action"]["grow"] == {"resource": "memory", "factor": 2.0, "max": None}
+
+
+def test_status_switches_and_injection_ops() -> None:
+    plan = _plan('''job j: batch/v1 Job {
+    succeeded when all pods succeeded
+    status {
+        no annotations
+    }
+}
+job k: batch/v2 Job {
+    succeeded when all pods succeeded
+    status {
+        no events
+    }
+}
+inject "i" into pods of j {
+    volume "v" empty dir
+    wrap primary with shell "exec {argv}"
+    wrap ["main"] with ["/w"]
+    wait for container "main"
+}''')
+    statuses = [(k["status"]["events"], k["status"]["annotations"]) for k in plan["kinds"]]
+    assert statuses == [(True, False), (False, True)]
+    [injection] = plan["injections"]
+    volume, shell, argv = injection["ops"]
+    assert volume["source"] == {"emptyDir": {}}
+    assert (shell["containers"], shell["shell"]) == ({"select": "primary", "names": []},
+                                                     ["exec ", {"var": "argv"}])
+    assert (argv["containers"], argv["argv"]) == ({"select": "named", "names": ["main"]}, [["/w"]])
+    assert injection["completionContainers"] == ["main"]
