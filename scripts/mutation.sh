@@ -133,6 +133,12 @@ EOF
         echo "timeout_constant = 5"
     } > "$dir/setup.cfg.new"
     mv "$dir/setup.cfg.new" "$dir/setup.cfg"
+    # mutmut copies the files under source_paths that are not Python (the grammar) only when it
+    # first makes mutants/: copy them again, or a later run reads an old grammar beside new rules.
+    if [[ -d $dir/mutants ]]; then
+        (cd "$root" && find runtime rulec \( -type f -o -type l \) ! -name '*.py' ! -path '*/__pycache__/*' \
+            -exec cp -L --parents {} "$dir/mutants/" \;)
+    fi
 }
 
 # mutmut picks the mutant of a run by an environment variable, not by changing the files, so an

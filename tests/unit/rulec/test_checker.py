@@ -594,6 +594,46 @@ def test_define_chains_count_as_the_filters_they_stand_for() -> None:
     assert found(text) == []
 
 
+def test_a_declaration_too_deep_to_lower_is_reported_at_its_first_level_past_the_limit() -> None:
+    """Thousands of nested `not`: lowering runs out of stack; R005 spans the first `not` past the
+    limit (the kind and the verdict are the first two levels) to the end of what it negates."""
+    line = "job j: v1 Pod { failed when " + "not " * 3000 + "any pod failed }"
+    build = api.build_sources([SourceFile.from_text("t.rules", line + "\n")], emit_plan=False)
+    [d] = build.diagnostics
+    assert (d.code, d.span) == ("R005", Span("t.rules", 1, 29 + 4 * 98, 1, len(line) - 1))
+    assert d.message == (f"this nests more than {expr.MAX_NESTING} levels deep (hundreds of "
+                         "nested `not`, parentheses or `then`); it cannot be read")
+
+
+RESIZE = ("    actions {\n        restart job -> set spec.suspend = true, resize spec.template, "
+          "set spec.suspend = false\n    }\n")
+
+
+@pytest.mark.parametrize("text, expected", [
+    (kind("    on pod failed -> restart job max 1 max 2 with memory * 20\n" + RESIZE), [
+        ("R106", (4, 40, 4, 45), "`max` is given twice", [("first given here", 4, 34)]),
+        ("R306", (4, 46, 4, 62), "the factor must be above 1 and at most 16, not 20", [])]),
+    ("webhook failure open failure closed timeout 5s timeout 6s\n", [
+        ("R106", (1, 22, 1, 36), "`webhook failure` is given twice", [("first given here", 1, 9)]),
+        ("R106", (1, 48, 1, 58), "`webhook timeout` is given twice", [("first given here", 1, 37)])]),
+    (kind("") + 'inject "i" into pods of j {\n    sidecar "s" { image "a" image "b" }\n}\n', [
+        ("R106", (7, 29, 7, 38), "`image` is given twice", [("first given here", 7, 19)])]),
+    (kind('    status {\n        no events\n        condition "A"\n        no condition\n'
+          '        no events\n    }'), [
+        ("R106", (7, 9, 7, 21), "`condition` is given twice", [("first given here", 6, 9)]),
+        ("R106", (8, 9, 8, 18), "`events` is given twice", [("first given here", 5, 9)])]),
+    (kind("") + 'inject "i" into pods of j {\n    wait for container "main"\n'
+     '    wait for containers ["a"]\n}\n', [
+        ("R106", (8, 5, 8, 30), "`wait for` is given twice", [("first given here", 7, 5)])]),
+], ids=["action", "webhook", "sidecar", "status", "wait"])
+def test_a_clause_given_twice_is_reported_at_the_second_and_the_clauses_after_it_are_read(
+        text: str, expected: list) -> None:
+    build = api.build_sources([SourceFile.from_text("t.rules", text)], emit_plan=False)
+    assert [(d.code, (d.span.line, d.span.column, d.span.end_line, d.span.end_column), d.message,
+             [(n.message, n.span.line, n.span.column) for n in d.notes])
+            for d in build.diagnostics] == expected
+
+
 def test_deep_jmespath_is_reported_at_the_expression() -> None:
     assert found(kind("    failed when <<status" + " | status" * 120 + ">>")) == [("R005", 4, 17)]
     assert found(kind("    failed when <<" + "(" * 3000 + "a" + ")" * 3000 + ">>")) == [

@@ -655,3 +655,60 @@ def test_a_label_after_a_namespace_in_the_scope_is_in_the_selector() -> None:
               '    succeeded when all pods succeeded\n}\n')
     assert k["selector"] == [{"key": "team", "operator": "In", "values": ["a"]}]
     assert k["namespaces"] == ["ml"]
+
+
+def test_event_tasks_counts_and_memory_growth() -> None:
+    """What lowering reads of each: the task of an eviction and of a container restart, a count
+    of pods against an expression, a count of tasks in any state, and `with memory` with and
+    without its cap (found untested by mutants of rulec/lower.py)."""
+    kind = _kind('''job j: batch/v1 Job {
+    task label "role"
+    succeeded when all pods succeeded
+    failed when count pods failed >= <<spec.backoffLimit>> or count tasks >= 2
+    on task "w" pod failed or evicted -> ignore
+    on task "w" container restarted -> ignore
+    on pod failed -> restart job max 1 with memory * 1.5 up to 4Gi
+    on pod evicted -> restart job max 1 with memory * 2
+    actions {
+        restart job -> set spec.suspend = true, resize spec.template, set spec.suspend = false
+    }
+}''')
+    pods, tasks = kind["verdicts"][1]["when"]["args"]
+    assert (pods["op"], pods["state"], pods["cmp"], [p["expr"] for p in pods["value"]]) == (
+        "count", "failed", ">=", ["spec.backoffLimit"])
+    assert (tasks["op"], tasks["state"], tasks["cmp"]) == ("taskCount", None, ">=")
+    evicted, restarted, grown, capless = kind["policies"]
+    assert (evicted["event"], evicted["task"], evicted["evicted"]) == ("podFailed", "w", True)
+    assert (restarted["event"], restarted["task"]) == ("containerRestarted", "w")
+    assert grown["action"]["grow"] == {"resource": "memory", "factor": 1.5, "max": "4Gi"}
+    assert capless["action"]["grow"] == {"resource": "memory", "factor": 2.0, "max": None}
+
+
+def test_status_switches_and_injection_ops() -> None:
+    plan = _plan('''job j: batch/v1 Job {
+    succeeded when all pods succeeded
+    status {
+        no annotations
+    }
+}
+job k: batch/v2 Job {
+    succeeded when all pods succeeded
+    status {
+        no events
+    }
+}
+inject "i" into pods of j {
+    volume "v" empty dir
+    wrap primary with shell "exec {argv}"
+    wrap ["main"] with ["/w"]
+    wait for container "main"
+}''')
+    statuses = [(k["status"]["events"], k["status"]["annotations"]) for k in plan["kinds"]]
+    assert statuses == [(True, False), (False, True)]
+    [injection] = plan["injections"]
+    volume, shell, argv = injection["ops"]
+    assert volume["source"] == {"emptyDir": {}}
+    assert (shell["containers"], shell["shell"]) == ({"select": "primary", "names": []},
+                                                     ["exec ", {"var": "argv"}])
+    assert (argv["containers"], argv["argv"]) == ({"select": "named", "names": ["main"]}, [["/w"]])
+    assert injection["completionContainers"] == ["main"]

@@ -284,6 +284,8 @@ WORKER = {"training.kubeflow.org/replica-type": "Worker"}
     (annotation("a/b~c"), "job", None, {"a/b~c": "x"}, True),
     (annotation("a/b~c"), "job", TRIAL, None, False),
     (annotation("a", ["x"]), "job", {"a": "x"}, None, False),
+    (annotation("a", ["x"]), "job", None, {"a": "y"}, False),
+    (annotation("a", ["x"]), "job", None, {"a": "x"}, True),
     (namespace_in("ns"), "job", None, None, True),
     (namespace_in("other"), "job", None, None, False),
     (namespace_in("other", negate=True), "job", None, None, True),
@@ -790,7 +792,9 @@ def test_completion_on_a_pod_whose_annotations_cannot_be_written_fails_its_injec
      "container 'main': command and args must be string lists"),
     (lambda: annotate(), lambda: pod("main", annotations=["x"]),
      "pod field metadata.annotations is a list, not an object"),
-], ids=["native", "regular", "sidecar-mount", "no-command", "odd-args", "annotate"])
+    (lambda: op("volume", name="v", source={"emptyDir": {}}), lambda: {**pod("main"), "spec": ["x"]},
+     "pod field spec is a list, not an object"),
+], ids=["native", "regular", "sidecar-mount", "no-command", "odd-args", "annotate", "odd-spec"])
 def test_an_op_that_cannot_be_applied_fails_citing_it(written, received, message):
     at = {**SPAN, "line": 26, "endLine": 26}
     with pytest.raises(mutator.MutationError) as info:
@@ -861,8 +865,19 @@ def test_wrap_is_not_repeated_on_a_recorded_pod():
 
 @pytest.mark.parametrize(("argv", "shell"), [(None, None), ([["a"]], ["b"])])
 def test_wrap_needs_exactly_one_form(argv, shell):
-    with pytest.raises(mutator.MutationError, match="exactly one of argv or shell"):
-        mutator.mutate(build(inj(wrap(argv=argv, shell=shell))), pod())
+    at = {**SPAN, "line": 27, "endLine": 27}
+    with pytest.raises(mutator.MutationError) as info:
+        mutator.mutate(build(inj({**wrap(argv=argv, shell=shell), "span": at})), pod())
+    assert (info.value.injection, info.value.span.line, info.value.message) == (
+        "inj", 27, "wrap needs exactly one of argv or shell")
+
+
+def test_wrap_argv_names_each_container():
+    c = container("main", command=["app"])
+    _, result = run(build(inj(wrap(argv=[["/jr/run"], ["--name=", var("container")]],
+                                   containers=every()))), pod(c, container("aux", command=["x"])))
+    assert [c["command"] for c in result["spec"]["containers"]] == [
+        ["/jr/run", "--name=main", "app"], ["/jr/run", "--name=aux", "x"]]
 
 
 def test_wrap_leaves_other_containers_alone():
@@ -933,6 +948,10 @@ def test_shell_rendering_uses_shlex_join():
     ([expr("`true`")], {}, "true"),
     ([expr("pod.nothing")], {}, ""),
     (["{literal}", expr("'x'")], {}, "{literal}x"),
+    (["con", "cat"], {}, "concat"),                              # literal parts only
+    ([var("pod")], {"name": 5}, ""),                             # a name that is not a string
+    ([var("pod")], {"name": None, "generateName": None}, ""),    # neither name nor prefix
+    ([expr("age('2020-01-01T00:00:00Z') > `100000000`")], {}, "true"),   # the clock, aware
 ])
 def test_template_rendering(parts, meta, expected):
     p = pod("tensorflow", owner="tfjob", labels=MASTER)
@@ -974,7 +993,9 @@ def test_filter_error_cites_the_expression():
     match = {"op": "jmespath", "expr": "length(`1`)", "span": {**SPAN, "line": 7}}
     with pytest.raises(mutator.MutationError) as info:
         mutator.mutate(build(inj(annotate(), match=match)), pod())
-    assert info.value.span.line == 7
+    assert (info.value.injection, info.value.span.line) == ("inj", 7)
+    assert re.fullmatch(r"JMESPath 'length\(`1`\)' failed: In function length\(\), invalid type .*",
+                        info.value.message)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1358,3 +1379,117 @@ def test_reads_pod(injection: dict, reads: bool) -> None:
 
 def test_kinds_without_injections_do_not_count() -> None:
     assert build().reads_pod is False   # vcjob and byexpr read the pod, unused
+
+
+# ---------------------------------------------------------------------------------------------
+# Scopes, odd owners and pods, appended entries (each found by a surviving mutant)
+
+
+def build_with(extra_kind: dict, *injections: dict) -> mutator.Injector:
+    return mutator.prepare(plan.load(
+        {"planVersion": 1, "files": [], "kinds": KINDS + [extra_kind], "injections": list(injections)},
+        digest=DIGEST))
+
+
+def test_a_pod_outside_its_kind_s_namespaces_is_left_alone():
+    injector = build_with(kind("scoped", "x.dev/v1", "Scoped", namespaces=["team-a"]),
+                          inj(annotate(), kinds=["scoped"]))
+    p = pod(owner=None)
+    p["metadata"]["ownerReferences"] = [ref("x.dev/v1", "Scoped", controller=True)]
+    assert mutator.mutate(injector, p, None, "team-b") == mutator.Mutation((), (), None)
+    assert mutator.mutate(injector, p, None, "team-a").applied == ("inj",)
+    p["metadata"]["namespace"] = "team-a"   # read from the pod when the request has none
+    assert mutator.mutate(injector, p).applied == ("inj",)
+
+
+def test_a_webhook_entry_the_plan_does_not_have_injects_nothing():
+    """A call from an entry of another plan (a namespace selector this plan lacks)."""
+    assert mutator.mutate(build(inj(annotate())), pod(), None, None, "team in (a)") == \
+        mutator.Mutation((), (), "job")
+
+
+def test_an_owner_that_is_not_an_object_is_read_from_the_reference():
+    plan_ = build(inj(annotate("job", [var("job")])))
+    mutation, result = run(plan_, pod(), owner=["not", "an", "object"])
+    assert mutation.kind == "job"
+    assert result["metadata"]["annotations"]["job"] == "owner-1"
+
+
+def test_primary_containers_by_prefix():
+    injector = build_with(kind("prefixed", "x.dev/v1", "Prefixed", primaryContainerPrefix="worker-"),
+                          inj(env(), kinds=["prefixed"]))
+    p = pod("launcher", "worker-0", "helper", "worker-1", owner=None)
+    p["metadata"]["ownerReferences"] = [ref("x.dev/v1", "Prefixed", controller=True)]
+    _, result = run(injector, p)
+    assert ["env" in c for c in result["spec"]["containers"]] == [False, True, False, True]
+
+
+def test_a_mount_is_appended_to_the_container_s_own_mounts():
+    own = {"name": "own", "mountPath": "/own"}
+    p = pod(container("tensorflow", volumeMounts=[own]), owner="tfjob",
+            volumes=[{"name": "own", "emptyDir": {}}])
+    plan_ = build(inj(op("volume", name="v", source={"emptyDir": {}}), mount(), kinds=["tfjob"]))
+    mutation, result = run(plan_, p)
+    added = {"name": "v", "mountPath": "/data"}
+    assert patch.add("/spec/containers/0/volumeMounts/-", added) in mutation.patch
+    assert result["spec"]["containers"][0]["volumeMounts"] == [own, added]
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_a_sidecar_on_a_pod_without_a_spec(native):
+    p = pod()
+    del p["spec"]
+    field = "initContainers" if native else "containers"
+    mutation, result = run(build(inj(sidecar(native=native))), p)
+    assert list(mutation.patch[1:]) == [
+        patch.add("/spec", {}),
+        patch.add(f"/spec/{field}", [result["spec"][field][0]])]
+    assert [c["name"] for c in result["spec"][field]] == ["collector"]
+
+
+def test_an_annotation_on_a_pod_without_a_spec_adds_no_spec():
+    p = pod()
+    del p["spec"]
+    mutation, result = run(build(inj(annotate())), p)
+    assert "spec" not in result and len(mutation.patch) == 1
+
+
+def test_the_token_mount_is_the_token_volume_s_whatever_else_the_volumes_hold():
+    volumes = ["odd", {"name": 3}, {"name": "data", "emptyDir": {}}, TOKEN_VOLUME]
+    _, result = run(build(inj(sidecar())), pod("main", volumes=volumes))
+    assert result["spec"]["containers"][-1]["volumeMounts"] == [TOKEN_MOUNT]
+
+
+def test_one_sidecar_named_by_two_injections_is_added_once():
+    plan_ = build(inj(sidecar(), name="one"), inj(sidecar(image=["other"]), name="two"))
+    mutation, result = run(plan_, pod("main"))
+    assert [(c["name"], c["image"]) for c in result["spec"]["containers"]] == [
+        ("main", "img/main"), ("collector", "img")]
+    assert mutation.applied == ("one",)
+    assert result["metadata"]["annotations"][RECORD] == record("one")
+
+
+def test_the_record_on_a_pod_whose_annotations_cannot_be_written_cites_the_injection():
+    """An injection that changed only containers still records itself: on a pod whose
+    annotations are not an object, that fails citing the injection (no op of it wrote there)."""
+    at = {**SPAN, "line": 31, "endLine": 31}
+    with pytest.raises(mutator.MutationError) as info:
+        mutator.mutate(build({**inj(env()), "span": at}), pod(annotations=["x"]))
+    assert (info.value.injection, info.value.span.line, info.value.message) == (
+        "inj", 31, "pod field metadata.annotations is a list, not an object")
+
+
+def test_record_entries_are_named_by_what_comes_before_their_last_at_sign():
+    """A digest holds no `@`: an entry another writer left with more than one keeps its own
+    name (everything before the last), and is kept as it is."""
+    raw = '["a@b@ffffffffffff","a@eeeeeeeeeeee"]'
+    _, result = run(build(inj(annotate())), pod(annotations={RECORD: raw}))
+    assert json.loads(result["metadata"]["annotations"][RECORD]) == \
+        ["a@b@ffffffffffff", "a@eeeeeeeeeeee", "inj@0123456789ab"]
+
+
+def test_a_filter_the_mutator_does_not_know_is_refused_by_its_type():
+    from runtime.mutator import steps
+
+    with pytest.raises(TypeError, match=r"^not an injection filter: 3$"):
+        steps._test(3)
