@@ -112,11 +112,26 @@ prepare() {
     done
     # Hypothesis as the tests have it, but reproducible and with no deadline (a mutant's
     # trampolines slow every call: a missed deadline would read as a kill).
+    # The caches emptied at each session's start: mutmut forks each mutant's tests from a process
+    # that ran them on the original code, so a cache (`occurrences._matters`'s lru_cache) would
+    # answer with the original's results and hide every mutant of the functions it calls.
     cat > "$dir/conftest.py" <<'EOF'
+import sys
+
 from hypothesis import settings
 
 settings.register_profile("mutation", deadline=None, derandomize=True, database=None)
 settings.load_profile("mutation")
+
+
+def pytest_sessionstart(session):
+    for name, module in list(sys.modules.items()):
+        if module is None or not name.startswith(("runtime.", "rulec.")):
+            continue
+        for value in list(vars(module).values()):
+            clear = getattr(value, "cache_clear", None)
+            if callable(clear) and callable(value):
+                clear()
 EOF
     # shellcheck disable=SC2086
     {
@@ -143,6 +158,13 @@ for m in "${modules[@]}"; do
     prepare "$m"
     if [[ $mode == run ]]; then
         echo "== $m: mutmut run (${MUTATE[$m]})"
+        # mutmut copies the source folders' other files (the grammar, rulec/rules.lark) into
+        # mutants/ only when they are missing there: a kept run would test against the old ones.
+        if [[ -d $dir/mutants ]]; then
+            while read -r f; do
+                mkdir -p "$dir/mutants/$(dirname "$f")" && cp -p "$f" "$dir/mutants/$f"
+            done < <(git ls-files -- runtime rulec | grep -v '\.py$')
+        fi
         # Mutants not killed last time, to test again after the run (a run keeps old results).
         mapfile -t again < <(cd "$dir" && "$py" "$root/scripts/mutation_report.py" pending)
         (cd "$dir" && "$py" -m mutmut run --max-children "$jobs") > "$dir/run.log" 2>&1 ||
