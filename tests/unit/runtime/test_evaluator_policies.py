@@ -1118,6 +1118,9 @@ def test_a_restart_with_more_memory_says_and_records_the_sizes_up_to_the_cap() -
     assert a.message == "main: memory 1Gi -> 1536Mi after OOMKilled"
     budgeted = run([policy("podFailed", _memory(action("restartPod", max=3)))], [_oom()])
     assert budgeted.actions[0].message == "main: memory 1Gi -> 1536Mi after OOMKilled, 1 of 3"
+    # in audit: the same sizes, recorded, not done
+    [audit] = run([audited(policy("podFailed", _memory(action("restartPod"))))], [_oom()]).actions
+    assert (audit.status, audit.resize, audit.message) == ("audited", a.resize, a.message)
 
 
 def test_a_restart_with_more_memory_of_a_pod_gone_resizes_nothing() -> None:
@@ -1249,3 +1252,11 @@ def test_a_delayed_action_waits_once_for_its_pod_and_keeps_only_the_containers_f
     again = run(pol, [pod("a", containers=[running("main", restarts=2, last_exit=3)])], first.state,
                 now=NOW + timedelta(seconds=10), verdicts=QUIET)
     assert ran(again) == [] and len(again.state.delayed) == 1
+
+
+def test_a_delayed_action_for_a_pod_gone_waits_with_no_restarts_counted() -> None:
+    pol = [policy("podDeleted", action("restartPod", delay=60), id="p")]
+    e = run(pol, [], seen(pod("a", containers=[running("main", restarts=3)])), verdicts=QUIET)
+    assert ran(e) == [("restartPod", "scheduled")]
+    [d] = e.state.delayed
+    assert (d.pod, d.restarts) == (None, 0)
