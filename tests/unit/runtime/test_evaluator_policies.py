@@ -1084,12 +1084,14 @@ def test_a_policy_on_the_verdict_changed_by_a_failed_task_reads_the_rules_again(
     """`fail task` changes the verdict; a policy on that change then fails (or restarts) the
     job, with the rules' verdict over the pods as they were before the policies."""
     rules = [verdict("Failed", pods_cond("any", "failed")), verdict("Running")]
-    for act, phase in (("failJob", "Failed"), ("restartJob", "Restarting")):
+    for act, phase, delay, status in (("failJob", "Failed", None, "run"),
+                                      ("restartJob", "Restarting", None, "run"),
+                                      ("restartJob", "Restarting", 60, "scheduled")):
         pol = [policy("podFailed", action("failTask")),
-               policy("jobVerdictChanged", action(act))]
+               policy("jobVerdictChanged", action(act, delay=delay))]
         e = run(pol, [pod("a", "Failed"), pod("b", task="master")], state.State(verdict="Pending"),
                 verdicts=rules)
-        assert ran(e) == [("failTask", "run"), (act, "run")]
+        assert ran(e) == [("failTask", "run"), (act, status)]
         assert e.verdict.phase == phase
 
 
@@ -1260,3 +1262,11 @@ def test_a_delayed_action_for_a_pod_gone_waits_with_no_restarts_counted() -> Non
     assert ran(e) == [("restartPod", "scheduled")]
     [d] = e.state.delayed
     assert (d.pod, d.restarts) == (None, 0)
+
+
+def test_a_delayed_restart_says_its_reason_and_message_while_it_waits() -> None:
+    pol = [policy("podFailed", action("restartPod", reason="Retry{pod}", message="pod {pod} again",
+                                      delay=60))]
+    e = run(pol, [pod("a", "Failed")])
+    assert ran(e) == [("restartPod", "scheduled")]
+    assert (e.verdict.phase, e.verdict.reason, e.verdict.message) == ("Restarting", "Retrya", "pod a again")
