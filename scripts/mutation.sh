@@ -112,11 +112,26 @@ prepare() {
     done
     # Hypothesis as the tests have it, but reproducible and with no deadline (a mutant's
     # trampolines slow every call: a missed deadline would read as a kill).
+    # The caches emptied at each session's start: mutmut forks each mutant's tests from a process
+    # that ran them on the original code, so a cache (`occurrences._matters`'s lru_cache) would
+    # answer with the original's results and hide every mutant of the functions it calls.
     cat > "$dir/conftest.py" <<'EOF'
+import sys
+
 from hypothesis import settings
 
 settings.register_profile("mutation", deadline=None, derandomize=True, database=None)
 settings.load_profile("mutation")
+
+
+def pytest_sessionstart(session):
+    for name, module in list(sys.modules.items()):
+        if module is None or not name.startswith(("runtime.", "rulec.")):
+            continue
+        for value in list(vars(module).values()):
+            clear = getattr(value, "cache_clear", None)
+            if callable(clear) and callable(value):
+                clear()
 EOF
     # shellcheck disable=SC2086
     {

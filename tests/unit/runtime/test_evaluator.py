@@ -308,3 +308,16 @@ def test_templates_read_values_as_compact_sorted_json_and_know_the_rules_functio
     assert e.verdict.message == 'at 2024-05-01T12:05:00Z: {"a":"é","m":[1,null],"z":1} |'
     [problem] = e.problems
     assert problem.startswith("t.rules:") and "abs(spec.bad)" in problem and "invalid type" in problem
+
+
+def test_the_pods_of_a_job_are_chosen_at_the_time_given() -> None:
+    """A selector's template that reads `now()` reads the time given, not the clock."""
+    k = load_kind(VOLCANO, labels={"age": "<<age('2024-05-01T12:00:00Z')>>"}, owned=False)
+    mine = pod("a", labels={"age": "300"})   # NOW is 5 minutes after
+    other = pod("b", labels={"age": "301"})
+    assert [p["metadata"]["name"] for p in evaluator.pods_of(k, job(), [mine, other], NOW)] == ["a"]
+
+
+def test_the_output_names_a_cause_only_when_one_matched() -> None:
+    e = evaluator.evaluate(load_kind(VOLCANO), job(), [pod("a", "Failed")], None, NOW)
+    assert e.verdict.cause is None and "cause" not in evaluator.to_json(e)

@@ -10,8 +10,8 @@ import pytest
 
 from runtime import evaluator, pods, state, vocabulary
 from builders import (
-    T0, action, condition, evicted, exit_in, job, load_kind, pod, pods_cond, policy, reason_in,
-    running, terminated, verdict, waiting,
+    T0, action, both, condition, evicted, exit_in, job, jp, load_kind, negate, pod, pods_cond, policy,
+    reason_in, running, span, terminated, verdict, waiting,
 )
 
 NOW = T0 + timedelta(minutes=5)
@@ -976,3 +976,297 @@ def test_a_fallback_of_an_action_given_up_reads_its_pod() -> None:
     [fell_back] = e.actions
     assert (fell_back.action, fell_back.reason, fell_back.message) == ("failJob", "Gaveworker", "a exit 1 on podFailed")
     assert fell_back.target == evaluator.Target("train", "ml", "worker", "a", d)
+
+
+# -- what the mutation run found unpinned (scripts/mutation.sh evaluator) ---------------------------
+
+QUIET = [verdict("Running", pods_cond("any", "running")), verdict("Pending")]
+
+
+def test_a_per_pod_budget_of_pods_gone_counts_each_pod_apart() -> None:
+    """A gone pod has no name left, only its digest: its `per pod` budget is keyed by that."""
+    pol = [policy("podDeleted", action("restartPod", max=1, per="pod"), id="gone")]
+    prior = seen(pod("a"), pod("b"))
+    e = run(pol, [], prior, verdicts=QUIET)
+    assert ran(e) == [("restartPod", "run"), ("restartPod", "run")]
+    assert e.state.budgets == {f"gone[{digest}]": 1 for digest in prior.pods} and len(prior.pods) == 2
+
+
+def test_an_audited_fallback_draws_on_an_audit_budget_of_its_own() -> None:
+    pol = [audited(policy("podFailed", action("restartPod", max=1, key="r",
+                                              then=action("failJob", max=1, key="f")), id="p"))]
+    spent = state.State(verdict="Running", budgets={"audit/r": 1})
+    e = run(pol, [pod("a", "Failed")], spent)
+    assert ran(e) == [("failJob", "audited")]
+    assert e.state.budgets == {"audit/r": 1, "audit/f": 1}
+
+
+def test_a_verdict_of_a_policy_without_causes_carries_none() -> None:
+    for act in ("failJob", "completeJob"):
+        e = run([policy("podFailed", action(act))], [pod("a", "Failed")])
+        assert e.verdict.final and e.verdict.cause is None and e.state.final.cause is None
+        assert "cause" not in evaluator.to_json(e)
+
+
+CAUSES = [
+    {"name": "exit1", "span": span(), "hint": "exited 1", "filter": exit_in(1)},
+    {"name": "oom", "span": span(), "hint": "out of memory", "filter": reason_in("OOMKilled")},
+    {"name": "labelled", "span": span(), "hint": "a batch pod",
+     "filter": jp("metadata.labels.tier == 'batch'")},
+]
+
+
+def caused(policies: list, objects: list, prior: state.State | None = None,
+           verdicts: list | None = None, causes: list | None = None, **kw: Any) -> evaluator.Evaluation:
+    return run(policies, objects, prior, verdicts=verdicts, causes=CAUSES if causes is None else causes, **kw)
+
+
+def test_the_pod_a_failing_policy_acted_on_gives_the_cause_before_earlier_failures() -> None:
+    """`a` failed first (exit 1, a cause declared first); the policy fails the job on `b`'s
+    OOMKill: the cause is `b`'s, and the rules' own cause (`a`'s) gives no reason."""
+    pol = [policy("podFailed", action("failJob"), filter=reason_in("OOMKilled"))]
+    a = pod("a", "Failed", containers=[terminated("main", 1, finished=20)])
+    b = pod("b", "Failed", containers=[terminated("main", 137, "OOMKilled", finished=90)])
+    prior = caused(pol, [pod("a"), pod("b")]).state
+    e = caused(pol, [a, b], prior)
+    assert ran(e) == [("failJob", "run")]
+    assert (e.verdict.phase, e.verdict.reason, e.verdict.cause, e.verdict.hint) == (
+        "Failed", "Cause_oom", "oom", "out of memory")
+
+
+def test_completing_a_job_names_no_cause() -> None:
+    pol = [policy("podSucceeded", action("completeJob"))]
+    done = pod("a", "Succeeded", labels={"tier": "batch"})
+    e = caused(pol, [done])
+    assert (e.verdict.phase, e.verdict.reason, e.verdict.cause, e.verdict.hint) == (
+        "Succeeded", "PodSucceeded", None, None)
+
+
+def test_a_cause_is_read_from_every_failed_pod_and_from_a_pod_on_its_way_out() -> None:
+    """No pod decides (the job's status fails it): the failed pods are read (two of them), then
+    the others, a running pod being deleted among them."""
+    rules = [verdict("Failed", jp("status.failed == `true`")), *RULES]
+    going = pod("c", labels={"tier": "batch"}, deleting=100)
+    failed = [pod("a", "Failed", containers=[terminated("main", 2, finished=30)]),
+              pod("b", "Failed", containers=[terminated("main", 3, finished=20)])]
+    k = load_kind(rules, [], causes=CAUSES)
+    e = evaluator.evaluate(k, job(status={"failed": True}), [*failed, going], None, NOW)
+    assert (e.verdict.phase, e.verdict.cause, e.verdict.hint) == ("Failed", "labelled", "a batch pod")
+
+
+def test_on_a_failure_a_cause_reads_only_the_containers_that_failed() -> None:
+    """`exit 0` is no failure's exit code: the sidecar that exited 0 is not the cause."""
+    causes = [{"name": "clean", "span": span(), "hint": "h0", "filter": exit_in(0)},
+              {"name": "two", "span": span(), "hint": "h2", "filter": exit_in(2)}]
+    p = pod("a", "Failed", containers=[terminated("side", 0), terminated("main", 2)])
+    e = caused([], [p], causes=causes)
+    assert (e.verdict.phase, e.verdict.cause, e.verdict.hint) == ("Failed", "two", "h2")
+
+
+def test_a_failed_task_is_failed_until_a_restart_of_that_task() -> None:
+    counting = [policy("podRunning", action("count"))]
+    failing = state.State(verdict="Running", failed_tasks=frozenset({"worker"}))
+    # another action on the failed task's pods leaves it failed, and fails no task itself
+    e = run(counting, [pod("a")], failing)
+    assert ran(e) == [("count", "counted")] and e.state.failed_tasks == frozenset({"worker"})
+    e = run(counting, [pod("a")])
+    assert ran(e) == [("count", "counted")] and e.state.failed_tasks == frozenset()
+    # a restart of the task ends it
+    restarting = [policy("podRunning", action("restartTask"))]
+    e = run(restarting, [pod("a")], failing)
+    assert ran(e) == [("restartTask", "run")] and e.state.failed_tasks == frozenset()
+    # a restart of a task not failed fails none
+    e = run(restarting, [pod("a")])
+    assert e.state.failed_tasks == frozenset()
+
+
+def test_a_policy_on_the_verdict_changed_by_a_failed_task_reads_the_rules_again() -> None:
+    """`fail task` changes the verdict; a policy on that change then fails (or restarts) the
+    job, with the rules' verdict over the pods as they were before the policies."""
+    rules = [verdict("Failed", pods_cond("any", "failed")), verdict("Running")]
+    for act, phase, delay, status in (("failJob", "Failed", None, "run"),
+                                      ("restartJob", "Restarting", None, "run"),
+                                      ("restartJob", "Restarting", 60, "scheduled")):
+        pol = [policy("podFailed", action("failTask")),
+               policy("jobVerdictChanged", action(act, delay=delay))]
+        e = run(pol, [pod("a", "Failed"), pod("b", task="master")], state.State(verdict="Pending"),
+                verdicts=rules)
+        assert ran(e) == [("failTask", "run"), (act, status)]
+        assert e.verdict.phase == phase
+
+
+def test_a_restart_says_the_actions_message_and_the_policys_rule() -> None:
+    pol = [policy("podFailed", action("restartJob", message="pod {pod} crashed"))]
+    e = run(pol, [pod("a", "Failed")])
+    assert (e.verdict.phase, e.verdict.message, e.verdict.rule) == (
+        "Restarting", "pod a crashed", _rule(pol[0]))
+    assert e.state.restarting is not None and e.state.restarting.rule == _rule(pol[0])
+
+
+def _oom(name: str = "a", limit: str = "1Gi") -> dict:
+    p = pod(name, "Failed", containers=[terminated("main", 137, "OOMKilled")])
+    p["spec"] = {"containers": [{"name": "main", "resources": {"limits": {"memory": limit}}}]}
+    return p
+
+
+def _memory(act: dict, factor: float = 2, cap: str | None = "1536Mi") -> dict:
+    return dict(act, grow={"resource": "memory", "factor": factor, "max": cap})
+
+
+def test_a_restart_with_more_memory_says_and_records_the_sizes_up_to_the_cap() -> None:
+    e = run([policy("podFailed", _memory(action("restartPod")))], [_oom()])
+    [a] = e.actions
+    assert [(r.container, r.before, r.after) for r in a.resize] == [("main", "1Gi", "1536Mi")]
+    assert a.message == "main: memory 1Gi -> 1536Mi after OOMKilled"
+    budgeted = run([policy("podFailed", _memory(action("restartPod", max=3)))], [_oom()])
+    assert budgeted.actions[0].message == "main: memory 1Gi -> 1536Mi after OOMKilled, 1 of 3"
+    # in audit: the same sizes, recorded, not done
+    [audit] = run([audited(policy("podFailed", _memory(action("restartPod"))))], [_oom()]).actions
+    assert (audit.status, audit.resize, audit.message) == ("audited", a.resize, a.message)
+
+
+def test_a_restart_with_more_memory_of_a_pod_gone_resizes_nothing() -> None:
+    pol = [policy("podDeleted", _memory(action("restartPod")))]
+    running_pod = dict(pod("a"), spec=_oom()["spec"])
+    e = run(pol, [], seen(running_pod))
+    assert ran(e) == [("restartPod", "run")] and e.actions[0].resize == ()
+
+
+def test_a_delayed_action_falling_back_or_spent_when_due_keeps_its_due_time() -> None:
+    """Two pods fail at once; both restarts wait 60 s; when due the first spends the budget, so
+    the second falls back (or, without a fallback, is reported spent) at that due time."""
+    for then, second in ((action("failJob"), ("failJob", "run")), (None, ("restartPod", "spent"))):
+        pol = [policy("podFailed", action("restartPod", max=1, delay=60, then=then), id="p")]
+        failed = [pod("a", "Failed"), pod("b", "Failed")]
+        first = run(pol, failed, verdicts=QUIET)
+        assert ran(first) == [("restartPod", "scheduled")] * 2
+        due = first.actions[0].due
+        e = run(pol, failed, first.state, now=due, verdicts=QUIET)
+        assert ran(e) == [("restartPod", "run"), second]
+        assert [a.due for a in e.actions] == [due, due]
+
+
+def test_an_action_with_a_budget_still_reads_the_pod_and_the_event() -> None:
+    pol = [policy("podFailed", action("failJob", reason="{event}",
+                                      message="pod {pod} ({task}) {budget_used}/{budget_max}",
+                                      max=3))]
+    e = run(pol, [pod("a", "Failed")])
+    assert (e.verdict.reason, e.verdict.message) == ("podFailed", "pod a (worker) 1/3")
+
+
+def test_a_fallback_reason_reads_the_spent_budget() -> None:
+    pol = [policy("podFailed", action("restartPod", max=1,
+                                      then=action("failJob", reason="Spent{budget_used}of{budget_max}")),
+                  id="s")]
+    e = run(pol, [pod("a", "Failed")], state.State(verdict="Running", budgets={"s": 1}))
+    assert e.verdict.reason == "Spent1of1"
+
+
+def test_a_failure_of_a_pod_gone_is_said_of_the_pod_not_its_task() -> None:
+    pol = [policy("podDeleted", action("failJob"))]
+    e = run(pol, [], seen(pod("a")))
+    assert e.verdict.message == f"pod deleted: fail job ({_rule(pol[0])})"
+
+
+def test_a_job_event_aims_at_the_task_of_the_pod_its_filter_picked() -> None:
+    pol = [policy("jobRunningLongerThan", action("failJob", message="task {task} pod {pod}"),
+                  for_=60, filter=reason_in("OOMKilled"))]
+    p = pod("a", containers=[running("main", restarts=1, last_exit=137, last_reason="OOMKilled")],
+            task="master")
+    e = run(pol, [p], now=T0 + timedelta(seconds=120))
+    [a] = e.actions
+    assert (a.target.task, a.target.pod, a.message) == ("master", "a", "task master pod a")
+
+
+def test_an_action_on_a_nameless_job_aims_at_no_name() -> None:
+    nameless = job()
+    del nameless["metadata"]["name"]
+    k = load_kind(RULES, [policy("podFailed", action("count"))])
+    e = evaluator.evaluate(k, nameless, [pod("a", "Failed")], None, NOW)
+    assert e.actions[0].target.job == ""
+
+
+def test_a_policys_texts_read_the_pods_phase_and_the_restarts() -> None:
+    """`{restarts}` is the deciding container's own count, else the pod's."""
+    text = "{phase} {restarts}"
+    crashing = pod("a", containers=[running("side", restarts=4),
+                                    waiting("main", restarts=2, last_exit=1)])
+    e = run([policy("containerRestarted", action("count", message=text),
+                    filter=exit_in(1))], [crashing])
+    assert e.actions[0].message == "Running 2"
+    e = run([policy("podPending", action("count", message=text))], [pod("a", "Pending")])
+    assert e.actions[0].message == "Pending 0"
+
+
+@pytest.mark.parametrize("when", [both(jp("status.state == 'Failed'"), jp("status.final == `true`")),
+                                  negate(jp("status.state != 'Failed'"))],
+                         ids=["and", "not"])
+def test_a_verdict_of_the_jobs_status_alone_holds_before_the_policies(when: dict) -> None:
+    rules = [verdict("Failed", when, reason="Operator"), *RULES]
+    k = load_kind(rules, [policy("podFailed", action("failJob", reason="Ours"))])
+    status = {"state": "Failed", "final": True}
+    e = evaluator.evaluate(k, job(status=status), [pod("a", "Failed")], None, NOW)
+    assert (e.verdict.reason, e.state.final.by) == ("Operator", "verdict")
+
+
+def test_explain_goes_on_past_an_otherwise_and_joins_a_policys_notes() -> None:
+    rules = [verdict("Pending"), verdict("Running", pods_cond("any", "running"))]
+    k = load_kind(rules, [policy("podFailed", action("count"), filter=exit_in(2))])
+    e = evaluator.evaluate(k, job(), [pod("a", "Failed"), pod("b", "Failed")], None, NOW,
+                           explain=True)
+    assert [(f.rule, f.what, f.matched) for f in e.explanation if f.what == "verdict"] == [
+        (_rule(rules[0]), "verdict", True), (_rule(rules[1]), "verdict", False)]
+    [found] = [f for f in e.explanation if f.what == "policy"]
+    assert found.why == "on pod failed exit 2 -> count: pod a: filter false: exit 2; pod b: filter false: exit 2"
+
+
+def test_a_pod_marked_for_disruption_fails_as_disrupted_after_the_mark_is_withdrawn() -> None:
+    """A DisruptionTarget is remembered even when only `pod failed` is listened for: the pod
+    that fails after it (the mark since set back to False, as Kubernetes does for a pod not
+    deleted in time) failed disrupted, which a plain `on pod failed` does not take."""
+    pol = [policy("podFailed", action("failJob"))]
+    marked = pod("a", conditions=[condition("DisruptionTarget", "PreemptionByScheduler")])
+    withdrawn = pod("a", "Failed", containers=[terminated("main", 137)],
+                    conditions=[condition("DisruptionTarget", "PreemptionByScheduler", status="False")])
+    first = run(pol, [pod("a")], verdicts=QUIET)
+    second = run(pol, [marked], first.state, verdicts=QUIET)
+    assert [r.evicted for r in second.state.pods.values()] == [True]
+    third = run(pol, [withdrawn], second.state, verdicts=QUIET)
+    assert ran(third) == [] and third.state.final is None
+
+
+def test_a_policy_on_a_pod_gone_reads_the_task_it_was_of() -> None:
+    pol = [policy("podDeleted", action("failJob", message="task {task}"))]
+    e = run(pol, [], seen(pod("a", task="master")))
+    assert e.verdict.message == "task master"
+
+
+def test_a_delayed_action_waits_once_for_its_pod_and_keeps_only_the_containers_facts() -> None:
+    """A second restart of the same pod while its action waits schedules nothing more; the
+    state keeps of the occurrence only what the pod may no longer say when the action is due."""
+    pol = [policy("containerRestarted", action("restartPod", delay=60), id="p")]
+    first = run(pol, [pod("a", containers=[running("main", restarts=1, last_exit=3)])],
+                verdicts=QUIET)
+    assert ran(first) == [("restartPod", "scheduled")]
+    [d] = first.state.delayed
+    assert set(d.variables) <= {"container", "container_reason", "exit_code", "pod_reason", "restarts"}
+    assert d.variables["restarts"] == 1
+    again = run(pol, [pod("a", containers=[running("main", restarts=2, last_exit=3)])], first.state,
+                now=NOW + timedelta(seconds=10), verdicts=QUIET)
+    assert ran(again) == [] and len(again.state.delayed) == 1
+
+
+def test_a_delayed_action_for_a_pod_gone_waits_with_no_restarts_counted() -> None:
+    pol = [policy("podDeleted", action("restartPod", delay=60), id="p")]
+    e = run(pol, [], seen(pod("a", containers=[running("main", restarts=3)])), verdicts=QUIET)
+    assert ran(e) == [("restartPod", "scheduled")]
+    [d] = e.state.delayed
+    assert (d.pod, d.restarts) == (None, 0)
+
+
+def test_a_delayed_restart_says_its_reason_and_message_while_it_waits() -> None:
+    pol = [policy("podFailed", action("restartPod", reason="Retry{pod}", message="pod {pod} again",
+                                      delay=60))]
+    e = run(pol, [pod("a", "Failed")])
+    assert ran(e) == [("restartPod", "scheduled")]
+    assert (e.verdict.phase, e.verdict.reason, e.verdict.message) == ("Restarting", "Retrya", "pod a again")
