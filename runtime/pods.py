@@ -246,7 +246,7 @@ def facts(kind: plan.Kind, pod: Mapping[str, Any], search: templates.Search,
     `counts` is `counted(kind)`, worked out once by a caller reading many pods.
 
     Read inline, without the `_obj`/`_text` helpers: this runs for every pod of every
-    evaluation, and their calls were a third of its cost (bench/RESULTS.md)."""
+    evaluation, and their calls were a fifth of its cost (bench/RESULTS.md)."""
     meta = pod.get("metadata")
     if not isinstance(meta, dict):
         meta = {}
