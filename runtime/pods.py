@@ -243,28 +243,51 @@ def task_of(kind: plan.Kind, pod: Mapping[str, Any], search: templates.Search) -
 def facts(kind: plan.Kind, pod: Mapping[str, Any], search: templates.Search,
           counts: Counted | None = None) -> Pod:
     """Read what every evaluation needs from one pod object (the rest is read on demand);
-    `counts` is `counted(kind)`, worked out once by a caller reading many pods."""
-    meta = _obj(pod.get("metadata"))
-    status = _obj(pod.get("status"))
+    `counts` is `counted(kind)`, worked out once by a caller reading many pods.
+
+    Read inline, without the `_obj`/`_text` helpers: this runs for every pod of every
+    evaluation, and their calls were a fifth of its cost (bench/RESULTS.md)."""
+    meta = pod.get("metadata")
+    if not isinstance(meta, dict):
+        meta = {}
+    status = pod.get("status")
+    if not isinstance(status, dict):
+        status = {}
     counts = counts or counted(kind)
     every = counts.every
     restarts = 0
     for key in ("initContainerStatuses", "containerStatuses"):
-        for cs in _list(status.get(key)):   # every pod has some: no list of them is made
+        statuses = status.get(key)
+        if not isinstance(statuses, list):
+            continue
+        for cs in statuses:   # every pod has some: no list of them is made
             if isinstance(cs, dict):
                 name = cs.get("name")
                 if every or counts(name if isinstance(name, str) else ""):
-                    restarts += _count(cs.get("restartCount"))
+                    count = cs.get("restartCount")
+                    if type(count) is int and count > 0:   # not a bool, not negative
+                        restarts += count
     disrupted = False
-    for cond in _list(status.get("conditions")):
-        if isinstance(cond, dict) and cond.get("type") == "DisruptionTarget" \
-                and cond.get("status") == "True":
-            disrupted = True
-    name, namespace = _text(meta.get("name")) or "", _text(meta.get("namespace"))
-    uid = _text(meta.get("uid")) or f"{namespace or ''}/{name}"
-    task = task_of(kind, pod, search)
-    phase = _text(status.get("phase")) or "Pending"
-    reason = _text(status.get("reason"))
+    conditions = status.get("conditions")
+    if isinstance(conditions, list):
+        for cond in conditions:
+            if isinstance(cond, dict) and cond.get("type") == "DisruptionTarget" \
+                    and cond.get("status") == "True":
+                disrupted = True
+    name, namespace, uid = meta.get("name"), meta.get("namespace"), meta.get("uid")
+    name = name if isinstance(name, str) else ""
+    namespace = namespace if isinstance(namespace, str) else None
+    uid = uid if isinstance(uid, str) and uid else f"{namespace or ''}/{name}"
+    if kind.task_label is not None:   # as `task_of` reads it, the labels read here
+        labels = meta.get("labels")
+        task = labels.get(kind.task_label) if isinstance(labels, dict) else None
+        task = task if isinstance(task, str) and task else None
+    else:
+        task = task_of(kind, pod, search)
+    phase = status.get("phase")
+    phase = phase if isinstance(phase, str) and phase else "Pending"
+    reason = status.get("reason")
+    reason = reason if isinstance(reason, str) else None
     evicted = disrupted or reason == "Evicted"
     terminating = meta.get("deletionTimestamp") is not None
     # Positional, in field order: keywords would add a sixth to the cost of this function.

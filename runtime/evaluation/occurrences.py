@@ -54,8 +54,9 @@ def of_pods(inputs: Inputs) -> tuple[list[Occurrence], dict[str, state.PodRecord
         if names:
             out.append(Occurrence(names, p, p.digest, p.task, disrupted=disrupted))
     out.sort(key=lambda occ: pods.change_key(occ.pod))  # type: ignore[arg-type]  # all have pods
-    for digest, old in sorted(stored.pods.items()):
-        if digest in records or not _gone_matters(old):
+    for digest in sorted(stored.pods.keys() - records.keys()):   # the pods gone (few)
+        old = stored.pods[digest]
+        if not _gone_matters(old):
             continue
         names = tuple(n for n in ("podDeleted", "podEvicted") if n in inputs.kind.heard(old.task))
         if names:

@@ -298,6 +298,14 @@ def test_a_restart_count_that_is_not_a_count_is_zero(count: Any) -> None:
     assert facts(obj).restarts == 0 and facts(obj).containers[0].restarts == 0
 
 
+@pytest.mark.parametrize("uid", ["", 7, None])
+def test_an_empty_or_malformed_uid_is_no_uid(uid: Any) -> None:
+    obj = pod("p", "Running", containers=[running("main")])
+    obj["metadata"]["namespace"] = "ns"
+    obj["metadata"]["uid"] = uid
+    assert facts(obj).uid == "ns/p" and facts(obj).digest == pods.digest("ns/p")
+
+
 def test_a_malformed_pod_reads_as_a_pending_one_without_name() -> None:
     p = facts({"metadata": {"namespace": "ns"}, "status": {"phase": 3, "reason": 4,
                                                           "containerStatuses": [3, {"name": 5}]}})
