@@ -304,13 +304,14 @@ def _conditions(job: dict[str, Any]) -> set[str]:
 
 def follow_jobs(client: transport.Client, version: str, stop: threading.Event,
                 on_job: Callable[[dict[str, Any]], None],
-                query: Sequence[tuple[str, str]] = ()) -> None:
-    """Hand each change of the bench namespace's Jobs, from `version`, to `on_job` until `stop`
-    is set: the watch is opened again after a read timeout, from the last version seen."""
+                query: Sequence[tuple[str, str]] = (), path: str | None = None) -> None:
+    """Hand each change of the Jobs at `path` (the bench namespace's), from `version`, to
+    `on_job` until `stop` is set: the watch is opened again after a read timeout, from the last
+    version seen."""
     rv = version
     while not stop.is_set():
         try:
-            for event in client.watch(apiserver.JOBS.path(NAMESPACE),
+            for event in client.watch(path or apiserver.JOBS.path(NAMESPACE),
                                       [("resourceVersion", rv), *query], read_timeout=5):
                 obj = event["object"]
                 rv = obj["metadata"]["resourceVersion"]

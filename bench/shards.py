@@ -205,23 +205,13 @@ def burst(api: transport.Client, env: dict[str, str], work: Path, replicas: int,
         stop = threading.Event()
         version = next(api.pages(ALL_JOBS, limit=1))["metadata"]["resourceVersion"]
 
-        def watch() -> None:
-            rv = version
-            while not stop.is_set():
-                try:
-                    for event in api.watch(ALL_JOBS, [("resourceVersion", rv)], read_timeout=5):
-                        obj = event["object"]
-                        rv = obj["metadata"]["resourceVersion"]
-                        key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
-                        if (key in wanted and key not in seen
-                                and bench_controller._verdict(obj) == "Running"):
-                            seen[key] = time.monotonic()
-                        if stop.is_set():
-                            return
-                except transport.Timeout:
-                    continue
+        def mark(obj: dict[str, Any]) -> None:
+            key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
+            if key in wanted and key not in seen and bench_controller._verdict(obj) == "Running":
+                seen[key] = time.monotonic()
 
-        watcher = threading.Thread(target=watch, daemon=True)
+        watcher = threading.Thread(target=bench_controller.follow_jobs, daemon=True,
+                                   args=(api, version, stop, mark, (), ALL_JOBS))
         watcher.start()
         time.sleep(1)
         everyone = {name: [p for p in ps] for name, ps in pids.items()}
