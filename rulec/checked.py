@@ -3,7 +3,8 @@ neither the parser's import nor a parse (two thirds of a check's time).
 
 An answer (what the check printed, and its exit code) is stored in the cache folder
 `check` (rulec.cache) under a name hashed from everything the answer is made from: the bytes of
-each rules file and CRD file with its path, the options that change what is printed, and a stamp
+each rules file and CRD file with its path, the options that change what is printed, the
+working directory (relative paths are read from it, and SARIF names it as `%SRCROOT%`), and a stamp
 of the code that checks them (the size and modification time of every file of the `rulec`
 package and of the libraries it parses with, and the Python version). Anything changed asks for
 another name, so an entry is never stale; `RULEC_NO_CACHE=1` turns it off. Only answers about
@@ -45,7 +46,7 @@ def key(files: Iterable[tuple[str, bytes]], crds: Iterable[str], options: Iterab
     """The cache name of the answer about these rules files (path, bytes), CRD files and
     options; None when an input cannot be read (the check itself reports it)."""
     digest = hashlib.sha256()
-    for part in (_code_stamp(), *options):
+    for part in (_code_stamp(), os.getcwd(), *options):
         digest.update(part.encode() + b"\0")
     try:
         for label, items in (("rules", list(files)),

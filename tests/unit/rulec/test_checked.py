@@ -99,6 +99,22 @@ def test_a_file_added_to_a_folder_is_checked(capsys, folder: Path, tmp_path: Pat
     assert code == 1 and "b.rules" in out
 
 
+def test_the_working_directory_is_part_of_the_question(capsys, folder: Path, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same relative path, the same bytes, from another folder: SARIF names the folder
+    (`%SRCROOT%`), so the answer is another."""
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "j.rules").write_text(RULES)
+    roots = []
+    for name in ("a", "b", "a"):
+        monkeypatch.chdir(tmp_path / name)
+        code, out, _ = run(capsys, "j.rules", "--format", "sarif")
+        roots.append(json.loads(out)["runs"][0]["originalUriBaseIds"]["%SRCROOT%"]["uri"])
+    assert roots == [(tmp_path / n).resolve().as_uri() + "/" for n in ("a", "b", "a")]
+    assert len(entries(folder)) == 2
+
+
 def test_the_crds_and_the_options_are_part_of_the_question(capsys, folder: Path,
                                                           tmp_path: Path) -> None:
     rules = tmp_path / "j.rules"
