@@ -117,8 +117,8 @@ class Informer:
         object, then a bookmark marking the initial events' end): one request, no continue
         token to expire. A paged LIST of 100,000 pods took minutes on a busy API server and
         outlasted its token again and again (410), starting over each time. Paged where the
-        server refuses the stream (before 1.32, or the gate off), and where shards are asked
-        for: a pod list's `shardInfo` is how the server says it applied them."""
+        server refuses the stream (400 or 422: no watch-list there, or its gate off), and where
+        shards are asked for: a pod list's `shardInfo` is how the server says it applied them."""
         if self._stream and not self.shard_selector:
             try:
                 return self._streamed()
