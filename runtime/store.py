@@ -112,16 +112,16 @@ class Store:
 
     def lookup(self, index: str, value: Any) -> list[dict[str, Any]]:
         """The objects listed under `value` in `index`, decoded."""
+        out: list[dict[str, Any] | None] = []
+        missed: list[tuple[int, Key, bytes]] = []   # (place in out, key, its bytes)
         with self._lock:
-            entries = [(k, self._items[k]) for k in self._by.get((index, value), ())]
-            out: list[dict[str, Any] | None] = []
-            for key, _ in entries:
+            for key in self._by.get((index, value), ()):
                 held = self._decoded.get(key)
-                if held is not None:
+                if held is None:
+                    missed.append((len(out), key, self._items[key].data))
+                else:
                     self._decoded.move_to_end(key)
                 out.append(held)
-        missed = [(i, key, entry.data) for i, (key, entry) in enumerate(entries)
-                  if out[i] is None]
         if missed:
             decoded = [self._decode(data) for _, _, data in missed]
             with self._lock:

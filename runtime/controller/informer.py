@@ -157,10 +157,7 @@ class Informer:
             raise kube.TransportError(f"{self.path}: the watch ended before its initial events "
                                       "did; listing in pages")
 
-        for change in self.store.replace(items(), self.namespace):
-            self.on_change(change)
-        self.missing, self.error = False, ""
-        self.synced.set()
+        self._fill(items())
         return version
 
     def _paged(self) -> str:
@@ -177,13 +174,17 @@ class Informer:
                     sharded = bool((objects.meta(page).get("shardInfo") or {}).get("selector"))
                 yield from page.get("items") or []
 
-        for change in self.store.replace(items(), self.namespace):
-            self.on_change(change)
+        self._fill(items())
         if self.shard_selector:
             self.on_sharded(bool(sharded))
+        return version
+
+    def _fill(self, items: Iterator[dict[str, Any]]) -> None:
+        """Replace the store's contents with `items`, telling each change; synced once they end."""
+        for change in self.store.replace(items, self.namespace):
+            self.on_change(change)
         self.missing, self.error = False, ""
         self.synced.set()
-        return version
 
     def _watch(self, version: str) -> str:
         """One watch from `version`, until the server ends it or it goes quiet; the last version
