@@ -95,10 +95,7 @@ def main() -> int:
 def run(sizes: list[int], shapes: list[int], rate: float, seconds: float,
         threads: int = 32, controller_manager_qps: int = 1000) -> list[dict[str, Any]]:
     work = Path(tempfile.mkdtemp(prefix="jobrules-bench-scale-"))
-    plan_path = work / "plan.json"
-    built = rulec_api.build([str(p) for p in sorted((ROOT / "rules").glob("*.rules"))])
-    assert built.plan is not None, built.diagnostics
-    plan_path.write_text(emit.dumps(built.plan))
+    plan_path = shipped_plan(work)
     rows = []
     with (cluster.running(training_operator=False, scheduler=False,
                           controller_manager_qps=controller_manager_qps) as plane,
@@ -124,7 +121,16 @@ def run(sizes: list[int], shapes: list[int], rate: float, seconds: float,
     return rows
 
 
-def _parallel(fn: Any, items: list[Any], threads: int) -> list[Any]:
+def shipped_plan(work: Path) -> Path:
+    """The plan of the shipped rules (`rules/`), written into `work`."""
+    built = rulec_api.build([str(p) for p in sorted((ROOT / "rules").glob("*.rules"))])
+    assert built.plan is not None, built.diagnostics
+    path = work / "plan.json"
+    path.write_text(emit.dumps(built.plan))
+    return path
+
+
+def parallel(fn: Any, items: list[Any], threads: int) -> list[Any]:
     with concurrent.futures.ThreadPoolExecutor(threads) as pool:
         return list(pool.map(fn, items))
 
@@ -165,7 +171,7 @@ def grow(api: transport.Client, jobs: list[dict[str, Any]], size: int, shapes: l
         return apiserver.create(api, apiserver.JOBS, made)
 
     began = time.monotonic()
-    jobs.extend(_parallel(job, list(enumerate(sizes, start=first)), threads))
+    jobs.extend(parallel(job, list(enumerate(sizes, start=first)), threads))
     wanted = have + sum(sizes)
     last, steady, count = -1, 0, 0
     while time.monotonic() - began < 3600:
@@ -320,7 +326,7 @@ def drive(api: transport.Client, plane: Any, controller: Any, jobs: list[dict[st
             t0.setdefault(name, time.monotonic())
         done_at.append(time.monotonic())
 
-    _parallel(send, list(range(len(plan))), threads)
+    parallel(send, list(range(len(plan))), threads)
     sent_s = max(done_at) - began
     apiserver.wait_for("every first verdict", lambda: len(seen) >= len(firsts), 300)
     time.sleep(5)   # the Job controller's syncs (each Job at most once a second) and ours

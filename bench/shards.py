@@ -49,10 +49,9 @@ sys.path.insert(0, str(ROOT / "tests" / "integration"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import controller as bench_controller  # noqa: E402  (bench/controller.py: its Controller)
+import scale  # noqa: E402  (bench/scale.py: the shipped rules' plan)
 from support import apiserver  # noqa: E402
 from devkit import cluster  # noqa: E402
-from rulec import api as rulec_api  # noqa: E402
-from rulec import emit  # noqa: E402
 from runtime import shards  # noqa: E402
 from runtime.controller import kube as transport  # noqa: E402
 
@@ -91,10 +90,7 @@ def main() -> int:
 def run(jobs: int, namespaces: int, rounds: int, threads: int, profile: Path | None = None,
         profile_seconds: int = 10) -> list[dict[str, Any]]:
     work = Path(tempfile.mkdtemp(prefix="jobrules-bench-shards-"))
-    plan_path = work / "plan.json"
-    built = rulec_api.build([str(p) for p in sorted((ROOT / "rules").glob("*.rules"))])
-    assert built.plan is not None, built.diagnostics
-    plan_path.write_text(emit.dumps(built.plan))
+    plan_path = scale.shipped_plan(work)
     rows = []
     with (cluster.running(training_operator=False, scheduler=False, profiling=profile is not None,
                           controller_manager_qps=1000) as plane,
@@ -115,11 +111,6 @@ def run(jobs: int, namespaces: int, rounds: int, threads: int, profile: Path | N
                 rows.append(row)
                 print(json.dumps(row, default=str), file=sys.stderr)
     return rows
-
-
-def _parallel(fn: Any, items: list[Any], threads: int) -> list[Any]:
-    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
-        return list(pool.map(fn, items))
 
 
 def spread_namespaces(count: int) -> list[str]:
@@ -145,7 +136,7 @@ def make_jobs(api: transport.Client, jobs: int, namespaces: int,
     def job(item: tuple[str, str]) -> None:
         apiserver.create(api, apiserver.JOBS, apiserver.job_manifest(*item, backoff_limit=1000))
 
-    _parallel(job, names, threads)
+    scale.parallel(job, names, threads)
     apiserver.wait_for(f"the pods of {jobs} Jobs",
                        lambda: sum(len(apiserver.list_pods(api, ns)) for ns in spaces) >= jobs, 600)
     return names
@@ -228,7 +219,7 @@ def burst(api: transport.Client, env: dict[str, str], work: Path, replicas: int,
             sent[key] = time.monotonic()
             apiserver.report_running(api, pods[key])
 
-        _parallel(send, names, threads)
+        scale.parallel(send, names, threads)
         apiserver.wait_for("every Running verdict", lambda: len(seen) >= len(names), 600)
         ended = max(seen.values())
         stop.set()
