@@ -74,8 +74,11 @@ def parser(keep_all_tokens: bool = False) -> "lark.Lark":
     """The LALR parser, built once per process. Building it takes Lark some 0.7 s, loading a
     built one some 35 ms, so it is kept in the cache folder `parser` (rulec.cache), named by
     what it is made from: the grammar, the options, Lark's version and Python's. An entry that
-    cannot be read or loaded is built again and replaced."""
+    cannot be read or loaded is built again and replaced. Its lexer scans with
+    `rulec.scanning`, which spares each parser state compiling a regular expression of its own."""
     import lark
+
+    from rulec import scanning
 
     grammar = GRAMMAR.read_text(encoding="utf-8")
     options = dict(parser="lalr", lexer="contextual", propagate_positions=True,
@@ -85,10 +88,11 @@ def parser(keep_all_tokens: bool = False) -> "lark.Lark":
     if folder is not None:
         try:
             with open(folder / name, "rb") as f:
-                return lark.Lark.load(f)
+                return scanning.load(f)
         except Exception:  # missing, unreadable, or damaged (unpickling it may raise anything)
             pass
-    built = lark.Lark(grammar, **options, lexer_callbacks={"COMMENT": _SINK})
+    built = lark.Lark(grammar, **options, lexer_callbacks={"COMMENT": _SINK},
+                      _plugins=scanning.PLUGINS)
     if folder is not None:
         saved = io.BytesIO()
         built.save(saved)
