@@ -3,7 +3,7 @@ may be its own (the cache's candidates) and now.
 
 The controller's shell applies the result and does nothing else: the patches (the commit of our
 annotations, then the condition and status fields, each guarded by the resourceVersion it
-holds), then the Events, then the intent journal (runtime.journal), then a requeue at
+holds; one write where one path takes both, `Writes.patches`), then the Events, then the intent journal (runtime.journal), then a requeue at
 `requeue_at`. Everything it writes is decided here, from the objects alone (the stored state is
 on the job), so the same inputs give the same writes and a replay after a crash repeats only
 what did not happen.
@@ -49,18 +49,28 @@ class Writes:
         pod that still exists is not gone."""
         return any(i.pod is None and i.uid is not None for i in self.new)
 
-    def patches(self, job_path: str, status_path: str) -> tuple[tuple[str, dict[str, Any]], ...]:
+    def patches(self, job_path: str, status_path: str, status_keeps_metadata: bool = False,
+                ) -> tuple[tuple[str, dict[str, Any]], ...]:
         """(path, merge patch) to send in order, each guarded by the resourceVersion the job
-        has when it is sent: the commit, with the status fields when the kind has no /status
-        subresource (one write), else the status patch after it."""
-        if status_path == job_path:
+        has when it is sent. One write where one path takes both: the job's own when the kind
+        has no /status subresource, its /status when that writes metadata too
+        (`status_keeps_metadata`); else the commit, then the status patch."""
+        if status_path == job_path or status_keeps_metadata:
             if self.commit is None and self.status is None:
                 return ()
-            return ((job_path, objects.merged(self.commit or {}, self.status)),)
+            return ((status_path, objects.merged(self.commit or {}, self.status)),)
         out = [(job_path, self.commit)] if self.commit is not None else []
         if self.status is not None:
             out.append((status_path, self.status))
         return tuple(out)
+
+
+def status_keeps_metadata(group: str) -> bool:
+    """Whether a merge patch of the kind's /status writes our annotations and label too, so
+    that the commit and the condition are one write: kube-apiserver's batch Job resets only
+    `spec` there, where a custom resource's /status keeps nothing but `status` (and a custom
+    resource's group always has a dot)."""
+    return group == "batch"
 
 
 def left_alone(kind: plan.Kind, job: Mapping[str, Any], now: datetime | None = None,

@@ -87,6 +87,15 @@ def commit(job: Mapping[str, Any], new_state: state.State, verdict: str | None,
     return {"metadata": meta}
 
 
+def landed(commit: Mapping[str, Any], job: Mapping[str, Any]) -> bool:
+    """Whether the job as written holds the commit's annotations and labels (None: removed)."""
+    meta = commit.get("metadata") or {}
+    for field, held in (("annotations", objects.annotations(job)), ("labels", objects.labels(job))):
+        if any(held.get(k) != v for k, v in (meta.get(field) or {}).items()):
+            return False
+    return True
+
+
 def _same_verdict(current: Any, wanted: str) -> bool:
     """Equal but for `since` formatting noise: compare the decoded values."""
     return _json(current) == _json(wanted)

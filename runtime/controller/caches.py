@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime import plan, projection, watches
+from runtime import plan, projection, reconcile, watches
 from runtime import store as storelib
 from runtime.controller import informer, kube, metrics
 
@@ -36,6 +36,7 @@ class Watched:
     informers: list[informer.Informer]
     pods: str                       # the selector of the pod watch it reads from
     status_subresource: bool | None = None   # learnt from discovery on first use
+    status_keeps_metadata: bool = False      # our commit rides on the /status write
     handler: informer.Handler | None = None  # what its informers call on a change
 
     @property
@@ -124,7 +125,8 @@ class Caches:
     def _kind(self, spec: plan.Kind) -> Watched:
         jobs = watches.job_store(spec)
         resource = kube.Resource(spec.api_version, spec.plural)
-        kind = Watched(spec, resource, jobs, [], watches.pod_selector(spec))
+        kind = Watched(spec, resource, jobs, [], watches.pod_selector(spec),
+                       status_keeps_metadata=reconcile.status_keeps_metadata(spec.group))
 
         def changed(change: storelib.Change) -> None:
             if change.obj is None:

@@ -179,9 +179,16 @@ class Worker:
         if shadow.in_shadow(kind.spec, job):   # the Job controller owns the native policies
             self._compare(kind, key, job, writes, now)
         path = kind.resource.path(namespace, name)
-        for target, patch in writes.patches(path, self._status_path(kind, path)):
+        status_path = self._status_path(kind, path)
+        together = status_path != path and kind.status_keeps_metadata
+        for target, patch in writes.patches(path, status_path, together):
             job = self._patch(kind, target, patch, objects.resource_version(job))
-            if target == path:
+            if together and writes.commit is not None and not writeback.landed(writes.commit, job):
+                log.warning("%s: its /status did not write our annotations; they are written "
+                            "apart from now on", _named(kind, namespace, name))
+                kind.status_keeps_metadata = together = False
+                job = self._patch(kind, path, writes.commit, objects.resource_version(job))
+            if target == path or together:
                 self._committed(key, kind, writes)
                 if writes.new:
                     self._fault("after", "commit")

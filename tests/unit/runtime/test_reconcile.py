@@ -101,12 +101,26 @@ def test_case(case: dict[str, Any], tmp_path: Path) -> None:
     ({"a": 1}, None, False, (("/job", {"a": 1}),)),
     (None, {"s": 2}, False, (("/job/status", {"s": 2}),)),
     ({"a": 1}, {"s": 2}, False, (("/job", {"a": 1}), ("/job/status", {"s": 2}))),
+    (None, None, "keeps", ()),
+    ({"a": 1}, None, "keeps", (("/job/status", {"a": 1}),)),
+    (None, {"s": 2}, "keeps", (("/job/status", {"s": 2}),)),
+    ({"a": 1, "m": {"x": 1}}, {"s": 2, "m": {"y": 2}}, "keeps",
+     (("/job/status", {"a": 1, "s": 2, "m": {"x": 1, "y": 2}}),)),
 ])
-def test_the_patches_one_reconcile_sends(commit: Any, status: Any, same: bool, expected: tuple) -> None:
-    """The commit, with the status fields when the kind has no /status subresource (one write),
-    else the status patch after it."""
+def test_the_patches_one_reconcile_sends(commit: Any, status: Any, same: bool | str,
+                                         expected: tuple) -> None:
+    """The commit, with the status fields when the kind has no /status subresource, or both
+    through /status where that writes metadata too ("keeps"): one write; else the status patch
+    after the commit."""
     writes = reconcile.Writes(commit, status, (), None, None, None)  # type: ignore[arg-type]
-    assert writes.patches("/job", "/job" if same else "/job/status") == expected
+    assert writes.patches("/job", "/job" if same is True else "/job/status",
+                          same == "keeps") == expected
+
+
+def test_only_kube_apiservers_batch_job_writes_metadata_through_its_status() -> None:
+    assert reconcile.status_keeps_metadata("batch")
+    assert not any(reconcile.status_keeps_metadata(g) for g in
+                   ("batch.volcano.sh", "kubeflow.org", "jobset.x-k8s.io", "argoproj.io", ""))
 
 
 TASKS = """job vcjob: batch.volcano.sh/v1alpha1 Job {

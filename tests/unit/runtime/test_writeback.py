@@ -541,3 +541,20 @@ def test_event_names_are_the_same_in_every_release() -> None:
     assert writeback.action_failed_event(job(), _intent(), "no").name == _named("j", "i1", "action", "failed")
     nameless = writeback.audit_event(job(), "S", _audited(target=_target(pod=None, task=None, uid=None)))
     assert nameless.name == _named("j", "S", "audit", "P1\0restartPod\0")
+
+
+@pytest.mark.parametrize("annotations, labels, expected", [
+    ({"a": "1", "b": "2"}, {"l": "x"}, True),   # another annotation left as it is
+    ({"a": "1"}, {"l": "x"}, True),                 # a removal: absent
+    ({"a": "1", "b": "2", "c": "3"}, {"l": "x"}, False),   # a removal not written
+    ({"a": "0", "b": "2"}, {"l": "x"}, False),
+    ({"a": "1", "b": "2"}, {"l": "y"}, False),
+    ({"a": "1", "b": "2"}, {}, False),
+])
+def test_landed_says_whether_the_commits_metadata_was_written(
+        annotations: dict[str, str], labels: dict[str, str], expected: bool) -> None:
+    commit = {"metadata": {"resourceVersion": "7", "annotations": {"a": "1", "c": None},
+                           "labels": {"l": "x"}}}
+    job = {"metadata": {"annotations": annotations, "labels": labels}}
+    assert writeback.landed(commit, job) is expected
+    assert writeback.landed({"metadata": {"resourceVersion": "7"}}, job)

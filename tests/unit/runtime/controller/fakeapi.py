@@ -46,7 +46,9 @@ class Logged:
 @dataclass
 class FakeApi:
     """Objects by path; `status_subresource` names the resources (`plural.group`) that have one,
-    `short_names` the short names discovery gives resources."""
+    `short_names` the short names discovery gives resources. A /status patch writes the status
+    and, as kube-apiserver's batch Job does, metadata too for `status_keeps_metadata`; of the
+    others only the status (a custom resource's /status)."""
 
     status_subresource: set[str] = field(default_factory=set)
     short_names: dict[str, list[str]] = field(default_factory=dict)   # `plural.group` -> names
@@ -56,6 +58,7 @@ class FakeApi:
     _versions: Iterator[int] = field(default_factory=lambda: itertools.count(100))
     _uids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
     host: str = "https://fake"
+    status_keeps_metadata: set[str] = field(default_factory=lambda: {"jobs.batch"})
 
     # -- setting up ----------------------------------------------------------------------------
 
@@ -186,9 +189,7 @@ class FakeApi:
         return obj
 
     def _has_status(self, path: str) -> bool:
-        api, plural = _resource(path)
-        group = api.split("/")[0] if "/" in api else ""
-        return (f"{plural}.{group}" if group else plural) in self.status_subresource
+        return _qualified(path) in self.status_subresource
 
     def _patch(self, path: str, patch: dict[str, Any]) -> dict[str, Any]:
         status = path.endswith("/status")
@@ -200,7 +201,8 @@ class FakeApi:
                                  method="PATCH", path=path)
         body = {k: v for k, v in patch.items()}
         if status:
-            body = {"status": body["status"]} if "status" in body else {}
+            kept = ("status", "metadata") if _qualified(target) in self.status_keeps_metadata else ("status",)
+            body = {k: v for k, v in body.items() if k in kept}
         elif self._has_status(target):
             body.pop("status", None)
         meta = body.get("metadata")
@@ -278,3 +280,10 @@ def _merge(target: Any, patch: Any) -> Any:
 
 def _spec_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     return old.get("spec") != new.get("spec")
+
+
+def _qualified(path: str) -> str:
+    """`plural.group` of an object's path (the plural alone in the core group)."""
+    api, plural = _resource(path)
+    group = api.split("/")[0] if "/" in api else ""
+    return f"{plural}.{group}" if group else plural

@@ -97,6 +97,73 @@ def test_without_a_status_subresource_the_condition_goes_with_the_commit() -> No
     assert one.path == PATH and "conditions" in one.body["status"]
 
 
+BATCH_RULES = """
+job batch: batch/v1 Job {
+    pods owned
+    failed     when any pod failed
+    running    when any pod running
+    pending    otherwise
+}
+"""
+BATCH_PATH = "/apis/batch/v1/namespaces/ns/jobs/t"
+
+
+def batch_pod(name: str, phase: str = "Running") -> dict[str, Any]:
+    out = pod(name, phase)
+    out["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": "t",
+                                           "uid": "uid-t", "controller": True}]
+    return out
+
+
+def batch_setup(api: FakeApi, *pods: dict[str, Any]) -> tuple[worker.Worker, shell.Clock]:
+    api.add({"apiVersion": "batch/v1", "kind": "Job",
+             "metadata": {"name": "t", "namespace": "ns", "uid": "uid-t", "generation": 1}}, "jobs")
+    for p in pods:
+        api.add(p, "pods")
+    w, _, clock = shell.make(compiled(BATCH_RULES), api, NOW)
+    shell.feed(w, api)
+    return w, clock
+
+
+def test_a_batch_jobs_commit_rides_on_its_status_write(caplog: pytest.LogCaptureFixture) -> None:
+    """kube-apiserver's batch Job writes metadata through /status too: one write, guarded by
+    the version read, carries our annotations, the phase label and the condition; written, its
+    verdict is logged as committed."""
+    api = FakeApi(status_subresource={"jobs.batch"})
+    w, _ = batch_setup(api, batch_pod("p-0"))
+    with caplog.at_level(logging.INFO):
+        w.sync(("batch", "ns", "t"))
+    assert said(caplog) == ["batch ns/t: verdict Running (reason none, rule t.rules:5:5)"]
+    [one] = api.sent("PATCH")
+    assert one.path == BATCH_PATH + "/status" and one.body["metadata"]["resourceVersion"] == "100"
+    job = api.get(BATCH_PATH)
+    assert json.loads(objects.annotation(job, vocabulary.VERDICT_ANNOTATION))["phase"] == "Running"
+    assert objects.labels(job)[vocabulary.PHASE_LABEL] == "Running"
+    assert [c["type"] for c in job["status"]["conditions"]] == ["JobRulesVerdict"]
+
+
+def test_a_status_write_that_drops_our_annotations_is_followed_by_the_commit_from_then_on(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A server whose batch Job /status keeps only the status: the commit is sent at once to the
+    job itself, said once, and the next verdicts are written as for a custom resource."""
+    api = FakeApi(status_subresource={"jobs.batch"}, status_keeps_metadata=set())
+    w, clock = batch_setup(api, batch_pod("p-0", "Pending"))
+    with caplog.at_level(logging.WARNING):
+        w.sync(("batch", "ns", "t"))
+    assert [r.path for r in api.sent("PATCH")] == [BATCH_PATH + "/status", BATCH_PATH]
+    assert json.loads(objects.annotation(api.get(BATCH_PATH), vocabulary.VERDICT_ANNOTATION)
+                      )["phase"] == "Pending"
+    assert [m for m in said(caplog, logging.WARNING) if "/status did not write" in m]
+    api.add(batch_pod("p-0"), "pods")
+    shell.feed(w, api)
+    clock.now += timedelta(seconds=5)
+    before = len(api.sent("PATCH"))
+    w.sync(("batch", "ns", "t"))
+    assert [r.path for r in api.sent("PATCH")[before:]] == [BATCH_PATH, BATCH_PATH + "/status"]
+    assert json.loads(objects.annotation(api.get(BATCH_PATH), vocabulary.VERDICT_ANNOTATION)
+                      )["phase"] == "Running"
+
+
 def test_a_verdict_change_is_an_event() -> None:
     w, api, events, _ = setup(pod("p-0"))
     w.sync(KEY)
