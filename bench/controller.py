@@ -14,7 +14,8 @@
    separate raw watch on the Jobs records, for each, t1: our `jobrules.dev/verdict` Failed, and
    t2: the Job controller's `FailureTarget` (then t3, its `Failed`), from t0, the PATCH's return.
    Reported: p50/p99 of t1-t0 and t2-t0 and their ratio, the controller's CPU seconds per 1,000
-   pod events, and its writes to Jobs per pod failure.
+   pod events, its writes to Jobs per pod failure, and its reconciles per pod failure with the
+   wall time they took (their writes included).
 3. Actions, with every Job still watched: `--failures` more pods fail with exit 3 (`fail job`:
    our `FailureTarget` condition, which the Job controller adopts) and `--failures` more are
    evicted (`restart pod`: the pod deleted), at `--rate` per second each. Reported: p50/p99 from
@@ -346,6 +347,8 @@ def fail_pods(client: transport.Client, api: Any, controller: Controller, pods: 
     time.sleep(1)
     cpu0, writes0 = controller.cpu(), controller.metric(
         "jobrules_controller_api_requests_total", verb="patch")
+    reconciles0 = controller.metric("jobrules_controller_reconcile_total")
+    reconciling0 = controller.metric("jobrules_controller_reconcile_duration_seconds_sum")
     began = time.monotonic()
     for i, (name, pod) in enumerate(owner.items()):
         due = began + i / rate
@@ -370,6 +373,10 @@ def fail_pods(client: transport.Client, api: Any, controller: Controller, pods: 
         "cpu_per_1000_events": (controller.cpu() - cpu0) / events * 1000,
         "writes_per_failure": (controller.metric("jobrules_controller_api_requests_total",
                                                  verb="patch") - writes0) / len(owner),
+        "reconciles_per_failure": (controller.metric("jobrules_controller_reconcile_total")
+                                   - reconciles0) / len(owner),
+        "reconcile_ms_per_failure": (controller.metric(
+            "jobrules_controller_reconcile_duration_seconds_sum") - reconciling0) / len(owner) * 1000,
     }
 
 
@@ -558,6 +565,8 @@ def report(f: dict[str, Any], args: argparse.Namespace) -> int:
         ("transport: CPU ms per request (a merge patch), best of 5", f"{f['request_ms']:.3f}"),
         ("controller CPU s per 1,000 pod events", f"{f['cpu_per_1000_events']:.2f}"),
         ("job writes per pod failure", f"{f['writes_per_failure']:.2f}"),
+        ("reconciles per pod failure, and their wall ms (writes included)",
+         f"{f['reconciles_per_failure']:.2f}, {f['reconcile_ms_per_failure']:.2f}"),
         ("controller CPU s idle, per minute", f"{f['idle_cpu_per_s'] * 60:.2f}"),
         ("CPU s per 1,000 pod events, stream: nothing read / read, no new verdict",
          f"{f['stream_nothing']:.2f} / {f['stream_read']:.2f} (with idle: "
