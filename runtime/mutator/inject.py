@@ -149,27 +149,21 @@ def mutate(injector: Injector, pod: dict, owner: dict | None = None,
 def _apply(injector: Injector, received: Received, programs: tuple[Program, ...], kind: str,
            failed: tuple[MutationError, ...]) -> Mutation:
     """The programs that match the pod, drafted in order on a fresh draft, as one patch."""
-    matched = [p for p in programs if _run(p.injection, p.test, received)]
-    if not matched:
-        return Mutation((), (), kind, failed)
-    draft = Draft(received)
-    for prepared in matched:
-        _run(prepared.injection, _steps, prepared, draft)
+    matched: list[Program] = []
+    try:   # loops rather than calls: an expression failing is the failure of the one `running`
+        for running in programs:
+            if running.test(received):
+                matched.append(running)
+        if not matched:
+            return Mutation((), (), kind, failed)
+        draft = Draft(received)
+        for running in matched:
+            for step in running.steps:
+                step(draft)
+    except ExpressionFailed as err:
+        raise MutationError(running.injection.name, err.expr.span, str(err)) from None
     ops, applied = draft.finish([p.injection for p in matched], injector.digests)
     return Mutation(tuple(ops), applied, kind, failed)
-
-
-def _run(injection: Injection, work: Any, *args: Any) -> Any:
-    """`work(*args)` on behalf of `injection`: an expression failing there is its failure."""
-    try:
-        return work(*args)
-    except ExpressionFailed as err:
-        raise MutationError(injection.name, err.expr.span, str(err)) from None
-
-
-def _steps(prepared: Program, draft: Draft) -> None:
-    for step in prepared.steps:
-        step(draft)
 
 
 def _kind_of(injector: Injector, source: dict | None) -> Kind | None:

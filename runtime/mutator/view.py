@@ -17,7 +17,7 @@ from runtime import functions, pods, templates
 from runtime.plan import Containers, Expr, FieldPath, Kind
 from runtime.span import Span
 
-LISTS = ("containers", "initContainers")   # the pod's container lists, in patch order
+LISTS = ("containers", "initContainers")   # the pod's container lists, in patch order (and sorted)
 
 
 class MutationError(Exception):
@@ -141,7 +141,7 @@ class Received:
         self._options: jmespath.Options | None = None
         self._task: Any = _UNSET
         self._primary: Any = _UNSET
-        self._selected: dict[Containers, list[Selected]] = {}
+        self._selected: dict[tuple[str, tuple[str, ...]], list[Selected]] = {}
 
     @property
     def data(self) -> dict:
@@ -190,9 +190,10 @@ class Received:
     def select(self, which: Containers) -> list[Selected]:
         """The pod's own containers an op targets; sidecars declared in the plan never are.
         Equal selections of different ops are made once."""
-        selected = self._selected.get(which)
+        key = which.select, which.names   # a tuple hashes in C, the frozen dataclass in Python
+        selected = self._selected.get(key)
         if selected is None:
-            selected = self._selected[which] = self._select(which)
+            selected = self._selected[key] = self._select(which)
         return selected
 
     def _select(self, which: Containers) -> list[Selected]:
