@@ -10,7 +10,7 @@ import dataclasses
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -20,8 +20,10 @@ from runtime.mutator.view import ExpressionFailed, MutationError, Received, mapp
 from runtime.plan import FieldPath, Injection, Kind, Plan, Sidecar, expressions
 
 
-@dataclass(frozen=True, slots=True)
-class Mutation:
+class Mutation(NamedTuple):
+    """What `mutate` answers, once per request: a named tuple, immutable like the frozen
+    dataclasses elsewhere but made for a third of what a frozen dataclass's `__init__` costs."""
+
     patch: tuple[dict, ...]  # RFC 6902 ops that apply to the exact pod received
     applied: tuple[str, ...]  # injections that matched and changed something, in plan order
     kind: str | None  # plan kind the pod belongs to (None: no declared owner kind)

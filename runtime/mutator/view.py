@@ -127,7 +127,7 @@ class Received:
     """The received pod with the facts filters and templates need, computed at most once."""
 
     __slots__ = ("pod", "meta", "labels", "annotations", "spec", "kind", "owner", "namespace",
-                 "sidecars", "_data", "_options", "_task", "_primary", "_selected")
+                 "sidecars", "data", "_options", "_task", "_primary", "_selected")
 
     def __init__(self, pod: dict, meta: dict, kind: Kind, owner: dict | None,
                  namespace: str | None, sidecars: frozenset[str]) -> None:
@@ -137,18 +137,12 @@ class Received:
         self.spec = mapping(pod.get("spec"))
         self.namespace = namespace
         self.sidecars = sidecars
-        self._data: dict | None = None
+        # what injection expressions are evaluated against (made at once: cheaper than a property)
+        self.data = {"pod": pod, "owner": owner, "namespace": namespace}
         self._options: jmespath.Options | None = None
         self._task: Any = _UNSET
         self._primary: Any = _UNSET
         self._selected: dict[tuple[str, tuple[str, ...]], list[Selected]] = {}
-
-    @property
-    def data(self) -> dict:
-        """What injection expressions are evaluated against: {pod, owner, namespace}."""
-        if self._data is None:
-            self._data = {"pod": self.pod, "owner": self.owner, "namespace": self.namespace}
-        return self._data
 
     def search(self, expr: Expr, data: Any) -> Any:
         """A templates.Search; a failure raises ExpressionFailed (never read as null here: an
