@@ -264,7 +264,6 @@ def _sidecar(op: Sidecar, injection: Injection) -> Step:
     names = tuple(key for key, _ in pairs)
     volumes = tuple(m.volume for m in op.mounts)
     mounts = tuple(mount(m.volume, m.path, m.read_only) for m in op.mounts)
-    token_mounted = any(m.path == TOKEN_PATH for m in op.mounts)   # by the op itself
 
     def sidecar(draft: Draft) -> None:
         taken = draft.container_names()
@@ -287,8 +286,8 @@ def _sidecar(op: Sidecar, injection: Injection) -> Step:
         made = list(map(dict, mounts))
         for volume in volumes:
             draft.known_volume(volume, injection, span)
-        token = None if token_mounted else draft.token_mount()
-        if token is not None:   # else the API server adds it, and calls us again
+        token = draft.token_mount()   # else the API server adds it, and calls us again
+        if token is not None and all(m["mountPath"] != TOKEN_PATH for m in made):
             made.append(token)
         if made:
             container["volumeMounts"] = made
