@@ -28,7 +28,6 @@ TOKEN_VOLUME_PREFIX = "kube-api-access-"
 TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
-
 class Edit:
     """Changes to one container of the received pod, addressed by its index there."""
 
@@ -154,7 +153,7 @@ class Draft:
             spec = {}
         if self.volumes:
             _emit_list(ops, "/spec/volumes", self.volumes, spec.get("volumes"))
-        for key in sorted(self.edits):   # by list (as in LISTS), then index
+        for key in sorted(self.edits):   # (list, index): LISTS are in sorted order
             edit = self.edits[key]
             if edit.env or edit.mounts or edit.wrapped:
                 _emit_edit(ops, edit)

@@ -122,9 +122,9 @@ def _fold(template: Template) -> Text:
     if all(isinstance(part, str) for part in template):
         return "".join(template)   # type: ignore[arg-type]
     lone = template[0] if len(template) == 1 else None
+    field = lone.compiled if isinstance(lone, Expr) else None
     return _Rendered(template, any(isinstance(part, Var) for part in template),
-                     lone.compiled if isinstance(lone, Expr) and isinstance(lone.compiled, FieldPath)
-                     else None)
+                     field if isinstance(field, FieldPath) else None)
 
 
 def _text(text: Text, pod: Received, container: str | None = None, argv: str | None = None) -> str:

@@ -17,7 +17,8 @@ from runtime import functions, pods, templates
 from runtime.plan import Containers, Expr, FieldPath, Kind
 from runtime.span import Span
 
-LISTS = ("containers", "initContainers")   # the pod's container lists, in patch order (and sorted)
+# The pod's container lists, in patch order, which is also their sorted order (Draft.finish).
+LISTS = ("containers", "initContainers")
 
 
 class MutationError(Exception):
