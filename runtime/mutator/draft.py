@@ -9,7 +9,6 @@ docs/injection.md.
 
 from __future__ import annotations
 
-import functools
 import itertools
 from collections.abc import Mapping
 from typing import Any
@@ -27,8 +26,6 @@ RECORD_ANNOTATION = vocabulary.INJECTED_ANNOTATION
 # without it: the projected token volume it added to the pod, read-only, at this path.
 TOKEN_VOLUME_PREFIX = "kube-api-access-"
 TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
-
-_SPEC = {field: f"/spec/{field}" for field in LISTS}   # their pointers
 
 
 class Edit:
@@ -135,7 +132,8 @@ class Draft:
             if injection.name in credit:
                 applied.append(injection.name)
                 if injection.name not in self.recorded:
-                    self.require("annotations", injection, injection.span)
+                    if self.odd:
+                        self.require("annotations", injection, injection.span)
                     entries.append(f"{injection.name}@{digests.get(injection.name, '')}")
         if len(entries) > len(self.recorded):
             annotations[RECORD_ANNOTATION] = orjson.dumps(entries).decode()
@@ -155,13 +153,13 @@ class Draft:
             spec = {}
         if self.volumes:
             _emit_list(ops, "/spec/volumes", self.volumes, spec.get("volumes"))
-        for key in sorted(self.edits, key=_edit_order):
+        for key in sorted(self.edits):   # (list, index): LISTS are in sorted order
             edit = self.edits[key]
             if edit.env or edit.mounts or edit.wrapped:
                 _emit_edit(ops, edit)
         for field in LISTS:
             if sidecars[field]:
-                _emit_list(ops, _SPEC[field], sidecars[field], spec.get(field))
+                _emit_list(ops, f"/spec/{field}", sidecars[field], spec.get(field))
         return ops, tuple(applied)
 
 
@@ -200,10 +198,6 @@ def _changed(wanted: dict[str, tuple[str, str]], current: dict, credit: set[str]
     return items
 
 
-def _edit_order(key: tuple[str, int]) -> tuple[int, int]:
-    return LISTS.index(key[0]), key[1]
-
-
 def _emit_map(ops: list[dict], where: str, items: dict[str, str], current: Any) -> None:
     """Ops setting `items` in the object at `where` (`current`: that object, None if absent)."""
     if not items:
@@ -212,8 +206,8 @@ def _emit_map(ops: list[dict], where: str, items: dict[str, str], current: Any) 
         ops.append({"op": "add", "path": where, "value": items})
         return
     for key, value in items.items():
-        ops.append({"op": "replace" if key in current else "add", "path": _member(where, key),
-                    "value": value})
+        ops.append({"op": "replace" if key in current else "add",
+                    "path": f"{where}/{jp.escape(key)}", "value": value})
 
 
 def _emit_list(ops: list[dict], where: str, items: list, current: Any) -> None:
@@ -221,29 +215,23 @@ def _emit_list(ops: list[dict], where: str, items: list, current: Any) -> None:
     if current is None:
         ops.append({"op": "add", "path": where, "value": items})
         return
-    end = _member(where, "-")
+    end = f"{where}/-"
     for item in items:   # mostly one
         ops.append({"op": "add", "path": end, "value": item})
 
 
 def _emit_edit(ops: list[dict], edit: Edit) -> None:
-    base = _member(_SPEC[edit.field], str(edit.index))
-    ops.append({"op": "test", "path": _member(base, "name"), "value": edit.name})
+    base = f"/spec/{edit.field}/{edit.index}"   # tokens without `~` or `/`: none to escape
+    ops.append({"op": "test", "path": f"{base}/name", "value": edit.name})
     container = edit.container
     if edit.env:
-        _emit_list(ops, _member(base, "env"), edit.env, container.get("env"))
+        _emit_list(ops, f"{base}/env", edit.env, container.get("env"))
     if edit.mounts:
-        _emit_list(ops, _member(base, "volumeMounts"), edit.mounts, container.get("volumeMounts"))
+        _emit_list(ops, f"{base}/volumeMounts", edit.mounts, container.get("volumeMounts"))
     if edit.wrapped:
-        ops.append({"op": "replace", "path": _member(base, "command"), "value": edit.command})
+        ops.append({"op": "replace", "path": f"{base}/command", "value": edit.command})
         if "args" in container:
-            ops.append({"op": "remove", "path": _member(base, "args")})
-
-
-@functools.lru_cache(maxsize=4096)
-def _member(where: str, key: str) -> str:
-    """The pointer to `key` in the object or array at `where`: the same few, pod after pod."""
-    return f"{where}/{jp.escape(key)}"
+            ops.append({"op": "remove", "path": f"{base}/args"})
 
 
 def listed(items: Any, key: str, value: str) -> bool:

@@ -15,12 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Union
 
+import orjson
+
 from runtime import pods, templates, vocabulary
 from runtime.mutator.draft import TOKEN_PATH, Draft, listed, mount
 from runtime.mutator.view import MutationError, Received
 from runtime.plan import (
-    And, Annotate, Env, Injection, IsPrimary, JmesPath, Label, LabelIs, Mount, NamespaceIs,
-    NamespaceLabel, Not, Or, Sidecar, TaskIs, Template, Var, Volume, Wrap,
+    And, Annotate, Env, Expr, FieldPath, Injection, IsPrimary, JmesPath, Label, LabelIs, Mount,
+    NamespaceIs, NamespaceLabel, Not, Or, Sidecar, TaskIs, Template, Var, Volume, Wrap,
 )
 
 COMPLETION_ANNOTATION = vocabulary.COMPLETION_ANNOTATION
@@ -35,10 +37,12 @@ Test = Callable[[Received], bool]
 @dataclass(frozen=True, slots=True)
 class _Rendered:
     """A template that names the pod, and whether it has placeholders (else no variables need
-    making for it)."""
+    making for it); `field` when it is one expression that only names fields (the commonest,
+    `<<owner.metadata.name>>`), read without the renderer."""
 
     template: Template
     has_vars: bool
+    field: FieldPath | None = None
 
 
 Text = Union[str, _Rendered]   # a template as prepared: a str when it has only literal text
@@ -67,11 +71,9 @@ def _test(node: Any) -> Test:
             # a namespace label is the webhook entry's namespaceSelector: the API server checked it
             return lambda pod: True
         case And(args):
-            tests = tuple(map(_test, args))
-            return lambda pod: all(test(pod) for test in tests)
+            return _all(tuple(map(_test, args)))
         case Or(args):
-            tests = tuple(map(_test, args))
-            return lambda pod: any(test(pod) for test in tests)
+            return _any(tuple(map(_test, args)))
         case Not(arg):
             test = _test(arg)
             return lambda pod: not test(pod)
@@ -90,6 +92,24 @@ def _test(node: Any) -> Test:
     raise TypeError(f"not an injection filter: {node!r}")
 
 
+def _all(tests: tuple[Test, ...]) -> Test:
+    def every(pod: Received) -> bool:   # a loop: all() over a generator costs a frame per pod
+        for test in tests:
+            if not test(pod):
+                return False
+        return True
+    return every
+
+
+def _any(tests: tuple[Test, ...]) -> Test:
+    def some(pod: Received) -> bool:
+        for test in tests:
+            if test(pod):
+                return True
+        return False
+    return some
+
+
 def _has(mapping_: dict, key: str, values: frozenset[str] | None) -> bool:
     if values is None:
         return key in mapping_
@@ -101,7 +121,10 @@ def _fold(template: Template) -> Text:
     """A template of literal parts only as its text; any other template prepared to render."""
     if all(isinstance(part, str) for part in template):
         return "".join(template)   # type: ignore[arg-type]
-    return _Rendered(template, any(isinstance(part, Var) for part in template))
+    lone = template[0] if len(template) == 1 else None
+    field = lone.compiled if isinstance(lone, Expr) else None
+    return _Rendered(template, any(isinstance(part, Var) for part in template),
+                     field if isinstance(field, FieldPath) else None)
 
 
 def _text(text: Text, pod: Received, container: str | None = None, argv: str | None = None) -> str:
@@ -109,6 +132,8 @@ def _text(text: Text, pod: Received, container: str | None = None, argv: str | N
     context gives (the plan loader allows no other placeholder where they are absent)."""
     if isinstance(text, str):
         return text
+    if text.field is not None:   # as render and Received.search would read it
+        return templates.text(text.field.search(pod.data))
     variables: dict[str, Any] = {}
     if text.has_vars:
         variables = pod.variables()
@@ -141,7 +166,8 @@ def _annotate(op: Annotate, injection: Injection) -> Step:
 
     def annotate(draft: Draft) -> None:
         text = _text(value, draft.pod)
-        draft.require("annotations", injection, span)
+        if draft.odd:   # mostly empty: no call
+            draft.require("annotations", injection, span)
         draft.annotations[key] = (text, name)
     return annotate
 
@@ -154,7 +180,8 @@ def _label(op: Label, injection: Injection) -> Step:
         text = _text(value, draft.pod)
         if not valid and not _LABEL_VALUE.fullmatch(text):
             raise MutationError(name, span, f"label {key!r}: {text!r} is not a valid label value")
-        draft.require("labels", injection, span)
+        if draft.odd:
+            draft.require("labels", injection, span)
         draft.labels[key] = (text, name)
     return label
 
@@ -166,7 +193,8 @@ def _completion(injection: Injection) -> Step:
     value = (",".join(injection.completion_containers), injection.name)
 
     def completion(draft: Draft) -> None:
-        draft.require("annotations", injection, injection.span)
+        if draft.odd:
+            draft.require("annotations", injection, injection.span)
         draft.annotations[COMPLETION_ANNOTATION] = value
     return completion
 
@@ -190,16 +218,15 @@ def _env(op: Env, injection: Injection) -> Step:
 
 def _volume(op: Volume, injection: Injection) -> Step:
     volume, span, name = op.name, op.span, injection.name
-    source = dict(op.source)
+    made = orjson.dumps({"name": volume, **op.source})   # read back as a fresh copy per pod
 
     def add_volume(draft: Draft) -> None:
         taken = draft.volume_names()
         if volume in taken:
             return  # a volume of that name already exists: the pod's wins
-        draft.require("volumes", injection, span)
-        item: dict[str, Any] = {"name": volume}
-        item.update({k: dict(v) if isinstance(v, dict) else v for k, v in source.items()})
-        draft.volumes.append(item)
+        if draft.odd:
+            draft.require("volumes", injection, span)
+        draft.volumes.append(orjson.loads(made))
         taken.add(volume)
         draft.credit.add(name)
     return add_volume
@@ -242,7 +269,8 @@ def _sidecar(op: Sidecar, injection: Injection) -> Step:
         taken = draft.container_names()
         if cname in taken:
             return  # already there (injected before, or the pod brings its own)
-        draft.require(field, injection, span)
+        if draft.odd:
+            draft.require(field, injection, span)
         pod = draft.pod
         text = _text(image, pod, cname)
         if not text:
@@ -255,7 +283,7 @@ def _sidecar(op: Sidecar, injection: Injection) -> Step:
         if names:
             container["env"] = [{"name": key, "value": value} for key, value
                                 in zip(names, env.render(pod, cname))]
-        made = [dict(m) for m in mounts]
+        made = list(map(dict, mounts))
         for volume in volumes:
             draft.known_volume(volume, injection, span)
         token = draft.token_mount()   # else the API server adds it, and calls us again

@@ -17,7 +17,8 @@ from runtime import functions, pods, templates
 from runtime.plan import Containers, Expr, FieldPath, Kind
 from runtime.span import Span
 
-LISTS = ("containers", "initContainers")   # the pod's container lists, in patch order
+# The pod's container lists, in patch order, which is also their sorted order (Draft.finish).
+LISTS = ("containers", "initContainers")
 
 
 class MutationError(Exception):
@@ -127,7 +128,7 @@ class Received:
     """The received pod with the facts filters and templates need, computed at most once."""
 
     __slots__ = ("pod", "meta", "labels", "annotations", "spec", "kind", "owner", "namespace",
-                 "sidecars", "_data", "_options", "_task", "_primary", "_selected")
+                 "sidecars", "data", "_options", "_task", "_primary", "_selected")
 
     def __init__(self, pod: dict, meta: dict, kind: Kind, owner: dict | None,
                  namespace: str | None, sidecars: frozenset[str]) -> None:
@@ -137,18 +138,12 @@ class Received:
         self.spec = mapping(pod.get("spec"))
         self.namespace = namespace
         self.sidecars = sidecars
-        self._data: dict | None = None
+        # what injection expressions are evaluated against (made at once: cheaper than a property)
+        self.data = {"pod": pod, "owner": owner, "namespace": namespace}
         self._options: jmespath.Options | None = None
         self._task: Any = _UNSET
         self._primary: Any = _UNSET
-        self._selected: dict[Containers, list[Selected]] = {}
-
-    @property
-    def data(self) -> dict:
-        """What injection expressions are evaluated against: {pod, owner, namespace}."""
-        if self._data is None:
-            self._data = {"pod": self.pod, "owner": self.owner, "namespace": self.namespace}
-        return self._data
+        self._selected: dict[tuple[str, tuple[str, ...]], list[Selected]] = {}
 
     def search(self, expr: Expr, data: Any) -> Any:
         """A templates.Search; a failure raises ExpressionFailed (never read as null here: an
@@ -190,9 +185,10 @@ class Received:
     def select(self, which: Containers) -> list[Selected]:
         """The pod's own containers an op targets; sidecars declared in the plan never are.
         Equal selections of different ops are made once."""
-        selected = self._selected.get(which)
+        key = which.select, which.names   # a tuple hashes in C, the frozen dataclass in Python
+        selected = self._selected.get(key)
         if selected is None:
-            selected = self._selected[which] = self._select(which)
+            selected = self._selected[key] = self._select(which)
         return selected
 
     def _select(self, which: Containers) -> list[Selected]:

@@ -989,6 +989,33 @@ def test_error_carries_the_rule():
     assert str(err) == "rules/k.rules:12:5: injection katib: sidecar 's': image is empty"
 
 
+@pytest.mark.parametrize("where_fails", [False, True], ids=["in-a-step", "in-the-filter"])
+def test_an_expression_failing_is_the_failure_of_the_injection_running_it(where_fails):
+    """The steps and filters of every injection run under one handler: the failure is the
+    one running's, not the first's."""
+    failing = expr("length(`1`)")
+    second = (inj(annotate(), name="second", match=where(failing["expr"])) if where_fails
+              else inj(annotate("b", [failing]), name="second"))
+    with pytest.raises(mutator.MutationError) as info:
+        mutator.mutate(build(inj(annotate("a"), name="first"), second), pod())
+    assert info.value.injection == "second"
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ([expr("owner.metadata.name")], "owner-1"),
+    ([expr("owner.metadata.name"), "-x"], "owner-1-x"),
+    (["x-", expr("owner.metadata.name")], "x-owner-1"),
+    ([expr("owner.metadata.name"), expr("owner.metadata.name")], "owner-1owner-1"),
+    ([expr("owner.metadata")], json.dumps({"name": "owner-1", "uid": ref_of("job")["uid"]},
+                                          separators=(",", ":"), sort_keys=True)),
+    ([expr("owner.nothing")], ""),
+], ids=["lone", "then-text", "after-text", "two", "an-object", "null"])
+def test_a_field_path_renders_alone_or_among_other_parts(value, expected):
+    """A template that is one field path is read without the renderer: the same text."""
+    _, result = run(build(inj(env(value=value))), pod())
+    assert result["spec"]["containers"][0]["env"] == [{"name": "TRIAL", "value": expected}]
+
+
 def test_filter_error_cites_the_expression():
     match = {"op": "jmespath", "expr": "length(`1`)", "span": {**SPAN, "line": 7}}
     with pytest.raises(mutator.MutationError) as info:
