@@ -8,11 +8,13 @@ from rulec.diagnostics import Diagnostic
 from rulec.source import SourceFile
 
 
-def lines(found: list[Diagnostic]) -> list[str]:
+def lines(found: list[Diagnostic], ends: bool = False) -> list[str]:
+    """With `ends`, each position is `path:line:column-end_line:end_column`."""
     out = []
     for d in found:
         s = d.span
-        out.append(f"{s.path}:{s.line}:{s.column} {d.code} {d.message}")
+        end = f"-{s.end_line}:{s.end_column}" if ends else ""
+        out.append(f"{s.path}:{s.line}:{s.column}{end} {d.code} {d.message}")
         if d.help is not None:
             out.append(f"  help: {d.help}")
         for n in d.notes:
@@ -21,12 +23,12 @@ def lines(found: list[Diagnostic]) -> list[str]:
     return out
 
 
-def said(text: str, *more: str, crds: tuple[str, ...] = ()) -> list[str]:
+def said(text: str, *more: str, crds: tuple[str, ...] = (), ends: bool = False) -> list[str]:
     """The diagnostics of `text` (t.rules) with files `more` (m0.rules, ...) beside it, and
     the CRD files `crds`."""
     sources = [SourceFile.from_text("t.rules", text)]
     sources += [SourceFile.from_text(f"m{i}.rules", m) for i, m in enumerate(more)]
-    return lines(api.build_sources(sources, crds, emit_plan=False).diagnostics)
+    return lines(api.build_sources(sources, crds, emit_plan=False).diagnostics, ends)
 
 
 JOB = "job j: batch/v1 Job {\n    succeeded when all pods succeeded\n"
