@@ -1,0 +1,78 @@
+"""The injections check (rulec/checks/injections.py and the values it reads): each finding
+whole (code, position, message, help, notes) for the ops of an injection, and the shell of a
+`wrap ... with shell`, read around the placeholders that stand between its words."""
+from __future__ import annotations
+
+import pytest
+
+from tests.unit.rulec.said import job, said
+
+KEY_RULE = ("the name part must be alphanumerics, `-`, `_` and `.`, starting and ending "
+            "alphanumeric")
+NAME_RULE = "it must be lower-case alphanumerics and `-`, starting and ending alphanumeric"
+
+
+def inject(*ops: str) -> str:
+    """Kind `j` (lines 1-4), then an injection into its pods: its ops from line 6."""
+    return job("") + "inject into pods of j {\n" + "".join(f"    {op}\n" for op in ops) + "}\n"
+
+
+def test_each_op_of_an_injection_is_checked_and_said_whole() -> None:
+    assert said(inject('annotate "a b" = "{exit_code}"',
+                       'label "-b" = "{argv}"',
+                       'env "E~x" = "v" in ["Bad_Name"]',
+                       'env "E\u00e9" = "v"',
+                       'volume "v" empty dir',
+                       'volume "v" empty dir',
+                       'mount volume "v" at "/x" in ["Also_Bad"]',
+                       'wrap ["Wrap_Bad"] with ["a"]')) == [
+        f't.rules:6:14 R303 invalid annotation key "a b": {KEY_RULE}',
+        "t.rules:6:23 R104 placeholder `{exit_code}` has no value in an injection",
+        "  help: placeholders here: job, namespace, kind, task, pod",
+        f't.rules:7:11 R303 invalid label key "-b": {KEY_RULE}',
+        "t.rules:7:19 R104 placeholder `{argv}` has no value in an injection",
+        "  help: `{argv}` exists only in `wrap ... with shell`",
+        # `~` is printable ASCII: "E~x" is a fine name
+        f't.rules:8:25 R305 invalid container name "Bad_Name": {NAME_RULE}',
+        # a name with a character that is not printable ASCII is not quoted whole
+        "t.rules:9:9 R307 invalid environment variable name: it holds `é`, which is not "
+        "printable ASCII",
+        "  help: the API server refuses the pod, so every pod the injection matches would be "
+        "refused",
+        "t.rules:11:12 R105 volume `v` is declared twice in this injection",
+        "  note t.rules:10:12: first declared here",
+        f't.rules:12:34 R305 invalid container name "Also_Bad": {NAME_RULE}',
+        f't.rules:13:11 R305 invalid container name "Wrap_Bad": {NAME_RULE}']
+
+
+def test_a_sidecar_declared_twice_is_said_at_the_second() -> None:
+    assert said(inject('sidecar "s" { image "i" }', 'sidecar "s" { image "i" }')) == [
+        "t.rules:7:13 R105 sidecar `s` is declared twice in this injection",
+        "  note t.rules:6:13: first declared here"]
+
+
+NO_EXEC = ["t.rules:6:37 R502 `{argv}` runs as a child of the shell, so it gets no signals",
+           "  help: write `exec {argv}` so the program replaces the shell"]
+PIPED = ["t.rules:6:31 R505 the output of `{argv}` is piped: the container exits with the status "
+         "of the pipeline's last command, not the program's",
+         "  help: redirect to the file instead (`exec {argv} >>FILE 2>&1`), or through a FIFO to "
+         "keep stdout too: `mkfifo /tmp/out; tee -a FILE </tmp/out & exec {argv} >/tmp/out 2>&1`"]
+
+
+@pytest.mark.parametrize("shell, expected", [
+    # placeholders before and after `{argv}` read as words
+    ("exec {argv} >{pod}.log", []),
+    ("echo {pod}; exec {argv}", []),
+    # `exec` must be a word of its own: not glued to what a placeholder stands for
+    ("x{pod}exec {argv}", NO_EXEC),
+    # only what follows `{argv}` can pipe its output
+    ("echo a | cat; exec {argv}", []),
+    ("exec {argv} | cat", PIPED),
+    # a quoted word gone, `>|` is a clobbering redirect, not a pipe
+    ("exec {argv} >'log'| cat", []),
+    # only the line of `{argv}`
+    ("exec {argv}\\necho a | cat", []),
+])
+def test_a_wrap_shell_is_read_word_by_word_around_its_placeholders(shell: str,
+                                                                    expected: list[str]) -> None:
+    assert said(inject(f'wrap all with shell "{shell}"')) == expected
