@@ -76,3 +76,64 @@ PIPED = ["t.rules:6:31 R505 the output of `{argv}` is piped: the container exits
 def test_a_wrap_shell_is_read_word_by_word_around_its_placeholders(shell: str,
                                                                     expected: list[str]) -> None:
     assert said(inject(f'wrap all with shell "{shell}"')) == expected
+
+
+def test_every_name_template_and_path_of_every_op_is_checked() -> None:
+    text = job("") + 'inject into pods of j, jj where label "-x" exists and task "a" {\n' + """\
+    env "E" = "{exit_code}" in ["Env_C"]
+    volume "Vol_A" empty dir
+    mount volume "Vol_B" at "" in ["Mount_C"]
+    sidecar "Side_A" {
+        image "{exit_code}"
+        command ["{argv}"]
+        args ["{count}"]
+        env "S=x" = "{phase}"
+        mount volume "Vol_C" at ""
+    }
+    sidecar "Side_A" { image "" }
+    wrap ["Wrap_C"] with ["{argv}", "{exit_code}"]
+    wrap all with shell "exec {argv} {exit_code}"
+    wait for containers ["Wait_C"]
+}
+"""
+    injected = "  help: placeholders here: job, namespace, kind, task, pod"
+    path = '  help: mount the volume at an absolute path such as "/var/run/x"'
+    argv = "  help: `{argv}` exists only in `wrap ... with shell`"
+    assert said(text) == [
+        "t.rules:5:24 R101 no kind is called `jj`",
+        "  help: did you mean `j`?",
+        f't.rules:5:39 R303 invalid label key "-x": {KEY_RULE}',
+        "t.rules:6:16 R104 placeholder `{exit_code}` has no value in an `env` value",
+        f"{injected}, container",
+        f't.rules:6:33 R305 invalid container name "Env_C": {NAME_RULE}',
+        f't.rules:7:12 R305 invalid volume name "Vol_A": {NAME_RULE}',
+        f't.rules:8:18 R305 invalid volume name "Vol_B": {NAME_RULE}',
+        "t.rules:8:29 R308 the mount path is empty", path,
+        f't.rules:8:36 R305 invalid container name "Mount_C": {NAME_RULE}',
+        f't.rules:9:13 R305 invalid sidecar name "Side_A": {NAME_RULE}',
+        "t.rules:10:16 R104 placeholder `{exit_code}` has no value in a sidecar", injected,
+        "t.rules:11:19 R104 placeholder `{argv}` has no value in a sidecar", argv,
+        "t.rules:12:16 R104 placeholder `{count}` has no value in a sidecar", injected,
+        't.rules:13:13 R307 invalid environment variable name "S=x": it holds `=`, which ends a '
+        "name in the environment",
+        "  help: the API server refuses the pod, so every pod the injection matches would be "
+        "refused",
+        "t.rules:13:22 R104 placeholder `{phase}` has no value in a sidecar", injected,
+        f't.rules:14:22 R305 invalid volume name "Vol_C": {NAME_RULE}',
+        "t.rules:14:33 R308 the mount path is empty", path,
+        "t.rules:16:13 R105 sidecar `Side_A` is declared twice in this injection",
+        "  note t.rules:9:13: first declared here",
+        f't.rules:16:13 R305 invalid sidecar name "Side_A": {NAME_RULE}',
+        "t.rules:16:30 R308 sidecar `Side_A` has an empty image",
+        "  help: the API server refuses a container without an image",
+        f't.rules:17:11 R305 invalid container name "Wrap_C": {NAME_RULE}',
+        "t.rules:17:28 R104 placeholder `{argv}` has no value in a `wrap`", argv,
+        "t.rules:17:38 R104 placeholder `{exit_code}` has no value in a `wrap`",
+        f"{injected}, container",
+        "t.rules:18:38 R104 placeholder `{exit_code}` has no value in a `wrap ... shell`",
+        f"{injected}, container, argv",
+        f't.rules:19:26 R305 invalid container name "Wait_C": {NAME_RULE}']
+
+
+def test_a_volume_and_a_sidecar_may_share_a_name() -> None:
+    assert said(inject('volume "s" empty dir', 'sidecar "s" { image "i" }')) == []
