@@ -137,3 +137,15 @@ def test_every_name_template_and_path_of_every_op_is_checked() -> None:
 
 def test_a_volume_and_a_sidecar_may_share_a_name() -> None:
     assert said(inject('volume "s" empty dir', 'sidecar "s" { image "i" }')) == []
+
+
+def test_each_sidecar_named_like_a_primary_container_is_said() -> None:
+    kind = 'job j: batch/v1 Job {\n    primary containers ["main", "aux"]\n' \
+           '    succeeded when all pods succeeded\n}\n'
+    shadows = "  help: give the sidecar a name of its own"
+    assert said(kind + 'inject into pods of j {\n    sidecar "main" { image "i" }\n'
+                       '    sidecar "aux" { image "i" }\n}\n') == [
+        "t.rules:6:13 R504 sidecar `main` has the name of a primary container of kind `j`", shadows,
+        "  note t.rules:2:25: the primary container",
+        "t.rules:7:13 R504 sidecar `aux` has the name of a primary container of kind `j`", shadows,
+        "  note t.rules:2:33: the primary container"]

@@ -143,3 +143,12 @@ def test_an_earlier_policy_that_catches_every_case_shadows_the_later(first: str,
 ])
 def test_an_earlier_policy_that_misses_some_cases_shadows_nothing(first: str, second: str) -> None:
     assert said(job(f"    {first}\n    {second}")) == []
+
+
+def test_the_label_value_of_a_set_on_other_objects_takes_the_job_s_placeholders() -> None:
+    step = 'abort job -> set spec.x = "1" on v1 ConfigMap label "a" = "{exit_code}-{nope}"'
+    assert said(job(f"    actions {{ {step} }}")) == [
+        "t.rules:3:74 R104 placeholder `{exit_code}` has no value in a label value",
+        "  help: placeholders here: job, namespace, kind",
+        "t.rules:3:86 R104 unknown placeholder `{nope}`",
+        "  help: placeholders here: job, namespace, kind"]
