@@ -59,7 +59,8 @@ rulec_tests="$u/rulec/test_checker.py $u/rulec/test_checker_fuzz.py $u/rulec/tes
 # the checker's topic files: each finding said whole (tests/unit/rulec/said.py)
 checker_tests="$u/rulec/test_checker_policies.py $u/rulec/test_checker_schema_paths.py
     $u/rulec/test_checker_injections.py $u/rulec/test_checker_conflicts.py
-    $u/rulec/test_checker_kinds.py"
+    $u/rulec/test_checker_kinds.py $u/rulec/test_checker_names.py $u/rulec/test_checker_filters.py
+    $u/rulec/test_checker_causes.py"
 declare -A TESTS=(
     [evaluator]="$eval_tests"
     [conditions]="$rt/test_conditions.py $eval_tests $rt/test_pods.py"

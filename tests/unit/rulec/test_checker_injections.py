@@ -149,3 +149,23 @@ def test_each_sidecar_named_like_a_primary_container_is_said() -> None:
         "  note t.rules:2:25: the primary container",
         "t.rules:7:13 R504 sidecar `aux` has the name of a primary container of kind `j`", shadows,
         "  note t.rules:2:33: the primary container"]
+
+
+def test_webhook_settings_given_twice_or_out_of_range() -> None:
+    assert said("webhook failure open timeout 0s\nwebhook failure closed timeout 31s\n") == [
+        "t.rules:1:30 R306 the webhook timeout must be between 1s and 30s",
+        "t.rules:2:17 R106 `webhook failure` is set twice",
+        "  note t.rules:1:17: first set here",
+        "t.rules:2:32 R106 `webhook timeout` is set twice",
+        "  note t.rules:1:30: first set here",
+        "t.rules:2:32 R306 the webhook timeout must be between 1s and 30s"]
+    assert said("webhook timeout 1s\n") == said("webhook timeout 30s\n") == []
+
+
+def test_a_webhook_setting_given_three_times_points_each_later_one_at_the_first() -> None:
+    assert said("webhook failure open timeout 2s\nwebhook failure closed timeout 3s\n"
+                "webhook failure open timeout 4s\n") == [
+        "t.rules:2:17 R106 `webhook failure` is set twice", "  note t.rules:1:17: first set here",
+        "t.rules:2:32 R106 `webhook timeout` is set twice", "  note t.rules:1:30: first set here",
+        "t.rules:3:17 R106 `webhook failure` is set twice", "  note t.rules:1:17: first set here",
+        "t.rules:3:30 R106 `webhook timeout` is set twice", "  note t.rules:1:30: first set here"]

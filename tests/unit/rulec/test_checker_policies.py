@@ -152,3 +152,80 @@ def test_the_label_value_of_a_set_on_other_objects_takes_the_job_s_placeholders(
         "  help: placeholders here: job, namespace, kind",
         "t.rules:3:86 R104 unknown placeholder `{nope}`",
         "  help: placeholders here: job, namespace, kind"]
+
+
+POLICY_ID_HELP = '  help: policy ids key the stored state; give each policy its own `as "id"`'
+
+
+def test_policy_ids_given_or_default_are_unique_across_extensions() -> None:
+    # the defaults count a kind's policies of each event from 0, named ones too: the third
+    # `pod failed` is podFailed#2
+    text = ('job j: batch/v1 Job {\n    task label "role"\n    succeeded when all pods succeeded\n'
+            '    on pod failed exit 1 -> ignore as "x"\n    on pod failed exit 2 -> ignore as "x"\n'
+            "    on pod failed exit 3 -> ignore\n}\n"
+            'extend j { on pod failed exit 4 -> ignore as "podFailed#2" }\n')
+    assert said(text) == [
+        "t.rules:5:39 R105 policy id `x` is used twice", POLICY_ID_HELP,
+        "  note t.rules:4:39: first used here",
+        "t.rules:8:46 R105 policy id `podFailed#2` is used twice", POLICY_ID_HELP,
+        "  note t.rules:6:5: first used here"]
+
+
+def test_a_task_failure_policy_preempts_only_retries_of_its_own_task() -> None:
+    head = 'job j: batch/v1 Job {\n    task label "role"\n    succeeded when all pods succeeded\n'
+    tail = "    actions { abort job -> record }\n}\n"
+    # another task's retries, a restart without budget, a count: none is preempted
+    assert said(head + '    on task "w" failed -> abort job\n'
+                       '    on task "v" pod failed -> restart pod max 2\n'
+                       "    on pod failed exit 9 -> restart pod\n" + tail) == [
+        "t.rules:6:29 R402 `restart pod` has no budget and may repeat forever",
+        "  help: add `max N`, e.g. `restart pod max 3 then fail job`"]
+    assert said(head + '    on task "w" failed -> abort job\n'
+                       '    on task "w" pod failed -> restart pod max 2\n' + tail) == [
+        't.rules:4:5 R411 task "w" fails with its first failed pod: this policy takes `abort job` '
+        "before any retry of the pod policy could help",
+        "  help: to act when the retries are spent, write it as the pod policy's fallback: "
+        "`... then abort job`",
+        "  note t.rules:5:5: the pod policy that retries"]
+
+
+def test_each_step_of_a_recipe_is_checked() -> None:
+    with_task = ('job j: batch/v1 Job {\n    task label "role"\n    succeeded when all pods succeeded\n'
+                 "    actions {\n        ignore -> record\n        abort job -> delete pods of task\n"
+                 "        fail job -> delete pod\n"
+                 "        restart task -> delete pods of task, resize spec.r[task].template\n"
+                 "        complete job -> resize spec.template\n"
+                 '        terminate job -> await any pod failed within 10s, condition ""\n    }\n}\n')
+    assert said(with_task) == [
+        "t.rules:5:9 R405 `ignore` has no effect to describe",
+        "t.rules:6:22 R405 `delete pods of task` needs an action about a task, and `abort job` "
+        "is not",
+        "t.rules:7:21 R405 `delete pod` deletes the pod an action is about, and `fail job` is "
+        "about no pod",
+        "  help: write `delete pods` (all of the job's) or `delete pods of task`",
+        "t.rules:9:25 R405 `resize` writes the new sizes of a restart with more memory, and "
+        "`complete job` is no restart",
+        "t.rules:10:69 R308 a condition type cannot be empty"]
+    without_task = ('job j: batch/v1 Job {\n    succeeded when all pods succeeded\n'
+                    "    actions {\n        abort job -> delete pods of task\n"
+                    "        restart job -> resize spec.r[task].template\n"
+                    '        fail job -> create v1 ConfigMap { a: "x", a: "{nope}", b: job }\n'
+                    '        complete job -> set status.x = "1" on v1 ConfigMap label "a" = "b"\n'
+                    '        terminate job -> set spec.x = "1" on batch/v1 Job label "a" = "b"\n'
+                    "    }\n}\n")
+    assert said(without_task) == [
+        "t.rules:4:22 R408 `delete pods of task` needs a task, but kind `j` declares no `task`",
+        NO_TASK_HELP,
+        "t.rules:5:24 R408 `resize PATH[task]` needs a task, but kind `j` declares no `task`",
+        NO_TASK_HELP,
+        "t.rules:6:51 R106 field `a` is given twice",
+        "  note t.rules:6:43: first given here",
+        "t.rules:6:55 R104 unknown placeholder `{nope}`",
+        "  help: placeholders here: job, namespace, kind, task, pod, container, container_reason, "
+        "exit_code, pod_reason, phase, count, total, restarts, event, budget_used, budget_max",
+        "t.rules:7:29 R412 `set status.x on ConfigMap` would write the status of another "
+        "controller's objects",
+        "  help: write a field of their spec or metadata, which their controller reads",
+        "t.rules:8:43 R412 `on batch/v1 Job` names the job's own kind: it would write every job "
+        "the label finds",
+        "  help: write the job's own field with `set spec.x = ...`"]
