@@ -60,7 +60,7 @@ rulec_tests="$u/rulec/test_checker.py $u/rulec/test_checker_fuzz.py $u/rulec/tes
 checker_tests="$u/rulec/test_checker_policies.py $u/rulec/test_checker_schema_paths.py
     $u/rulec/test_checker_injections.py $u/rulec/test_checker_conflicts.py
     $u/rulec/test_checker_kinds.py $u/rulec/test_checker_names.py $u/rulec/test_checker_filters.py
-    $u/rulec/test_checker_causes.py"
+    $u/rulec/test_checker_causes.py $u/rulec/test_checker_allow.py"
 declare -A TESTS=(
     [evaluator]="$eval_tests"
     [conditions]="$rt/test_conditions.py $eval_tests $rt/test_pods.py"

@@ -232,3 +232,15 @@ def test_the_types_a_crd_schema_gives_a_condition(crd: tuple[str, ...], conditio
     assert found == ([] if types is None else [
         f"t.rules:2:20 R203 this condition can only be {types}, which is true whenever it is "
         "non-empty", NON_BOOLEAN])
+
+
+def test_a_served_version_no_crd_defines_is_said_where_it_is_written(crd: tuple[str, ...]) -> None:
+    text = RUN.replace("v1 Run", "v1, v2 Run") + \
+        "    succeeded when <<status.zz>>\n    status { phase at status.yy }\n}\n" \
+        "job nope: example.com/v1 Nope {\n    succeeded when all pods succeeded\n}\n"
+    assert said(text, crds=crd) == [
+        # v2: at the version; the first version: at the kind, which names the type
+        "t.rules:1:26 R602 no CRD given defines `example.com/v2 Run`; its paths are not checked",
+        "t.rules:2:29 R601 `status.zz` is not in the schema of `example.com/v1 Run`", STATUS_HELP,
+        "t.rules:3:30 R601 `status.yy` is not in the schema of `example.com/v1 Run`", STATUS_HELP,
+        "t.rules:5:26 R602 no CRD given defines `example.com/v1 Nope`; its paths are not checked"]
