@@ -27,14 +27,17 @@ def test_an_allow_covers_the_whole_verdict_its_line_is_part_of() -> None:
                "    failed when any pod failed\n"
                f"        with exit in [0, 2]  {allow}\n"
                f"    failed when any pod failed {allow}\n"      # another verdict's line
-               "    failed when any pod failed with exit in [0, 3]")
+               "    failed when any pod failed with exit in [0, 3]\n"
+               "    failed when any pod failed with exit in [0, 4]\n"
+               f"        or any pod evicted  {allow}")             # its last line
     assert said(text) == [f"t.rules:7:46 {EXIT_ZERO[0]}", EXIT_ZERO[1]]
 
 
 def test_an_allow_covers_its_own_file_only() -> None:
     text = job("    on pod failed -> restart pod")
-    other = f"\n\n{ALLOW}\n"
+    other = f"\n{ALLOW}\n"   # alone on line 2: it would cover line 3
     assert said(text, other) == [f"t.rules:3:22 {NO_BUDGET[0]}", NO_BUDGET[1]]
+    assert said(other, text) == [f"m0.rules:3:22 {NO_BUDGET[0]}", NO_BUDGET[1]]
 
 
 def test_names_an_allow_cannot_take_are_said() -> None:
