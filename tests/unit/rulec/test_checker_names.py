@@ -50,6 +50,7 @@ def test_a_cause_s_name_and_hint_are_said_whole() -> None:
                       'cause "ok2" when exit 1 hint "' + "x" * 201 + '"\n'
                       'cause "ok3" when exit 1 hint "a\\nb"\n'
                       'cause "ok4" when exit 1 hint "' + "x" * 200 + '"\n'
+                      'cause "ok5" when exit 1 hint "X marks the spot"\n'
                       'define e = cause "ok"\n')
     assert said(text) == [
         't.rules:5:7 R311 expected a cause name other than "none", the metric\'s label for '
@@ -62,7 +63,7 @@ def test_a_cause_s_name_and_hint_are_said_whole() -> None:
         f"t.rules:7:35 {ONE_LINE} holds a control character", HINT_HELP,
         f"t.rules:8:30 {ONE_LINE} is 201 characters long", HINT_HELP,
         f"t.rules:9:30 {ONE_LINE} is not one line", HINT_HELP,
-        "t.rules:11:12 R407 expected no `cause` term in define `e`", NO_CAUSE_HELP]
+        "t.rules:12:12 R407 expected no `cause` term in define `e`", NO_CAUSE_HELP]
 
 
 def test_a_define_cycle_is_said_once_with_its_path() -> None:
