@@ -82,3 +82,12 @@ def test_the_counts_and_task_terms_of_a_condition() -> None:
         "t.rules:3:77 R306 a count of tasks is never negative",
         "t.rules:3:83 R408 a task condition needs a task, but kind `j` declares no `task`", NO_TASK,
         "t.rules:5:50 R306 a count of pods is never negative"]
+
+
+def test_the_filters_of_defines_and_causes_are_checked_as_no_failure_s() -> None:
+    # exit 0 is no mistake there: a define or a cause may be used on any pod
+    text = job("") + ('define d = label "-x" exists or exit 0\n'
+                      'cause "c" when restarts > -1 or exit 0 hint "h"\n')
+    assert said(text) == [
+        f't.rules:5:18 R303 invalid label key "-x": {KEY_RULE}',
+        "t.rules:6:27 R306 a restart count is never negative"]

@@ -92,3 +92,14 @@ def test_nesting_is_said_with_what_it_counts() -> None:
     deep = 'cause "c" when ' + "not " * 120 + 'exit 1 hint "h"\n'
     assert said(deep + job('    failed when any pod failed with cause "c"')) == [
         "t.rules:1:416 R005 this nests 121 levels deep; at most 100 levels can be evaluated"]
+
+
+def test_a_core_kind_s_versions_are_told_apart_without_a_group() -> None:
+    assert said("job p: v1, v1 Pod {\n    succeeded when all pods succeeded\n}\n") == [
+        "t.rules:1:12 R106 version `v1` is listed twice", "  note t.rules:1:8: first listed here"]
+
+
+def test_a_declaration_too_deep_is_not_checked_further() -> None:
+    # the invalid label key below the limit is not read: only the depth is said
+    assert said(job("    failed when " + "not " * 99 + 'any pod failed with label "-x" exists')) == [
+        "t.rules:3:409 R005 this nests 103 levels deep; at most 100 levels can be evaluated"]

@@ -229,3 +229,10 @@ def test_each_step_of_a_recipe_is_checked() -> None:
         "t.rules:8:43 R412 `on batch/v1 Job` names the job's own kind: it would write every job "
         "the label finds",
         "  help: write the job's own field with `set spec.x = ...`"]
+
+
+def test_the_policies_of_an_extension_are_checked_against_the_kind() -> None:
+    text = job("") + "extend j { on job running longer than 1h -> restart pod max 1 }\n"
+    assert said(text) == [
+        "t.rules:5:45 R405 `restart pod` needs a pod event, and `job running longer than` has no pod",
+        "  help: restart the job or the task instead"]

@@ -244,3 +244,11 @@ def test_a_served_version_no_crd_defines_is_said_where_it_is_written(crd: tuple[
         "t.rules:2:29 R601 `status.zz` is not in the schema of `example.com/v1 Run`", STATUS_HELP,
         "t.rules:3:30 R601 `status.yy` is not in the schema of `example.com/v1 Run`", STATUS_HELP,
         "t.rules:5:26 R602 no CRD given defines `example.com/v1 Nope`; its paths are not checked"]
+
+
+def test_the_built_in_job_schema_types_conditions_once_crds_are_given(crd: tuple[str, ...]) -> None:
+    text = "job j: batch/v1 Job {\n    succeeded when <<status.active>>\n}\n"
+    assert said(text) == []
+    assert said(text, crds=crd) == [
+        "t.rules:2:20 R203 this condition can only be a number, which is true whenever it is "
+        "non-empty", NON_BOOLEAN]
