@@ -58,3 +58,10 @@ def test_pod_level_writes_clash_whatever_the_kind_s_primary_containers() -> None
     assert said(kind + injection('annotate "n" = "1"') + injection('annotate "n" = "2"')) == [
         't.rules:9:5 R501 annotation "n" is already set differently',
         "  note t.rules:6:5: set here"]
+
+
+def test_each_later_write_is_said_once_against_the_first() -> None:
+    text = job("") + "".join(f'inject into pods of j {{ annotate "n" = "{n}" }}\n' for n in (1, 2, 3))
+    assert said(text) == [
+        't.rules:6:25 R501 annotation "n" is already set differently', "  note t.rules:5:25: set here",
+        't.rules:7:25 R501 annotation "n" is already set differently', "  note t.rules:5:25: set here"]

@@ -169,3 +169,14 @@ def test_a_webhook_setting_given_three_times_points_each_later_one_at_the_first(
         "t.rules:2:32 R106 `webhook timeout` is set twice", "  note t.rules:1:30: first set here",
         "t.rules:3:17 R106 `webhook failure` is set twice", "  note t.rules:1:17: first set here",
         "t.rules:3:30 R106 `webhook timeout` is set twice", "  note t.rules:1:30: first set here"]
+
+
+def test_a_namespace_label_test_must_be_at_the_top_of_the_where() -> None:
+    text = job("") + ('inject into pods of j where label "a" exists or namespace label "x" exists {}\n'
+                      'inject into pods of j where not namespace label "y" exists and '
+                      '(namespace label "z" exists) {}\n')
+    assert said(text) == [
+        "t.rules:5:49 R407 a `namespace label` test must be joined with `and` at the top of the "
+        "injection's `where`",
+        "  help: the API server tests it, as the webhook's namespaceSelector, before the webhook "
+        "sees the pod"]

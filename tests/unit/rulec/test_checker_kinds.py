@@ -81,3 +81,13 @@ def test_a_kind_without_a_terminal_verdict_is_said_at_its_name() -> None:
         "t.rules:1:5 R403 kind `j` never becomes Succeeded or Failed",
         "  help: add verdicts such as `succeeded when all pods succeeded` and `failed when any "
         "pod failed`"]
+
+
+def test_an_unknown_phase_suggests_a_close_one_or_lists_them() -> None:
+    text = ("job j: batch/v1 Job {\n    succeeded when all pods succeeded\n"
+            "    status { phase at status.p only [Faild] }\n"
+            "    on job verdict changed to Sucess -> ignore\n}\n")
+    assert said(text) == [
+        "t.rules:3:38 R103 unknown phase `Faild`", "  help: did you mean `Failed`?",
+        "t.rules:4:31 R103 unknown phase `Sucess`",
+        "  help: phases are Pending, Running, Suspended, Restarting, Succeeded, Failed"]

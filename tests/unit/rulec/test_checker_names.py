@@ -103,3 +103,8 @@ def test_a_declaration_too_deep_is_not_checked_further() -> None:
     # the invalid label key below the limit is not read: only the depth is said
     assert said(job("    failed when " + "not " * 99 + 'any pod failed with label "-x" exists')) == [
         "t.rules:3:409 R005 this nests 103 levels deep; at most 100 levels can be evaluated"]
+
+
+def test_a_define_cycle_is_said_once_whoever_else_uses_it() -> None:
+    assert said(job("") + "define a = is b\ndefine b = is a\ndefine c = is a\n") == [
+        "t.rules:5:8 R107 define `a` uses itself: a -> b -> a"]

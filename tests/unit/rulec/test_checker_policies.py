@@ -236,3 +236,10 @@ def test_the_policies_of_an_extension_are_checked_against_the_kind() -> None:
     assert said(text) == [
         "t.rules:5:45 R405 `restart pod` needs a pod event, and `job running longer than` has no pod",
         "  help: restart the job or the task instead"]
+
+
+def test_a_shadowed_policy_is_said_once_against_the_first_that_catches_it() -> None:
+    assert said(job("    on pod failed -> ignore\n" * 2 + "    on pod failed -> ignore")) == [
+        *SHADOWED, "  note t.rules:3:5: this earlier policy catches every `pod failed` first",
+        "t.rules:5:5 R401 this policy is never used", SHADOWED[1],
+        "  note t.rules:3:5: this earlier policy catches every `pod failed` first"]
