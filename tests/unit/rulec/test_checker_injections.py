@@ -180,3 +180,10 @@ def test_a_namespace_label_test_must_be_at_the_top_of_the_where() -> None:
         "injection's `where`",
         "  help: the API server tests it, as the webhook's namespaceSelector, before the webhook "
         "sees the pod"]
+
+
+def test_annotation_values_in_a_where_are_not_label_values() -> None:
+    text = job("") + 'inject into pods of j where annotation "k" in ["a b"] and label "k" in ["a b"] {}\n'
+    assert said(text) == [
+        't.rules:5:73 R304 invalid label value "a b": it must be alphanumerics, `-`, `_` and `.`, '
+        "starting and ending alphanumeric"]

@@ -91,3 +91,10 @@ def test_an_unknown_phase_suggests_a_close_one_or_lists_them() -> None:
         "t.rules:3:38 R103 unknown phase `Faild`", "  help: did you mean `Failed`?",
         "t.rules:4:31 R103 unknown phase `Sucess`",
         "  help: phases are Pending, Running, Suspended, Restarting, Succeeded, Failed"]
+
+
+def test_a_container_name_prefix_of_a_valid_name_is_fine() -> None:
+    for prefix in ("w-", "a" * 62, "0"):
+        text = f'job j: batch/v1 Job {{\n    primary containers prefix "{prefix}"\n' \
+               "    succeeded when all pods succeeded\n}\n"
+        assert said(text) == [], prefix

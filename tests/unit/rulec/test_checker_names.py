@@ -108,3 +108,11 @@ def test_a_declaration_too_deep_is_not_checked_further() -> None:
 def test_a_define_cycle_is_said_once_whoever_else_uses_it() -> None:
     assert said(job("") + "define a = is b\ndefine b = is a\ndefine c = is a\n") == [
         "t.rules:5:8 R107 define `a` uses itself: a -> b -> a"]
+
+
+def test_a_define_counts_as_deep_as_a_define_declared_after_it() -> None:
+    # b: 99 nots and the exit term, 100 levels; a = `is b`: 101
+    text = "define a = is b\ndefine b = " + "not " * 99 + "exit 1\n" + job("")
+    assert said(text) == [
+        "t.rules:1:12 R005 this nests 101 levels deep with the defines it uses; at most 100 levels "
+        "can be evaluated", SIDE_BY_SIDE]

@@ -243,3 +243,20 @@ def test_a_shadowed_policy_is_said_once_against_the_first_that_catches_it() -> N
         *SHADOWED, "  note t.rules:3:5: this earlier policy catches every `pod failed` first",
         "t.rules:5:5 R401 this policy is never used", SHADOWED[1],
         "  note t.rules:3:5: this earlier policy catches every `pod failed` first"]
+
+
+def test_a_task_failure_policy_on_any_task_preempts_retries() -> None:
+    head = 'job j: batch/v1 Job {\n    task label "role"\n    succeeded when all pods succeeded\n'
+    assert said(head + "    on task failed -> fail job\n    on pod failed -> restart pod max 2\n"
+                       "    actions { fail job -> record }\n}\n") == [
+        "t.rules:4:5 R411 a task fails with its first failed pod: this policy takes `fail job` "
+        "before any retry of the pod policy could help",
+        "  help: to act when the retries are spent, write it as the pod policy's fallback: "
+        "`... then fail job`",
+        "  note t.rules:5:5: the pod policy that retries"]
+    # `ignore` and `count` take nothing; a pod restart deletes its pod and may set a condition
+    assert said(head + '    on task "w" failed -> ignore\n'
+                       '    on task "v" failed -> count max 1 then abort job\n'
+                       "    on pod failed -> restart pod max 2\n"
+                       "    actions { abort job -> record\n"
+                       '        restart pod -> delete pod, condition "Done" }\n}\n') == []
