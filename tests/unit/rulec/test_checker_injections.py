@@ -187,3 +187,14 @@ def test_annotation_values_in_a_where_are_not_label_values() -> None:
     assert said(text) == [
         't.rules:5:73 R304 invalid label value "a b": it must be alphanumerics, `-`, `_` and `.`, '
         "starting and ending alphanumeric"]
+
+
+def test_literal_label_values_sidecars_without_image_and_empty_env_names() -> None:
+    assert said(inject('label "c" = "a b"', 'label "d" = "ok"', 'sidecar "t" { command ["x"] }',
+                       'env "" = "v"', 'mount volume "v" at "/x"')) == [
+        't.rules:6:17 R304 invalid label value "a b": it must be alphanumerics, `-`, `_` and `.`, '
+        "starting and ending alphanumeric",
+        "t.rules:8:13 R108 sidecar `t` has no `image`",
+        't.rules:9:9 R307 invalid environment variable name "": it is empty',
+        "  help: the API server refuses the pod, so every pod the injection matches would be "
+        "refused"]
