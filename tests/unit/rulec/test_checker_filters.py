@@ -91,3 +91,17 @@ def test_the_filters_of_defines_and_causes_are_checked_as_no_failure_s() -> None
     assert said(text) == [
         f't.rules:5:18 R303 invalid label key "-x": {KEY_RULE}',
         "t.rules:6:27 R306 a restart count is never negative"]
+
+
+def test_terms_under_not_and_or_are_checked_with_their_polarity() -> None:
+    text = job('    on pod failed not not exit 0 -> ignore\n'          # two nots: exit 0 again
+               '    on pod failed not task "a" -> ignore\n'
+               '    on pod failed label "x" exists and (task "b" or exit 0) -> ignore\n'
+               '    on pod failed container "Bad_C" and restarts >= 0 -> ignore')
+    assert said(text) == [
+        f"t.rules:3:32 {EXIT_ZERO[0]}", EXIT_ZERO[1],
+        "t.rules:4:23 R408 a task filter needs a task, but kind `j` declares no `task`", NO_TASK,
+        "t.rules:5:41 R408 a task filter needs a task, but kind `j` declares no `task`", NO_TASK,
+        f"t.rules:5:58 {EXIT_ZERO[0]}", EXIT_ZERO[1],
+        't.rules:6:29 R305 invalid container name "Bad_C": it must be lower-case alphanumerics and '
+        "`-`, starting and ending alphanumeric"]
