@@ -149,7 +149,7 @@ def test_every_job_side_expression_of_a_kind_is_looked_up(crd: tuple[str, ...]) 
         STATUS_HELP,
         "t.rules:2:77-2:80 R601 `status.yyy` is not in the schema of `example.com/v1 Run`",
         STATUS_HELP], id="each-unknown-field-once"),
-    pytest.param('<<spec."zzz">>', [
+    pytest.param('<<spec."zzz" == \'on\'>>', [
         "t.rules:2:27-2:32 R601 `spec.zzz` is not in the schema of `example.com/v1 Run`",
         SPEC_HELP], id="quoted-identifier-with-its-quotes"),
     pytest.param("<<spec.deep.inner.zzz>>", [
