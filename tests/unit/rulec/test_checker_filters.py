@@ -105,3 +105,14 @@ def test_terms_under_not_and_or_are_checked_with_their_polarity() -> None:
         f"t.rules:5:58 {EXIT_ZERO[0]}", EXIT_ZERO[1],
         't.rules:6:29 R305 invalid container name "Bad_C": it must be lower-case alphanumerics and '
         "`-`, starting and ending alphanumeric"]
+
+
+def test_a_task_condition_under_not_and_a_where_term_are_checked() -> None:
+    text = job("    failed when not any task failed\n"
+               "    on pod failed where <<status.phase>> -> ignore")
+    assert said(text) == [
+        "t.rules:3:21 R408 a task condition needs a task, but kind `j` declares no `task`", NO_TASK,
+        "t.rules:4:25 R203 this condition can only be a string, which is true whenever it is "
+        "non-empty",
+        "  help: compare it, e.g. `status.phase == 'Failed'`, or test it with a function such as "
+        "`contains(...)`"]

@@ -252,3 +252,10 @@ def test_the_built_in_job_schema_types_conditions_once_crds_are_given(crd: tuple
     assert said(text, crds=crd) == [
         "t.rules:2:20 R203 this condition can only be a number, which is true whenever it is "
         "non-empty", NON_BOOLEAN]
+
+
+def test_the_versions_after_one_no_crd_defines_are_still_checked(crd: tuple[str, ...]) -> None:
+    text = "job run: example.com/v2, v1 Run {\n    succeeded when <<status.zz>>\n}\n"
+    assert said(text, crds=crd) == [
+        "t.rules:1:29 R602 no CRD given defines `example.com/v2 Run`; its paths are not checked",
+        "t.rules:2:29 R601 `status.zz` is not in the schema of `example.com/v1 Run`", STATUS_HELP]
