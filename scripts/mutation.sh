@@ -56,6 +56,11 @@ mutator_tests="$rt/mutator $rt/test_admission.py $rt/test_pod_reading.py"
 rulec_tests="$u/rulec/test_checker.py $u/rulec/test_checker_fuzz.py $u/rulec/test_diagnostics.py
     $u/rulec/test_syntax.py $u/rulec/test_emit.py $u/rulec/test_language_docs.py $u/test_rules_shipped.py
     $u/test_readme.py"
+# the checker's topic files: each finding said whole (tests/unit/rulec/said.py)
+checker_tests="$u/rulec/test_checker_policies.py $u/rulec/test_checker_schema_paths.py
+    $u/rulec/test_checker_injections.py $u/rulec/test_checker_conflicts.py
+    $u/rulec/test_checker_kinds.py $u/rulec/test_checker_names.py $u/rulec/test_checker_filters.py
+    $u/rulec/test_checker_causes.py $u/rulec/test_checker_allow.py"
 declare -A TESTS=(
     [evaluator]="$eval_tests"
     [conditions]="$rt/test_conditions.py $eval_tests $rt/test_pods.py"
@@ -71,7 +76,7 @@ declare -A TESTS=(
     [admission]="$rt/test_admission.py $rt/webhook/test_webhook_worker.py $rt/webhook/test_webhook_app.py"
     [templates]="$rt/test_pods.py $eval_tests $mutator_tests"
     [functions]="$rt/test_functions.py $rt/test_pods.py $eval_tests $rt/test_reconcile.py"
-    [checker]="$rulec_tests"
+    [checker]="$rulec_tests $checker_tests"
     [lower]="$rulec_tests $u/rulec/test_fmt.py"
     [expr]="$rulec_tests"
     [emit]="$rulec_tests $u/test_examples.py"
