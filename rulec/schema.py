@@ -189,12 +189,20 @@ def _pruned(schema: Mapping[str, Any]) -> dict[str, Any]:
         if key not in _KEPT:
             continue
         if key == "properties" and isinstance(value, Mapping):
-            value = {name: _pruned(sub) if isinstance(sub, Mapping) else sub
+            value = {_property_name(name): _pruned(sub) if isinstance(sub, Mapping) else sub
                      for name, sub in value.items()}
         elif key in _SUBSCHEMA and isinstance(value, Mapping):
             value = _pruned(value)
         out[key] = value
     return out
+
+
+def _property_name(name: Any) -> str:
+    """A property's name as the API server has it: YAML 1.1 reads an unquoted `on`, `yes` or
+    `200` as a boolean or a number, which Kubernetes' YAML reader turns into a JSON string."""
+    if isinstance(name, bool):
+        return "true" if name else "false"
+    return "null" if name is None else str(name)
 
 
 # ------------------------------------------------------------------ on-disk cache of _Indexed
@@ -203,7 +211,7 @@ def _pruned(schema: Mapping[str, Any]) -> dict[str, Any]:
 # changes (another keyword kept, another message). PyYAML's reading of valid YAML is taken as
 # stable (files it rejects are never cached), so its version is not part of the name: that
 # would mean importing it on every run.
-_CACHE_VERSION = 1
+_CACHE_VERSION = 2
 _CACHE_STAMP = f"jobrules crd-index {_CACHE_VERSION}\0".encode()
 
 

@@ -219,6 +219,29 @@ items:
     assert problem == schema.PathProblem(1, "phas", ("phase",), "phase")
 
 
+def test_property_names_yaml_reads_as_other_types_are_strings(tmp_path: Path) -> None:
+    """YAML 1.1 reads an unquoted `on` as true and `200` as a number: the schema names them as
+    the API server does (a JSON string), and a path that leaves them is a problem, not a crash."""
+    crd = tmp_path / "odd-keys.yaml"
+    crd.write_text(
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n"
+        "metadata: {name: things.example.com}\n"
+        "spec:\n  group: example.com\n  names: {kind: Thing, plural: things}\n"
+        "  versions:\n  - name: v1\n    schema:\n      openAPIV3Schema:\n        type: object\n"
+        "        properties:\n          status:\n            type: object\n            properties:\n"
+        "              on: {type: object, properties: {off: {type: string}}}\n"
+        "              200: {type: string}\n              ~: {type: string}\n"
+    )
+    index, errors = schema.SchemaIndex.load([crd])
+    assert errors == []
+    for path in (("status", "true", "false"), ("status", "200"), ("status", "null")):
+        assert index.check_path("example.com/v1", "Thing", path) is None, path
+    problem = index.check_path("example.com/v1", "Thing", ("status", "phase"))
+    assert problem == schema.PathProblem(1, "phase", ("200", "null", "true"), None)
+    deeper = index.check_path("example.com/v1", "Thing", ("status", "true", "fals"))
+    assert deeper == schema.PathProblem(2, "fals", ("false",), "false")
+
+
 def test_load_survives_documents_shaped_unlike_a_crd(tmp_path: Path) -> None:
     odd = tmp_path / "odd.yaml"
     odd.write_text(
