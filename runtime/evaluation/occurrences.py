@@ -43,11 +43,16 @@ def of_pods(inputs: Inputs) -> tuple[list[Occurrence], dict[str, state.PodRecord
     records: dict[str, state.PodRecord] = {}
     for p in inputs.pods:
         old = stored.pods.get(p.digest)
-        record = state.PodRecord(p.task, state.PHASE_LETTERS.get(p.phase, "P"), p.restarts,
-                                 p.evicted, p.terminating, old is not None and old.ours)
+        letter = state.PHASE_LETTERS.get(p.phase, "P")
+        if old is not None and old == (p.task, letter, p.restarts, p.evicted, p.terminating,
+                                       old.ours):
+            records[p.digest] = old   # unchanged (most pods): handled before, no record made
+            continue
+        record = state.PodRecord(p.task, letter, p.restarts, p.evicted, p.terminating,
+                                 old is not None and old.ours)
         records[p.digest] = record
-        if record.ours or record == old:
-            continue  # ours: what happens to it is our doing; unchanged: handled before
+        if record.ours:
+            continue  # what happens to it is our doing
         heard = inputs.kind.heard(p.task)
         names, disrupted = changes(old, record)
         names = tuple(n for n in names if n in heard)
