@@ -154,9 +154,11 @@ class Snapshot:
         count); succeeded = has pods, all succeeded; running = one running; else pending."""
         if self._tasks is None:
             groups: dict[str, list[pods.Pod]] = {t: [] for t in self.failed_tasks}
-            for p in self.pods:
-                if p.task is not None:
-                    groups.setdefault(p.task, []).append(p)
+            # Pods alike in phase and eviction answer alike: one of each kind stands for the
+            # rest (a big task's hundreds of pods are a few kinds).
+            kinds = {(p.task, p.phase, p.evicted): p for p in self.pods if p.task is not None}
+            for (task, _, _), p in kinds.items():
+                groups.setdefault(task, []).append(p)
             out = {}
             for task, members in groups.items():
                 if task in self.failed_tasks or any(p.is_("failed") for p in members):
