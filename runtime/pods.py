@@ -66,11 +66,6 @@ class Counted:
     prefix: str | None
     injected: frozenset[str]
 
-    @property
-    def every(self) -> bool:
-        """Whether every container counts (nothing declared, nothing injected)."""
-        return self.names is None and self.prefix is None and not self.injected
-
     def __call__(self, name: str) -> bool:
         if self.names is None and self.prefix is None:
             return name not in self.injected
@@ -254,7 +249,6 @@ def facts(kind: plan.Kind, pod: Mapping[str, Any], search: templates.Search,
     if not isinstance(status, dict):
         status = {}
     counts = counts or counted(kind)
-    every = counts.every
     restarts = 0
     for key in ("initContainerStatuses", "containerStatuses"):
         statuses = status.get(key)
@@ -262,10 +256,11 @@ def facts(kind: plan.Kind, pod: Mapping[str, Any], search: templates.Search,
             continue
         for cs in statuses:   # every pod has some: no list of them is made
             if isinstance(cs, dict):
-                name = cs.get("name")
-                if every or counts(name if isinstance(name, str) else ""):
-                    count = cs.get("restartCount")
-                    if type(count) is int and count > 0:   # not a bool, not negative
+                count = cs.get("restartCount")
+                # Whether the container counts is asked only of one that restarted (few).
+                if type(count) is int and count > 0:   # not a bool, not negative
+                    name = cs.get("name")
+                    if counts(name if isinstance(name, str) else ""):
                         restarts += count
     disrupted = False
     conditions = status.get("conditions")

@@ -471,11 +471,12 @@ def test_a_task_expression_s_value_as_text() -> None:
     assert pods.task_of(dataclasses.replace(kind, task_expr=None), pod("p"), OPTS) is None
 
 
-def test_counted_every_only_with_nothing_declared() -> None:
-    assert pods.ALL.every
-    assert not pods.Counted(("main",), None, frozenset()).every
-    assert not pods.Counted(None, "step-", frozenset()).every
-    assert not pods.Counted(None, None, frozenset({"side"})).every
+def test_counted_names_prefix_or_all_but_the_injected() -> None:
+    assert pods.ALL("main") and pods.ALL("side")
+    assert pods.Counted(("main",), None, frozenset())("main")
+    assert not pods.Counted(("main",), None, frozenset())("side")
+    assert not pods.Counted(None, "step-", frozenset())("main")
+    assert pods.Counted(None, None, frozenset({"side"}))("main")
     both_ = pods.Counted(("main",), "step-", frozenset())
     assert both_("main") and both_("step-x") and not both_("other")
     assert not pods.Counted(None, None, frozenset({"side"}))("side")
