@@ -33,13 +33,17 @@ COMPARE = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operato
 _NEVER = datetime.max.replace(tzinfo=timezone.utc)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Container:
     """One container's status. `exit_code`/`finished` come from the current terminated state,
     else the last one; `reason` is the terminated reason, else the waiting reason (so
     `CrashLoopBackOff` is seen), else the last terminated reason. A container waiting after a
     termination keeps that termination's reason too (`last_reason`): a crash-looping container
-    killed for memory is `CrashLoopBackOff` and `OOMKilled` both (`reasons`)."""
+    killed for memory is `CrashLoopBackOff` and `OOMKilled` both (`reasons`).
+
+    Never assigned to once made, but not frozen, as `Pod`: a frozen dataclass's `__init__`
+    costs a guarded `object.__setattr__` per field, and an evaluation reads the containers of
+    every pod that changed (about 130,000 instructions of a 100-pod one: bench/RESULTS.md)."""
 
     name: str
     index: int
