@@ -67,9 +67,7 @@ class Snapshot:
         scope = self.scope(task)
         failure = state in vocabulary.FAILURE_STATES
         out: list[Hit] = []
-        for p in scope:
-            if state is not None and not p.is_(state):
-                continue
+        for p in scope if state is None else pods.in_state(scope, state):
             if for_seconds is not None:
                 since = p.since(state or "pending")
                 if since is None or (self.now - since).total_seconds() < for_seconds:
@@ -188,8 +186,9 @@ class Snapshot:
             return self.times(c.arg)
         if isinstance(c, plan.Pods) and c.for_seconds is not None:
             state = c.state or "pending"
-            return [since + timedelta(seconds=c.for_seconds) for p in self.scope(c.task)
-                    if p.is_(state) and (since := p.since(state)) is not None]
+            return [since + timedelta(seconds=c.for_seconds)
+                    for p in pods.in_state(self.scope(c.task), state)
+                    if (since := p.since(state)) is not None]
         if isinstance(c, plan.JobAge) and (start := self.job_start()) is not None:
             return [start + timedelta(seconds=c.longer_than)]
         return []

@@ -185,8 +185,9 @@ def _wake_at(inputs: Inputs, ledger: Ledger) -> datetime | None:
         if policy.for_seconds is None:
             continue
         if policy.event == "podPending":
-            times += [since + timedelta(seconds=policy.for_seconds) for p in snapshot.pods
-                      if p.is_("pending") and (since := p.since("pending")) is not None]
+            times += [since + timedelta(seconds=policy.for_seconds)
+                      for p in pods.in_state(snapshot.pods, "pending")
+                      if (since := p.since("pending")) is not None]
         elif policy.event == "jobRunningLongerThan" and (start := snapshot.job_start()):
             times.append(start + timedelta(seconds=policy.for_seconds))
     if ledger.final is None:

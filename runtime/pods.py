@@ -217,6 +217,21 @@ class Pod:
         return self.ended or self.started or self.created
 
 
+_PHASE_STATES = {"pending": "Pending", "running": "Running", "succeeded": "Succeeded"}
+
+
+def in_state(candidates: Iterable[Pod], state: str) -> list[Pod]:
+    """The candidates in `state` (as `Pod.is_` answers), in order. An evaluation asks this of
+    every pod of the job several times, so the states that are a phase, and `evicted`, are
+    compared inline rather than asked of each pod (a call a pod: bench/RESULTS.md)."""
+    phase = _PHASE_STATES.get(state)
+    if phase is not None:
+        return [p for p in candidates if p.phase == phase]
+    if state == "evicted":
+        return [p for p in candidates if p.evicted]
+    return [p for p in candidates if p.is_(state)]
+
+
 @functools.lru_cache(maxsize=8192)
 def digest(uid: str) -> str:
     """A 6-character (36-bit) digest naming a pod incarnation's uid compactly in stored state."""

@@ -132,9 +132,7 @@ def pending_timers(inputs: Inputs,
                          if p.event == "podPending" and p.for_seconds is not None})
     out = []
     fired = set()
-    for p in inputs.pods:
-        if not p.is_("pending"):
-            continue
+    for p in pods.in_state(inputs.pods, "pending"):
         for seconds in thresholds:
             token = f"podPending>{seconds} {p.digest}"
             since = p.since("pending")

@@ -75,6 +75,14 @@ def test_pod_states(obj: dict, evicted_: bool, states: set[str]) -> None:
     p = facts(obj)
     assert p.evicted == evicted_
     assert {s for s in vocabulary.POD_STATES if p.is_(s)} == states
+    assert {s for s in vocabulary.POD_STATES if pods.in_state([p], s) == [p]} == states
+
+
+def test_pods_in_a_state_are_those_it_says_in_order() -> None:
+    every = [facts(o) for o in (OOM, EVICTED, PREEMPTED, pod("p", "Pending"), pod("p", "Succeeded"),
+                                pod("p", "Running", deleting=100), pod("p", "Running"))]
+    for state in vocabulary.POD_STATES:
+        assert pods.in_state(every, state) == [p for p in every if p.is_(state)], state
 
 
 # filter, pod, primary containers, expected match, expected deciding container
