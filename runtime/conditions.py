@@ -67,9 +67,7 @@ class Snapshot:
         scope = self.scope(task)
         failure = state in vocabulary.FAILURE_STATES
         out: list[Hit] = []
-        for p in scope:
-            if state is not None and not p.is_(state):
-                continue
+        for p in scope if state is None else pods.in_state(scope, state):
             if for_seconds is not None:
                 since = p.since(state or "pending")
                 if since is None or (self.now - since).total_seconds() < for_seconds:
@@ -154,9 +152,11 @@ class Snapshot:
         count); succeeded = has pods, all succeeded; running = one running; else pending."""
         if self._tasks is None:
             groups: dict[str, list[pods.Pod]] = {t: [] for t in self.failed_tasks}
-            for p in self.pods:
-                if p.task is not None:
-                    groups.setdefault(p.task, []).append(p)
+            # Pods alike in phase and eviction answer alike: one of each kind stands for the
+            # rest (a big task's hundreds of pods are a few kinds).
+            kinds = {(p.task, p.phase, p.evicted): p for p in self.pods if p.task is not None}
+            for (task, _, _), p in kinds.items():
+                groups.setdefault(task, []).append(p)
             out = {}
             for task, members in groups.items():
                 if task in self.failed_tasks or any(p.is_("failed") for p in members):
@@ -186,8 +186,9 @@ class Snapshot:
             return self.times(c.arg)
         if isinstance(c, plan.Pods) and c.for_seconds is not None:
             state = c.state or "pending"
-            return [since + timedelta(seconds=c.for_seconds) for p in self.scope(c.task)
-                    if p.is_(state) and (since := p.since(state)) is not None]
+            return [since + timedelta(seconds=c.for_seconds)
+                    for p in pods.in_state(self.scope(c.task), state)
+                    if (since := p.since(state)) is not None]
         if isinstance(c, plan.JobAge) and (start := self.job_start()) is not None:
             return [start + timedelta(seconds=c.longer_than)]
         return []

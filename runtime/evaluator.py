@@ -165,15 +165,14 @@ def _start(kind: plan.Kind, job: Mapping[str, Any], pod_objects: Iterable[Mappin
     meta = meta if isinstance(meta, dict) else {}
     job_vars = {"job": meta.get("name"), "namespace": meta.get("namespace"),
                 "kind": job.get("kind")}
-    present = [stored.pods[p.digest] for p in facts if p.digest in stored.pods]
+    stopped = {p.digest for p in facts if (stored.pods.get(p.digest) or _FREE).ours}
     # A restart whose pods are all gone (and that waits for nothing) is over.
-    restarting = stored.restarting if verdicts.under_way(kind, present, stored.delayed) else None
+    restarting = stored.restarting if verdicts.under_way(kind, stopped, stored.delayed) else None
     inputs = Inputs(kind, job, tuple(facts), stored, now, search, job_vars,
                     verdicts.run_key(kind, job, search))
     final, failed_tasks = verdicts.release(inputs, stored.final, stored.failed_tasks)
     # Pods a restart, abort or termination of ours stopped count in no verdict.
-    snapshot = inputs.snapshot(lambda p: not (stored.pods.get(p.digest) or _FREE).ours,
-                               failed_tasks)
+    snapshot = inputs.snapshot(stopped, failed_tasks)
     return inputs, Ledger(problems, dict(stored.budgets), final, restarting, failed_tasks,
                           snapshot, snapshot, {} if explain else None)
 
@@ -186,8 +185,9 @@ def _wake_at(inputs: Inputs, ledger: Ledger) -> datetime | None:
         if policy.for_seconds is None:
             continue
         if policy.event == "podPending":
-            times += [since + timedelta(seconds=policy.for_seconds) for p in snapshot.pods
-                      if p.is_("pending") and (since := p.since("pending")) is not None]
+            times += [since + timedelta(seconds=policy.for_seconds)
+                      for p in pods.in_state(snapshot.pods, "pending")
+                      if (since := p.since("pending")) is not None]
         elif policy.event == "jobRunningLongerThan" and (start := snapshot.job_start()):
             times.append(start + timedelta(seconds=policy.for_seconds))
     if ledger.final is None:

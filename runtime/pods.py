@@ -33,13 +33,17 @@ COMPARE = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operato
 _NEVER = datetime.max.replace(tzinfo=timezone.utc)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Container:
     """One container's status. `exit_code`/`finished` come from the current terminated state,
     else the last one; `reason` is the terminated reason, else the waiting reason (so
     `CrashLoopBackOff` is seen), else the last terminated reason. A container waiting after a
     termination keeps that termination's reason too (`last_reason`): a crash-looping container
-    killed for memory is `CrashLoopBackOff` and `OOMKilled` both (`reasons`)."""
+    killed for memory is `CrashLoopBackOff` and `OOMKilled` both (`reasons`).
+
+    Never assigned to once made, but not frozen, as `Pod`: a frozen dataclass's `__init__`
+    costs a guarded `object.__setattr__` per field, and an evaluation reads the containers of
+    every pod that changed (about 130,000 instructions of a 100-pod one: bench/RESULTS.md)."""
 
     name: str
     index: int
@@ -65,11 +69,6 @@ class Counted:
     names: tuple[str, ...] | None
     prefix: str | None
     injected: frozenset[str]
-
-    @property
-    def every(self) -> bool:
-        """Whether every container counts (nothing declared, nothing injected)."""
-        return self.names is None and self.prefix is None and not self.injected
 
     def __call__(self, name: str) -> bool:
         if self.names is None and self.prefix is None:
@@ -218,6 +217,21 @@ class Pod:
         return self.ended or self.started or self.created
 
 
+_PHASE_STATES = {"pending": "Pending", "running": "Running", "succeeded": "Succeeded"}
+
+
+def in_state(candidates: Iterable[Pod], state: str) -> list[Pod]:
+    """The candidates in `state` (as `Pod.is_` answers), in order. An evaluation asks this of
+    every pod of the job several times, so the states that are a phase, and `evicted`, are
+    compared inline rather than asked of each pod (a call a pod: bench/RESULTS.md)."""
+    phase = _PHASE_STATES.get(state)
+    if phase is not None:
+        return [p for p in candidates if p.phase == phase]
+    if state == "evicted":
+        return [p for p in candidates if p.evicted]
+    return [p for p in candidates if p.is_(state)]
+
+
 @functools.lru_cache(maxsize=8192)
 def digest(uid: str) -> str:
     """A 6-character (36-bit) digest naming a pod incarnation's uid compactly in stored state."""
@@ -254,7 +268,6 @@ def facts(kind: plan.Kind, pod: Mapping[str, Any], search: templates.Search,
     if not isinstance(status, dict):
         status = {}
     counts = counts or counted(kind)
-    every = counts.every
     restarts = 0
     for key in ("initContainerStatuses", "containerStatuses"):
         statuses = status.get(key)
@@ -262,10 +275,11 @@ def facts(kind: plan.Kind, pod: Mapping[str, Any], search: templates.Search,
             continue
         for cs in statuses:   # every pod has some: no list of them is made
             if isinstance(cs, dict):
-                name = cs.get("name")
-                if every or counts(name if isinstance(name, str) else ""):
-                    count = cs.get("restartCount")
-                    if type(count) is int and count > 0:   # not a bool, not negative
+                count = cs.get("restartCount")
+                # Whether the container counts is asked only of one that restarted (few).
+                if type(count) is int and count > 0:   # not a bool, not negative
+                    name = cs.get("name")
+                    if counts(name if isinstance(name, str) else ""):
                         restarts += count
     disrupted = False
     conditions = status.get("conditions")

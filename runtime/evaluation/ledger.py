@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Mapping
+from typing import Any, Collection, Mapping
 
 from runtime import conditions, plan, state, templates
 from runtime.evaluation.outcomes import Action, Event, Target, Verdict
@@ -30,11 +30,12 @@ class Inputs:
     job_vars: dict[str, Any]  # job, namespace, kind: the placeholders every template has
     run: str | None  # the kind's `final until` value for this job, as compact JSON
 
-    def snapshot(self, keep: Callable[[Pod], bool],
+    def snapshot(self, stopped: Collection[str],
                  failed_tasks: frozenset[str]) -> conditions.Snapshot:
-        """The job with the pods `keep` keeps, as the conditions see it."""
-        return conditions.Snapshot(self.job, [p for p in self.pods if keep(p)], self.now,
-                                   self.search, self.job_vars, failed_tasks)
+        """The job without the pods we stopped (`stopped`: their digests), as the conditions
+        see it."""
+        return conditions.Snapshot(self.job, [p for p in self.pods if p.digest not in stopped],
+                                   self.now, self.search, self.job_vars, failed_tasks)
 
     def variables(self, w: conditions.Witness, **extra: Any) -> dict[str, Any]:
         """A template's placeholders: the job's, the deciding pod's and container's, counts."""

@@ -43,11 +43,16 @@ def of_pods(inputs: Inputs) -> tuple[list[Occurrence], dict[str, state.PodRecord
     records: dict[str, state.PodRecord] = {}
     for p in inputs.pods:
         old = stored.pods.get(p.digest)
-        record = state.PodRecord(p.task, state.PHASE_LETTERS.get(p.phase, "P"), p.restarts,
-                                 p.evicted, p.terminating, old is not None and old.ours)
+        letter = state.PHASE_LETTERS.get(p.phase, "P")
+        if old is not None and old == (p.task, letter, p.restarts, p.evicted, p.terminating,
+                                       old.ours):
+            records[p.digest] = old   # unchanged (most pods): handled before, no record made
+            continue
+        record = state.PodRecord(p.task, letter, p.restarts, p.evicted, p.terminating,
+                                 old is not None and old.ours)
         records[p.digest] = record
-        if record.ours or record == old:
-            continue  # ours: what happens to it is our doing; unchanged: handled before
+        if record.ours:
+            continue  # what happens to it is our doing
         heard = inputs.kind.heard(p.task)
         names, disrupted = changes(old, record)
         names = tuple(n for n in names if n in heard)
@@ -127,9 +132,7 @@ def pending_timers(inputs: Inputs,
                          if p.event == "podPending" and p.for_seconds is not None})
     out = []
     fired = set()
-    for p in inputs.pods:
-        if not p.is_("pending"):
-            continue
+    for p in pods.in_state(inputs.pods, "pending"):
         for seconds in thresholds:
             token = f"podPending>{seconds} {p.digest}"
             since = p.since("pending")

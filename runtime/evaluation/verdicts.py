@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Any, Iterable, Mapping
+from typing import Any, Collection, Iterable, Mapping
 
 from runtime import conditions, plan, pods, state, templates, vocabulary
 from runtime.evaluation.ledger import Inputs, Ledger
@@ -39,12 +39,12 @@ def release(inputs: Inputs, final: state.Final | None,
     return final, failed_tasks
 
 
-def under_way(kind: plan.Kind, records: Iterable[state.PodRecord],
+def under_way(kind: plan.Kind, stopped: Collection[str],
               delayed: Iterable[state.Delayed]) -> bool:
-    """Whether a restart of ours is under way: pods we stopped are still there, or a restart
-    waits for its delay."""
+    """Whether a restart of ours is under way: pods we stopped are still there (`stopped`: their
+    digests), or a restart waits for its delay."""
     by_id = {p.id: p for p in kind.policies}
-    return any(r.ours for r in records) or any(
+    return bool(stopped) or any(
         d.policy in by_id and by_id[d.policy].action.action in vocabulary.RESTARTS
         for d in delayed)
 
@@ -141,13 +141,11 @@ def decide(inputs: Inputs, ledger: Ledger) -> Verdict:
     """The verdict the job is left with: a terminal one that holds; else Restarting while a
     restart of ours is under way; else the rules' over the pods we did not stop, which becomes
     final when it is terminal. The ledger's snapshot, restart and final follow."""
-    records = ledger.records
-    stopped = [p for p in inputs.pods if records[p.digest].ours]
+    stopped = {digest for digest, record in ledger.records.items() if record.ours}
     if len(stopped) != len(inputs.pods) - len(ledger.pre.pods) \
             or ledger.failed_tasks is not ledger.pre.failed_tasks:
-        ledger.snapshot = inputs.snapshot(lambda p: not records[p.digest].ours,
-                                          ledger.failed_tasks)
-    if not under_way(inputs.kind, records.values(), ledger.delayed):
+        ledger.snapshot = inputs.snapshot(stopped, ledger.failed_tasks)
+    if not under_way(inputs.kind, stopped, ledger.delayed):
         ledger.restarting = None
     if ledger.final is not None:
         f = ledger.final

@@ -93,6 +93,22 @@ def test_task_states(members: list, quant: str, state: str, task: str | None) ->
     assert holds(when, members) == expected
 
 
+def test_task_states_tell_evicted_failures_from_failures_whatever_the_order() -> None:
+    """An evicted pod's failure does not fail its task, one beside it that failed does: pods
+    alike in phase but not in eviction do not stand for each other."""
+    failed = {"op": "task", "quant": "any", "task": "a", "state": "failed"}
+    pending = dict(failed, state="pending")
+    k = load_kind([verdict("Failed", failed), verdict("Running", pending), verdict("Pending")])
+    def members(crashed: str, evicted: str) -> list[dict]:   # pods are read in name order
+        return [pod(evicted, "Failed", task="a", reason="Evicted")] + (
+            [pod(crashed, "Failed", task="a")] if crashed else [])
+
+    phase = {order: evaluator.evaluate(k, job(), ps, None, NOW).verdict.phase
+             for order, ps in (("both", members("p0", "p1")), ("reversed", members("p1", "p0")),
+                               ("evicted only", members("", "p0")))}
+    assert phase == {"both": "Failed", "reversed": "Failed", "evicted only": "Running"}
+
+
 @settings(max_examples=60, deadline=None)
 @given(jobs, st.sampled_from(sorted(CMP)), st.integers(0, 2),
        st.sampled_from([None, "pending", "running", "succeeded", "failed"]))

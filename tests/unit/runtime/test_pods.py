@@ -75,6 +75,14 @@ def test_pod_states(obj: dict, evicted_: bool, states: set[str]) -> None:
     p = facts(obj)
     assert p.evicted == evicted_
     assert {s for s in vocabulary.POD_STATES if p.is_(s)} == states
+    assert {s for s in vocabulary.POD_STATES if pods.in_state([p], s) == [p]} == states
+
+
+def test_pods_in_a_state_are_those_it_says_in_order() -> None:
+    every = [facts(o) for o in (OOM, EVICTED, PREEMPTED, pod("p", "Pending"), pod("p", "Succeeded"),
+                                pod("p", "Running", deleting=100), pod("p", "Running"))]
+    for state in vocabulary.POD_STATES:
+        assert pods.in_state(every, state) == [p for p in every if p.is_(state)], state
 
 
 # filter, pod, primary containers, expected match, expected deciding container
@@ -471,11 +479,12 @@ def test_a_task_expression_s_value_as_text() -> None:
     assert pods.task_of(dataclasses.replace(kind, task_expr=None), pod("p"), OPTS) is None
 
 
-def test_counted_every_only_with_nothing_declared() -> None:
-    assert pods.ALL.every
-    assert not pods.Counted(("main",), None, frozenset()).every
-    assert not pods.Counted(None, "step-", frozenset()).every
-    assert not pods.Counted(None, None, frozenset({"side"})).every
+def test_counted_names_prefix_or_all_but_the_injected() -> None:
+    assert pods.ALL("main") and pods.ALL("side")
+    assert pods.Counted(("main",), None, frozenset())("main")
+    assert not pods.Counted(("main",), None, frozenset())("side")
+    assert not pods.Counted(None, "step-", frozenset())("main")
+    assert pods.Counted(None, None, frozenset({"side"}))("main")
     both_ = pods.Counted(("main",), "step-", frozenset())
     assert both_("main") and both_("step-x") and not both_("other")
     assert not pods.Counted(None, None, frozenset({"side"}))("side")

@@ -78,6 +78,23 @@ def test_malformed_state_reads_as_empty_with_a_reason(text: str, problem: str) -
     assert problem in decoded.error
 
 
+@pytest.mark.parametrize("listed, digests", [
+    ("abcdef\tghijkl\n -_09Az ", ["abcdef", "ghijkl", "-_09Az"]),   # any whitespace between
+    ("", []), ("   ", []),
+])
+def test_a_code_s_digests_are_read_whatever_whitespace_parts_them(listed: str, digests: list) -> None:
+    decoded = state.decode(json.dumps({"v": 1, "pods": {"w": {"R": listed}}}))
+    assert decoded.error is None
+    assert list(decoded.state.pods) == digests
+
+
+@pytest.mark.parametrize("listed, bad", [("abcdefg", "abcdefg"), ("abcdef abcde", "abcde"),
+                                         ("abcdef ab.def", "ab.def"), ("abcdefabcdef", "abcdefabcdef")])
+def test_a_digest_of_other_length_or_letters_is_named(listed: str, bad: str) -> None:
+    assert f"malformed pod digest {bad!r}" in state.decode(
+        json.dumps({"v": 1, "pods": {"w": {"R": listed}}})).error
+
+
 @pytest.mark.parametrize("text", [None, "", "   "])
 def test_missing_state_is_empty_without_complaint(text: str | None) -> None:
     assert state.decode(text) == state.Decoded(state.EMPTY, None)
