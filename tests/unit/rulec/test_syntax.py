@@ -378,3 +378,20 @@ def test_each_clause_given_twice_is_reported_at_the_second_with_the_first(
             (d.notes[0].span.line, d.notes[0].span.column) if d.notes else None)
            for d in result.diagnostics if d.code == "R106"]
     assert got == expected
+
+
+@pytest.mark.parametrize("lines, allowed", [
+    # after the statement, on its line: that statement (the line before is blank, or short)
+    (["", "    on pod failed -> fail job # rulec: allow action-only-records"], True),
+    (["    on pod failed ((exit 1", ")# rulec: allow action-only-records", "    )",
+      "    -> fail job"], True),
+    # on a line of its own: the statement on the next line
+    (["    # rulec: allow action-only-records", "    on pod failed -> fail job"], True),
+    (["# rulec: allow action-only-records", "", "    on pod failed -> fail job"], False),
+    (["", "    on pod failed -> fail job"], False),
+], ids=["after, blank line before", "after a lone `)`", "own line", "own line, gap", "none"])
+def test_an_allow_comment_covers_its_own_statement_or_the_next(lines: list[str],
+                                                               allowed: bool) -> None:
+    text = KIND + "\n".join(lines) + "\n}\n"
+    found = [code for code, *_ in spans(text)]
+    assert found == ([] if allowed else ["R410"])
