@@ -395,3 +395,15 @@ def test_an_allow_comment_covers_its_own_statement_or_the_next(lines: list[str],
     text = KIND + "\n".join(lines) + "\n}\n"
     found = [code for code, *_ in spans(text)]
     assert found == ([] if allowed else ["R410"])
+
+
+@pytest.mark.parametrize("line", [
+    '    task label "a\\qb"',
+    '    on pod failed reason "x\\q" -> ignore',
+    '    on pod failed container "m\\q" and exit 1 -> ignore',
+])
+def test_an_unknown_escape_in_a_plain_string_is_reported_at_the_escape(line: str) -> None:
+    text = 'job j: batch/v1 Job {\n    succeeded when all pods succeeded\n' + line + "\n}\n"
+    start = line.index("\\q") + 1
+    found = [f for f in spans(text) if f[0] == "R003"]
+    assert found == [("R003", (3, start, 3, start + 2), "unknown escape `\\q` in a string")]
