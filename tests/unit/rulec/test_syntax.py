@@ -407,3 +407,14 @@ def test_an_unknown_escape_in_a_plain_string_is_reported_at_the_escape(line: str
     start = line.index("\\q") + 1
     found = [f for f in spans(text) if f[0] == "R003"]
     assert found == [("R003", (3, start, 3, start + 2), "unknown escape `\\q` in a string")]
+
+
+@pytest.mark.parametrize("shell", ['<<metadata.name>>', '"sleep 1"'])
+def test_a_wrap_shell_without_argv_is_reported_over_its_value(shell: str) -> None:
+    """An expression as the whole value is a template too, spanning the expression."""
+    line = f"    wrap primary with shell {shell}"
+    text = ('job j: batch/v1 Job { succeeded when all pods succeeded }\n'
+            f'inject "i" into pods of j {{\n{line}\n}}\n')
+    start = line.index(shell) + 1
+    assert spans(text) == [("R503", (3, start, 3, start + len(shell)),
+                            "this shell never runs the container's own command")]
