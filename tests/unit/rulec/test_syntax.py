@@ -418,3 +418,30 @@ def test_a_wrap_shell_without_argv_is_reported_over_its_value(shell: str) -> Non
     start = line.index(shell) + 1
     assert spans(text) == [("R503", (3, start, 3, start + len(shell)),
                             "this shell never runs the container's own command")]
+
+
+@pytest.mark.parametrize("first, second, what", [
+    ('plural "things"', 'plural "thingz"', "`plural`"),
+    ("pods owned", "pods owned", "`pods owned`"),
+    ('pods label "a" = "x"', 'pods label "a" = "y"', '`pods label "a"`'),
+    ('task label "r"', "task <<metadata.name>>", "`task`"),
+    ("primary pods exit 1", "primary pods exit 2", "`primary pods`"),
+    ('primary container "m"', 'primary containers ["a"]', "`primary container`"),
+    ('primary containers prefix "p"', 'primary container "m"', "`primary container`"),
+    ("final never", "final until <<a>> changes", "`final`"),
+    ("foreign when <<a>>", "foreign when <<b>>", "`foreign`"),
+    ("mode audit", "mode audit", "`mode`"),
+    ("status {\n    }", "status {\n    }", "`status`"),
+    ("actions {\n    }", "actions {\n    }", "`actions`"),
+])
+def test_a_kind_clause_given_twice_is_reported_at_the_second_with_the_first(
+        first: str, second: str, what: str) -> None:
+    text = KIND + f"    {first}\n" + f"    {second}\n" + 'pods label "b" = "z"\n}\n'
+    line = 3 + first.count("\n") + 1
+    last = second.split("\n")[-1]
+    end = (line + second.count("\n"), (5 if "\n" not in second else 1) + len(last))
+    result = api.build_sources([SourceFile.from_text("t.rules", text)], emit_plan=False)
+    assert [(d.code, (d.span.line, d.span.column, d.span.end_line, d.span.end_column), d.message,
+             [(n.message, n.span.line, n.span.column) for n in d.notes])
+            for d in result.diagnostics] == [
+        ("R106", (line, 5, *end), f"{what} is given twice", [("first given here", 3, 5)])]
