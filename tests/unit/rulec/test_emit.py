@@ -754,3 +754,13 @@ def test_an_injection_without_wait_for_waits_for_no_container() -> None:
                  'inject "i" into pods of j {\n    label "a" = "b"\n}\n'
                  'inject "k" into pods of j {\n    label "c" = "d"\n    wait for containers ["m", "n"]\n}\n')
     assert [i["completionContainers"] for i in plan["injections"]] == [None, ["m", "n"]]
+
+
+def test_a_wrap_shell_goes_to_the_containers_it_names() -> None:
+    """Without containers a wrap goes to the primary ones: a shell wrap of all containers, or of
+    named ones, must keep them (found untested by mutants of rulec/lower.py)."""
+    plan = _plan('job j: batch/v1 Job { succeeded when all pods succeeded }\n'
+                 'inject "i" into pods of j {\n    wrap all with shell "exec {argv}"\n}\n'
+                 'inject "k" into pods of j {\n    wrap ["a", "b"] with shell "exec {argv}"\n}\n')
+    assert [i["ops"][0]["containers"] for i in plan["injections"]] == [
+        {"select": "all", "names": []}, {"select": "named", "names": ["a", "b"]}]

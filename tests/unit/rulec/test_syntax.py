@@ -445,3 +445,14 @@ def test_a_kind_clause_given_twice_is_reported_at_the_second_with_the_first(
              [(n.message, n.span.line, n.span.column) for n in d.notes])
             for d in result.diagnostics] == [
         ("R106", (line, 5, *end), f"{what} is given twice", [("first given here", 3, 5)])]
+
+
+@pytest.mark.parametrize("text", [
+    "webhook timeout 5s timeout 99s\n",
+    KIND + "    on pod failed -> restart pod max 1 max -1\n}\n",
+    KIND + '    status {\n        no events\n        no events\n    }\n'
+           '    status {\n        condition ""\n    }\n}\n',
+], ids=["webhook", "action", "kind"])
+def test_a_clause_given_twice_is_not_read_again(text: str) -> None:
+    """Only the first is read: the second's value (out of range, empty) raises nothing more."""
+    assert [code for code, *_ in spans(text)] == ["R106"] * (2 if "no events" in text else 1)
