@@ -752,7 +752,8 @@ def test_recipe_steps_values_task_paths_quoted_keys_and_guarded_recipes() -> Non
 def test_an_injection_without_wait_for_waits_for_no_container() -> None:
     plan = _plan('job j: batch/v1 Job { succeeded when all pods succeeded }\n'
                  'inject "i" into pods of j {\n    label "a" = "b"\n}\n'
-                 'inject "k" into pods of j {\n    label "c" = "d"\n    wait for containers ["m", "n"]\n}\n')
+                 'inject "k" into pods of j {\n    label "c" = "d"\n'
+                 '    wait for containers ["m", "n"]\n}\n')
     assert [i["completionContainers"] for i in plan["injections"]] == [None, ["m", "n"]]
 
 
@@ -764,3 +765,15 @@ def test_a_wrap_shell_goes_to_the_containers_it_names() -> None:
                  'inject "k" into pods of j {\n    wrap ["a", "b"] with shell "exec {argv}"\n}\n')
     assert [i["ops"][0]["containers"] for i in plan["injections"]] == [
         {"select": "all", "names": []}, {"select": "named", "names": ["a", "b"]}]
+
+
+@pytest.mark.parametrize("clause, foreign", [
+    ("", None),
+    ("    foreign when <<spec.managedBy>>\n", {"when": "spec.managedBy", "verdicts": False}),
+    ("    foreign when <<spec.managedBy>> write verdicts\n",
+     {"when": "spec.managedBy", "verdicts": True}),
+])
+def test_foreign_with_and_without_verdict_writes(clause: str, foreign: dict | None) -> None:
+    got = _kind("job j: batch/v1 Job {\n    succeeded when all pods succeeded\n" + clause + "}\n")
+    f = got["foreign"]
+    assert (f if f is None else {"when": f["when"]["expr"], "verdicts": f["verdicts"]}) == foreign

@@ -368,7 +368,8 @@ def _at(line: str, clause: str) -> tuple[int, int, int, int]:
                          (3, ACTION.index(first) + 1))
                         for first, second in (('reason "a"', 'reason "b"'),
                                               ('message "m"', 'message "n"'),
-                                              ('budget "x"', 'budget "y"'), ("after 1s", "after 2s"))]),
+                                              ('budget "x"', 'budget "y"'),
+                                              ("after 1s", "after 2s"))]),
 ], ids=["recipe", "guarded recipes", "status", "action clauses"])
 def test_each_clause_given_twice_is_reported_at_the_second_with_the_first(
         body: str, expected: list) -> None:
