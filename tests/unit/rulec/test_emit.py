@@ -712,3 +712,68 @@ inject "i" into pods of j {
                                                      ["exec ", {"var": "argv"}])
     assert (argv["containers"], argv["argv"]) == ({"select": "named", "names": ["main"]}, [["/w"]])
     assert injection["completionContainers"] == ["main"]
+
+
+def test_recipe_steps_values_task_paths_quoted_keys_and_guarded_recipes() -> None:
+    """Each literal of `set` as its JSON value, `resize MAP[task].WITHIN` split at `[task]`, a
+    quoted key of `create` without its quotes, and recipes with `when`, each with its own
+    expression (found untested by mutants of rulec/lower.py)."""
+    kind = _kind('''job j: example.org/v1 Thing {
+    task label "r"
+    succeeded when all pods succeeded
+    actions {
+        restart task -> set spec.a = false, set spec.b = true, set spec.c = null, set spec.d = 7, set spec.e = "t", resize spec.replicaSpecs[task].template.spec
+        restart job when <<spec.x>> -> record
+        restart job when <<spec.y>> -> set spec.suspend = false
+        restart job -> unsupported
+        abort job -> create v1 ConfigMap { plain: "a", "app.kubernetes.io/x": "b", owner: job }
+    }
+}''')
+    actions = _without_spans(kind["actions"])
+    assert actions["restartTask"]["steps"] == [
+        {"op": "set", "path": ["spec", "a"], "value": False},
+        {"op": "set", "path": ["spec", "b"], "value": True},
+        {"op": "set", "path": ["spec", "c"], "value": None},
+        {"op": "set", "path": ["spec", "d"], "value": 7},
+        {"op": "set", "path": ["spec", "e"], "value": "t"},
+        {"op": "resize", "path": ["spec", "replicaSpecs"], "within": ["template", "spec"]}]
+    assert actions["restartJob"] == "unsupported"
+    assert actions["abortJob"]["steps"][0]["body"] == {
+        "plain": ["a"], "app.kubernetes.io/x": ["b"], "owner": {"job": True}}
+    guarded = kind["guardedActions"]
+    assert [(g["action"], g["when"]["expr"], g["when"]["span"]["line"],
+             g["when"]["span"]["column"]) for g in guarded] == [
+        ("restartJob", "spec.x", 6, 26), ("restartJob", "spec.y", 7, 26)]
+    assert guarded[0]["recipe"] == "record"
+    assert _without_spans(guarded[1]["recipe"]) == {
+        "steps": [{"op": "set", "path": ["spec", "suspend"], "value": False}]}
+
+
+def test_an_injection_without_wait_for_waits_for_no_container() -> None:
+    plan = _plan('job j: batch/v1 Job { succeeded when all pods succeeded }\n'
+                 'inject "i" into pods of j {\n    label "a" = "b"\n}\n'
+                 'inject "k" into pods of j {\n    label "c" = "d"\n'
+                 '    wait for containers ["m", "n"]\n}\n')
+    assert [i["completionContainers"] for i in plan["injections"]] == [None, ["m", "n"]]
+
+
+def test_a_wrap_shell_goes_to_the_containers_it_names() -> None:
+    """Without containers a wrap goes to the primary ones: a shell wrap of all containers, or of
+    named ones, must keep them (found untested by mutants of rulec/lower.py)."""
+    plan = _plan('job j: batch/v1 Job { succeeded when all pods succeeded }\n'
+                 'inject "i" into pods of j {\n    wrap all with shell "exec {argv}"\n}\n'
+                 'inject "k" into pods of j {\n    wrap ["a", "b"] with shell "exec {argv}"\n}\n')
+    assert [i["ops"][0]["containers"] for i in plan["injections"]] == [
+        {"select": "all", "names": []}, {"select": "named", "names": ["a", "b"]}]
+
+
+@pytest.mark.parametrize("clause, foreign", [
+    ("", None),
+    ("    foreign when <<spec.managedBy>>\n", {"when": "spec.managedBy", "verdicts": False}),
+    ("    foreign when <<spec.managedBy>> write verdicts\n",
+     {"when": "spec.managedBy", "verdicts": True}),
+])
+def test_foreign_with_and_without_verdict_writes(clause: str, foreign: dict | None) -> None:
+    got = _kind("job j: batch/v1 Job {\n    succeeded when all pods succeeded\n" + clause + "}\n")
+    f = got["foreign"]
+    assert (f if f is None else {"when": f["when"]["expr"], "verdicts": f["verdicts"]}) == foreign

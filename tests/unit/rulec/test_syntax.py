@@ -283,3 +283,177 @@ job b: v1 Pod { pods owned failed when any pod failed }
 inject into pods of b, a { label "x" = "y" }
 ''')
     assert found == [("R001", 4, 5, "unexpected `b`; expected `running`")]
+
+
+# ---------------------------------------------------------------- where lowering puts each node
+# Found by mutants of rulec/lower.py: the spans below reach a diagnostic only in these cases.
+
+def spans(text: str) -> list[tuple[str, tuple[int, int, int, int], str]]:
+    """`rulec check` of one file: (code, (line, column, end line, end column), message)."""
+    result = api.build_sources([SourceFile.from_text("t.rules", text)], emit_plan=False)
+    return [(d.code, (d.span.line, d.span.column, d.span.end_line, d.span.end_column), d.message)
+            for d in result.diagnostics]
+
+
+TASKED = 'job j: batch/v1 Job {\n    task label "r"\n    succeeded when all pods succeeded\n'
+FILTER_TERMS = ['exit 1', 'reason "x"', 'pod reason "x"', 'condition "C"',
+                'condition "C" = "False" reason "R"', 'restarts > 1', 'task "w"']
+
+
+@pytest.mark.parametrize("term", FILTER_TERMS)
+def test_a_filter_of_a_job_event_is_reported_over_the_whole_term(term: str) -> None:
+    line = f"    on job verdict changed {term} -> ignore"
+    start = line.index(term) + 1
+    assert spans(TASKED + line + "\n}\n") == [
+        ("R407", (4, start, 4, start + len(term)),
+         "`job verdict changed` concerns the job: there is no pod to filter")]
+
+
+@pytest.mark.parametrize("condition, term, depth", [
+    *[(f"any pod failed with {t}", None, 102) for t in ("exit 1", 'reason "x"')],
+    ("count pods failed with exit 1 >= 2", None, 102),
+    ("count pods failed >= <<spec.n>>", None, 101),
+    ("any pod failed for 5m with exit 1", None, 102),
+    ('task "w" failed', None, 101),
+    ("count tasks failed >= 1", None, 101),
+    *[(f"any pod failed with ({t})", t, 101) for t in FILTER_TERMS],
+])
+def test_a_term_past_the_nesting_limit_is_reported_over_the_term(
+        condition: str, term: str | None, depth: int) -> None:
+    """The kind and the verdict are the first two levels, each `not` one more: the first node
+    past the limit is the condition after 98 `not`, or the term of its filter after 97."""
+    line = "    failed when " + "not " * (98 if term is None else 97) + condition
+    where = term or condition
+    start = line.rindex(where) + 1
+    assert spans(TASKED + line + "\n}\n") == [
+        ("R005", (4, start, 4, start + len(where)),
+         f"this nests {depth} levels deep; at most 100 levels can be evaluated")]
+
+
+def test_a_task_condition_in_a_kind_without_tasks_is_reported_over_the_condition() -> None:
+    assert spans('job j: batch/v1 Job {\n    succeeded when all pods succeeded\n'
+                 '    failed when any task failed or count tasks >= 1\n}\n') == [
+        ("R408", (3, 17, 3, 32), "a task condition needs a task, but kind `j` declares no `task`"),
+        ("R408", (3, 36, 3, 52), "`count tasks` needs a task, but kind `j` declares no `task`")]
+
+
+KIND = 'job j: batch/v1 Job {\n    succeeded when all pods succeeded\n'
+ACTION = ('    on pod failed -> restart pod max 1 reason "a" reason "b" message "m" message "n"'
+          ' budget "x" budget "y" after 1s after 2s')
+
+
+def _at(line: str, clause: str) -> tuple[int, int, int, int]:
+    """The span of `clause` in `line`, the third of the file."""
+    start = line.index(clause) + 1
+    return (3, start, 3, start + len(clause))
+
+
+@pytest.mark.parametrize("body, expected", [
+    ("    actions {\n        fail job -> record\n        fail job -> set spec.suspend = true\n"
+     "    }\n", [("R106", (5, 9, 5, 44), "`fail job` in `actions` is given twice", (4, 9))]),
+    # with `when`, any number; the plain one once
+    ("    actions {\n        restart task -> record\n        restart task when <<a>> -> record\n"
+     "        restart task when <<b>> -> record\n        restart task -> unsupported\n    }\n",
+     [("R106", (7, 9, 7, 36), "`restart task` in `actions` is given twice", (4, 9))]),
+    ("    status {\n        phase at status.p\n        reason at status.r\n"
+     "        message at status.m\n        phase at status.q only [Failed]\n"
+     "        reason at status.s\n        message at status.t\n        no annotations\n"
+     "        no annotations\n        no condition\n        condition \"A\"\n    }\n", [
+         ("R106", (7, 9, 7, 40), "`phase at` is given twice", (4, 9)),
+         ("R106", (8, 9, 8, 27), "`reason at` is given twice", (5, 9)),
+         ("R106", (9, 9, 9, 28), "`message at` is given twice", (6, 9)),
+         ("R106", (11, 9, 11, 23), "`annotations` is given twice", (10, 9)),
+         ("R106", (13, 9, 13, 22), "`condition` is given twice", (12, 9))]),
+    (ACTION + "\n", [("R106", _at(ACTION, second), f"`{second.split()[0]}` is given twice",
+                         (3, ACTION.index(first) + 1))
+                        for first, second in (('reason "a"', 'reason "b"'),
+                                              ('message "m"', 'message "n"'),
+                                              ('budget "x"', 'budget "y"'),
+                                              ("after 1s", "after 2s"))]),
+], ids=["recipe", "guarded recipes", "status", "action clauses"])
+def test_each_clause_given_twice_is_reported_at_the_second_with_the_first(
+        body: str, expected: list) -> None:
+    result = api.build_sources([SourceFile.from_text("t.rules", KIND + body + "}\n")],
+                               emit_plan=False)
+    got = [(d.code, (d.span.line, d.span.column, d.span.end_line, d.span.end_column), d.message,
+            (d.notes[0].span.line, d.notes[0].span.column) if d.notes else None)
+           for d in result.diagnostics if d.code == "R106"]
+    assert got == expected
+
+
+@pytest.mark.parametrize("lines, allowed", [
+    # after the statement, on its line: that statement (the line before is blank, or short)
+    (["", "    on pod failed -> fail job # rulec: allow action-only-records"], True),
+    (["    on pod failed ((exit 1", ")# rulec: allow action-only-records", "    )",
+      "    -> fail job"], True),
+    # on a line of its own: the statement on the next line
+    (["    # rulec: allow action-only-records", "    on pod failed -> fail job"], True),
+    (["# rulec: allow action-only-records", "", "    on pod failed -> fail job"], False),
+    (["", "    on pod failed -> fail job"], False),
+], ids=["after, blank line before", "after a lone `)`", "own line", "own line, gap", "none"])
+def test_an_allow_comment_covers_its_own_statement_or_the_next(lines: list[str],
+                                                               allowed: bool) -> None:
+    text = KIND + "\n".join(lines) + "\n}\n"
+    found = [code for code, *_ in spans(text)]
+    assert found == ([] if allowed else ["R410"])
+
+
+@pytest.mark.parametrize("line", [
+    '    task label "a\\qb"',
+    '    on pod failed reason "x\\q" -> ignore',
+    '    on pod failed container "m\\q" and exit 1 -> ignore',
+])
+def test_an_unknown_escape_in_a_plain_string_is_reported_at_the_escape(line: str) -> None:
+    text = 'job j: batch/v1 Job {\n    succeeded when all pods succeeded\n' + line + "\n}\n"
+    start = line.index("\\q") + 1
+    found = [f for f in spans(text) if f[0] == "R003"]
+    assert found == [("R003", (3, start, 3, start + 2), "unknown escape `\\q` in a string")]
+
+
+@pytest.mark.parametrize("shell", ['<<metadata.name>>', '"sleep 1"'])
+def test_a_wrap_shell_without_argv_is_reported_over_its_value(shell: str) -> None:
+    """An expression as the whole value is a template too, spanning the expression."""
+    line = f"    wrap primary with shell {shell}"
+    text = ('job j: batch/v1 Job { succeeded when all pods succeeded }\n'
+            f'inject "i" into pods of j {{\n{line}\n}}\n')
+    start = line.index(shell) + 1
+    assert spans(text) == [("R503", (3, start, 3, start + len(shell)),
+                            "this shell never runs the container's own command")]
+
+
+@pytest.mark.parametrize("first, second, what", [
+    ('plural "things"', 'plural "thingz"', "`plural`"),
+    ("pods owned", "pods owned", "`pods owned`"),
+    ('pods label "a" = "x"', 'pods label "a" = "y"', '`pods label "a"`'),
+    ('task label "r"', "task <<metadata.name>>", "`task`"),
+    ("primary pods exit 1", "primary pods exit 2", "`primary pods`"),
+    ('primary container "m"', 'primary containers ["a"]', "`primary container`"),
+    ('primary containers prefix "p"', 'primary container "m"', "`primary container`"),
+    ("final never", "final until <<a>> changes", "`final`"),
+    ("foreign when <<a>>", "foreign when <<b>>", "`foreign`"),
+    ("mode audit", "mode audit", "`mode`"),
+    ("status {\n    }", "status {\n    }", "`status`"),
+    ("actions {\n    }", "actions {\n    }", "`actions`"),
+])
+def test_a_kind_clause_given_twice_is_reported_at_the_second_with_the_first(
+        first: str, second: str, what: str) -> None:
+    text = KIND + f"    {first}\n" + f"    {second}\n" + 'pods label "b" = "z"\n}\n'
+    line = 3 + first.count("\n") + 1
+    last = second.split("\n")[-1]
+    end = (line + second.count("\n"), (5 if "\n" not in second else 1) + len(last))
+    result = api.build_sources([SourceFile.from_text("t.rules", text)], emit_plan=False)
+    assert [(d.code, (d.span.line, d.span.column, d.span.end_line, d.span.end_column), d.message,
+             [(n.message, n.span.line, n.span.column) for n in d.notes])
+            for d in result.diagnostics] == [
+        ("R106", (line, 5, *end), f"{what} is given twice", [("first given here", 3, 5)])]
+
+
+@pytest.mark.parametrize("text", [
+    "webhook timeout 5s timeout 99s\n",
+    KIND + "    on pod failed -> restart pod max 1 max -1\n}\n",
+    KIND + '    status {\n        no events\n        no events\n    }\n'
+           '    status {\n        condition ""\n    }\n}\n',
+], ids=["webhook", "action", "kind"])
+def test_a_clause_given_twice_is_not_read_again(text: str) -> None:
+    """Only the first is read: the second's value (out of range, empty) raises nothing more."""
+    assert [code for code, *_ in spans(text)] == ["R106"] * (2 if "no events" in text else 1)
