@@ -186,9 +186,9 @@ class Worker:
             if together and writes.commit is not None and not writeback.landed(writes.commit, job):
                 log.warning("%s: its /status did not write our annotations; they are written "
                             "apart from now on", _named(kind, namespace, name))
-                kind.status_keeps_metadata = together = False
+                kind.status_keeps_metadata = False
                 job = self._patch(kind, path, writes.commit, objects.resource_version(job))
-            if target == path or together:
+            if target == path or together:   # this write (or the one after it) was the commit
                 self._committed(key, kind, writes)
                 if writes.new:
                     self._fault("after", "commit")

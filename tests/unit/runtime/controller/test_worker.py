@@ -148,12 +148,14 @@ def test_a_status_write_that_drops_our_annotations_is_followed_by_the_commit_fro
     job itself, said once, and the next verdicts are written as for a custom resource."""
     api = FakeApi(status_subresource={"jobs.batch"}, status_keeps_metadata=set())
     w, clock = batch_setup(api, batch_pod("p-0", "Pending"))
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.INFO):
         w.sync(("batch", "ns", "t"))
     assert [r.path for r in api.sent("PATCH")] == [BATCH_PATH + "/status", BATCH_PATH]
     assert json.loads(objects.annotation(api.get(BATCH_PATH), vocabulary.VERDICT_ANNOTATION)
                       )["phase"] == "Pending"
     assert [m for m in said(caplog, logging.WARNING) if "/status did not write" in m]
+    assert [m for m in said(caplog) if "verdict" in m] == [
+        "batch ns/t: verdict Pending (reason none, rule t.rules:6:5)"]   # committed, once
     api.add(batch_pod("p-0"), "pods")
     shell.feed(w, api)
     clock.now += timedelta(seconds=5)
