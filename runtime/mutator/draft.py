@@ -132,8 +132,7 @@ class Draft:
             if injection.name in credit:
                 applied.append(injection.name)
                 if injection.name not in self.recorded:
-                    if self.odd:
-                        self.require("annotations", injection, injection.span)
+                    self.require("annotations", injection, injection.span)
                     entries.append(f"{injection.name}@{digests.get(injection.name, '')}")
         if len(entries) > len(self.recorded):
             annotations[RECORD_ANNOTATION] = orjson.dumps(entries).decode()

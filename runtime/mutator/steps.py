@@ -166,8 +166,7 @@ def _annotate(op: Annotate, injection: Injection) -> Step:
 
     def annotate(draft: Draft) -> None:
         text = _text(value, draft.pod)
-        if draft.odd:   # mostly empty: no call
-            draft.require("annotations", injection, span)
+        draft.require("annotations", injection, span)
         draft.annotations[key] = (text, name)
     return annotate
 
@@ -180,8 +179,7 @@ def _label(op: Label, injection: Injection) -> Step:
         text = _text(value, draft.pod)
         if not valid and not _LABEL_VALUE.fullmatch(text):
             raise MutationError(name, span, f"label {key!r}: {text!r} is not a valid label value")
-        if draft.odd:
-            draft.require("labels", injection, span)
+        draft.require("labels", injection, span)
         draft.labels[key] = (text, name)
     return label
 
@@ -193,8 +191,7 @@ def _completion(injection: Injection) -> Step:
     value = (",".join(injection.completion_containers), injection.name)
 
     def completion(draft: Draft) -> None:
-        if draft.odd:
-            draft.require("annotations", injection, injection.span)
+        draft.require("annotations", injection, injection.span)
         draft.annotations[COMPLETION_ANNOTATION] = value
     return completion
 
@@ -224,8 +221,7 @@ def _volume(op: Volume, injection: Injection) -> Step:
         taken = draft.volume_names()
         if volume in taken:
             return  # a volume of that name already exists: the pod's wins
-        if draft.odd:
-            draft.require("volumes", injection, span)
+        draft.require("volumes", injection, span)
         draft.volumes.append(orjson.loads(made))
         taken.add(volume)
         draft.credit.add(name)
@@ -269,8 +265,7 @@ def _sidecar(op: Sidecar, injection: Injection) -> Step:
         taken = draft.container_names()
         if cname in taken:
             return  # already there (injected before, or the pod brings its own)
-        if draft.odd:
-            draft.require(field, injection, span)
+        draft.require(field, injection, span)
         pod = draft.pod
         text = _text(image, pod, cname)
         if not text:
