@@ -31,6 +31,7 @@ FINISHED = ("Succeeded", "Failed")
 COMPARE = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne,
            ">=": operator.ge, ">": operator.gt}
 _NEVER = datetime.max.replace(tzinfo=timezone.utc)
+_PHASE_STATES = {"pending": "Pending", "running": "Running", "succeeded": "Succeeded"}
 
 
 @dataclass(slots=True)
@@ -190,12 +191,9 @@ class Pod:
     def is_(self, state: str) -> bool:
         """Pod states of docs/plan.md: `failed` leaves evicted pods out, `failedOrEvicted` is
         both."""
-        if state == "pending":
-            return self.phase == "Pending"
-        if state == "running":
-            return self.phase == "Running"
-        if state == "succeeded":
-            return self.phase == "Succeeded"
+        phase = _PHASE_STATES.get(state)
+        if phase is not None:
+            return self.phase == phase
         if state == "failed":
             return self.phase == "Failed" and not self.evicted
         if state == "failedOrEvicted":
@@ -215,9 +213,6 @@ class Pod:
         if state == "terminating":
             return self.deleting
         return self.ended or self.started or self.created
-
-
-_PHASE_STATES = {"pending": "Pending", "running": "Running", "succeeded": "Succeeded"}
 
 
 def in_state(candidates: Iterable[Pod], state: str) -> list[Pod]:
