@@ -49,13 +49,13 @@ class Writes:
         pod that still exists is not gone."""
         return any(i.pod is None and i.uid is not None for i in self.new)
 
-    def patches(self, job_path: str, status_path: str, status_keeps_metadata: bool = False,
+    def patches(self, job_path: str, status_path: str, together: bool = False,
                 ) -> tuple[tuple[str, dict[str, Any]], ...]:
         """(path, merge patch) to send in order, each guarded by the resourceVersion the job
         has when it is sent. One write where one path takes both: the job's own when the kind
         has no /status subresource, its /status when that writes metadata too
-        (`status_keeps_metadata`); else the commit, then the status patch."""
-        if status_path == job_path or status_keeps_metadata:
+        (`together`: see `status_keeps_metadata`); else the commit, then the status patch."""
+        if status_path == job_path or together:
             if self.commit is None and self.status is None:
                 return ()
             return ((status_path, objects.merged(self.commit or {}, self.status)),)
