@@ -2,7 +2,7 @@
 and the counts of conditions, each finding whole."""
 from __future__ import annotations
 
-from tests.unit.rulec.said import job, said
+from tests.unit.rulec.said import TASKED, job, said
 
 KEY_RULE = "the name part must be alphanumerics, `-`, `_` and `.`, starting and ending alphanumeric"
 NO_TASK = "  help: add `task label \"...\"` or `task <<expr>>` to the kind"
@@ -116,3 +116,14 @@ def test_a_task_condition_under_not_and_a_where_term_are_checked() -> None:
         "non-empty",
         "  help: compare it, e.g. `status.phase == 'Failed'`, or test it with a function such as "
         "`contains(...)`"]
+
+
+def test_a_task_filter_of_a_verdict_condition_needs_a_task() -> None:
+    assert said(job('    failed when any pod failed with task "a"')) == [
+        "t.rules:3:37 R408 a task filter needs a task, but kind `j` declares no `task`", NO_TASK]
+
+
+def test_a_count_of_tasks_may_be_zero_but_not_negative() -> None:
+    text = job("    failed when count tasks failed == 0\n"
+               "    running when count tasks running > -1", TASKED)
+    assert said(text) == ["t.rules:5:40 R306 a count of tasks is never negative"]

@@ -259,3 +259,28 @@ def test_the_versions_after_one_no_crd_defines_are_still_checked(crd: tuple[str,
     assert said(text, crds=crd) == [
         "t.rules:1:29 R602 no CRD given defines `example.com/v2 Run`; its paths are not checked",
         "t.rules:2:29 R601 `status.zz` is not in the schema of `example.com/v1 Run`", STATUS_HELP]
+
+
+def test_the_policies_of_an_extend_are_looked_up_too(crd: tuple[str, ...]) -> None:
+    text = RUN + "    succeeded when all pods succeeded\n}\n" \
+                 "extend run {\n    on pod failed -> restart job max <<status.zzz>>\n}\n"
+    assert said(text, crds=crd, ends=True) == [
+        "t.rules:5:47-5:50 R601 `status.zzz` is not in the schema of `example.com/v1 Run`",
+        STATUS_HELP]
+
+
+def test_an_expression_that_does_not_parse_is_said_once_and_the_others_looked_up(
+        crd: tuple[str, ...]) -> None:
+    text = RUN + "    succeeded when <<status.(>>\n    failed when <<status.zzz>>\n}\n"
+    assert said(text, crds=crd, ends=True) == [
+        "t.rules:2:29-2:30 R201 invalid JMESPath: unexpected `(`",
+        "t.rules:3:26-3:29 R601 `status.zzz` is not in the schema of `example.com/v1 Run`",
+        STATUS_HELP]
+
+
+def test_a_version_without_a_schema_leaves_the_next_version_looked_up(crd: tuple[str, ...]) -> None:
+    text = "job run: example.com/v9, v1 Run {\n    succeeded when <<status.zzz>>\n}\n"
+    assert said(text, crds=crd, ends=True) == [
+        "t.rules:1:29-1:32 R602 no CRD given defines `example.com/v9 Run`; its paths are not checked",
+        "t.rules:2:29-2:32 R601 `status.zzz` is not in the schema of `example.com/v1 Run`",
+        STATUS_HELP]
