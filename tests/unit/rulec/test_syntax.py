@@ -300,7 +300,8 @@ FILTER_TERMS = ['exit 1', 'reason "x"', 'pod reason "x"', 'condition "C"',
                 'condition "C" = "False" reason "R"', 'restarts > 1', 'task "w"']
 
 
-@pytest.mark.parametrize("term", FILTER_TERMS)
+@pytest.mark.parametrize("term", [*FILTER_TERMS, "where <<x>>", 'label "a" exists and exit 1',
+                                  "exit 1 or exit 2", "not exit 1"])
 def test_a_filter_of_a_job_event_is_reported_over_the_whole_term(term: str) -> None:
     line = f"    on job verdict changed {term} -> ignore"
     start = line.index(term) + 1
