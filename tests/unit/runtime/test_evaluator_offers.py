@@ -10,7 +10,7 @@ from typing import Any
 
 from runtime import evaluator, pods, state
 from builders import (
-    T0, action, exit_in, job, jp, load_kind, pod, pods_cond, policy, terminated, verdict,
+    T0, action, exit_in, job, jp, load_kind, pod, pods_cond, policy, span, terminated, verdict,
 )
 
 NOW = T0 + timedelta(minutes=5)
@@ -111,3 +111,13 @@ def test_a_failure_no_policy_takes_is_reported_with_its_failed_container() -> No
     pol = [policy("podFailed", action("count"), filter=exit_in(3))]
     e = evaluate(pol, [pod("a", "Failed", containers=[terminated("main", 0), terminated("side", 1)])])
     assert events(e, "podFailed") == [("a", "uid-a", "worker", "side", None)]
+
+
+def test_a_filter_on_a_pod_gone_of_a_kind_whose_task_is_an_expression() -> None:
+    task = {"expr": "metadata.labels.\"volcano.sh/task-spec\"", "span": span(1, 1)}
+    pol = [policy("podDeleted", action("count"), filter=jp("metadata.uid"))]
+    k = load_kind(QUIET, pol, task_label=None, task=task)
+    first = evaluator.evaluate(k, job(), [pod("a")], None, NOW)
+    e = evaluator.evaluate(k, job(), [], first.state, NOW)
+    assert [(a.action, ev) for a in e.actions for ev in events(e, "podDeleted")] == [
+        ("count", (None, pods.digest("uid-a"), "worker", None, pol[0]["id"]))]

@@ -129,6 +129,27 @@ def test_job_running_longer_than_fires_once_and_not_for_finished_jobs() -> None:
     assert ran(run(pol, [pod("a", "Succeeded")], now=T0 + timedelta(hours=2))) == []
 
 
+def test_a_fired_job_age_timer_is_remembered_while_its_policy_is_out_of_the_rules() -> None:
+    """The rules lose the policy and get it back (a plan edited twice): it does not fire again."""
+    pol = [policy("jobRunningLongerThan", action("count"), for_=3600)]
+    first = run(pol, [pod("a")], now=T0 + timedelta(hours=2))
+    assert ran(first) == [("count", "counted")]
+    without = run([], [pod("a")], first.state, now=T0 + timedelta(hours=3))
+    assert "jobRunningLongerThan>3600" in without.state.fired
+    assert ran(run(pol, [pod("a")], without.state, now=T0 + timedelta(hours=4))) == []
+
+
+def test_the_job_age_is_not_timed_once_a_policy_made_the_verdict_final() -> None:
+    """A pod failure fails the job (final) while the rules alone would say Running: the age
+    timer is measured against the final verdict, so it neither fires nor is reported."""
+    pol = [policy("podFailed", action("failJob")),
+           policy("jobRunningLongerThan", action("count"), for_=3600)]
+    e = run(pol, [pod("a", "Failed"), pod("b")], now=T0 + timedelta(hours=2),
+            verdicts=[verdict("Running", pods_cond("any", "running")), verdict("Pending")])
+    assert ran(e) == [("failJob", "run")] and e.state.final is not None
+    assert [ev.event for ev in e.events if ev.event == "jobRunningLongerThan"] == []
+
+
 # -- actions and targets -----------------------------------------------------------------------
 
 @pytest.mark.parametrize("name, target", [
