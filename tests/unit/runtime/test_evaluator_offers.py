@@ -107,10 +107,13 @@ def test_a_verdict_change_is_offered_with_the_jobs_pods_to_filter() -> None:
     assert events(e, "jobVerdictChanged") == [("b", "uid-b", "worker", "main", pol[0]["id"])]
 
 
-def test_a_failure_no_policy_takes_is_reported_with_its_failed_container() -> None:
+def test_a_failure_no_policy_takes_is_reported_with_its_first_failed_container() -> None:
+    """The first failed container in status order (as a filter on a failure reads them), not
+    the one that failed first (the most telling one otherwise)."""
     pol = [policy("podFailed", action("count"), filter=exit_in(3))]
-    e = evaluate(pol, [pod("a", "Failed", containers=[terminated("main", 0), terminated("side", 1)])])
-    assert events(e, "podFailed") == [("a", "uid-a", "worker", "side", None)]
+    failed = [terminated("main", 1, finished=60), terminated("side", 2, finished=30)]
+    e = evaluate(pol, [pod("a", "Failed", containers=failed)])
+    assert events(e, "podFailed") == [("a", "uid-a", "worker", "main", None)]
 
 
 def test_a_filter_on_a_pod_gone_of_a_kind_whose_task_is_an_expression() -> None:
