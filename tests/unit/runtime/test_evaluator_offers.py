@@ -41,10 +41,11 @@ def test_each_timed_policy_takes_only_its_own_duration() -> None:
     assert notes(e)[pol[0]["id"]].endswith(": job: not this duration")
 
 
-def test_a_verdict_change_to_another_phase_is_noted() -> None:
-    pol = [policy("jobVerdictChanged", action("count"), to="Succeeded")]
+def test_a_verdict_change_to_another_phase_is_noted_and_left_to_the_next_policy() -> None:
+    pol = [policy("jobVerdictChanged", action("failJob"), to="Succeeded"),
+           policy("jobVerdictChanged", action("count"), to="Running")]
     e = evaluate(pol, [pod("a")])
-    assert e.actions == ()
+    assert [a.action for a in e.actions] == ["count"]
     assert notes(e)[pol[0]["id"]].endswith(": job: verdict changed to Running, not Succeeded")
 
 
