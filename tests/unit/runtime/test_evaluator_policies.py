@@ -150,6 +150,15 @@ def test_the_job_age_is_not_timed_once_a_policy_made_the_verdict_final() -> None
     assert [ev.event for ev in e.events if ev.event == "jobRunningLongerThan"] == []
 
 
+def test_a_second_job_age_timer_does_not_act_once_the_first_made_the_verdict_final() -> None:
+    pol = [policy("jobRunningLongerThan", action("failJob"), for_=3600),
+           policy("jobRunningLongerThan", action("count"), for_=7200)]
+    e = run(pol, [pod("a")], now=T0 + timedelta(hours=3))
+    assert ran(e) == [("failJob", "run")]
+    assert [(ev.detail, ev.policy) for ev in e.events if ev.event == "jobRunningLongerThan"] == [
+        ("for 3600s", pol[0]["id"]), ("for 7200s", None)]
+
+
 # -- actions and targets -----------------------------------------------------------------------
 
 @pytest.mark.parametrize("name, target", [
