@@ -194,3 +194,34 @@ def test_the_loader_refuses_causes_that_do_not_hold_together(change: Any, error:
     change(built.plan["kinds"][0])
     with pytest.raises(plan.PlanError, match=error):
         plan.load(built.plan)
+
+
+def _named(obj: dict[str, Any], name: str, finished: str) -> dict[str, Any]:
+    """`obj` as another pod: its own name and uid, its containers finished at `finished`."""
+    meta = dict(obj["metadata"], name=name, uid=f"uid-{name}")
+    statuses = [{**cs, "state": {"terminated": {**cs["state"]["terminated"], "finishedAt": finished}}}
+                for cs in obj["status"]["containerStatuses"]]
+    return {**obj, "metadata": meta, "status": {**obj["status"], "containerStatuses": statuses}}
+
+
+def test_the_cause_is_read_first_on_the_pod_that_made_the_verdict_hold() -> None:
+    """p-0 ran out of memory first; p-1, killed later, is the one the rule names: the verdict's
+    cause is p-1's, though `oom` is declared before `sigkill` and p-0 failed earlier."""
+    rules = KIND.replace('    on pod failed cause "sigkill" -> fail job\n', "").replace(
+        "failed     when any pod failed", "failed     when any pod failed with exit 137")
+    oom = _named(pod("Failed", ("main", 1, "OOMKilled")), "p-0", "2025-03-03T10:01:00Z")
+    killed = _named(pod("Failed", ("main", 137, "Error")), "p-1", "2025-03-03T10:05:00Z")
+    e = evaluate(rules, oom, killed)
+    assert (e.verdict.cause, e.verdict.reason, e.verdict.hint) == ("sigkill", "Cause_sigkill", "killed")
+
+
+@pytest.mark.parametrize("clauses", ["", ' message "pod failed"'])
+def test_a_verdict_that_is_never_final_carries_its_cause_and_hint(clauses: str) -> None:
+    """`final never`: the rules' verdict itself is the answer (no final one stands for it);
+    a message without a reason still takes `Cause_NAME` for its reason."""
+    rules = KIND.replace('    on pod failed cause "sigkill" -> fail job\n', "    final never\n").replace(
+        "failed     when any pod failed", "failed     when any pod failed" + clauses)
+    e = evaluate(rules, pod("Failed", ("main", 137, "OOMKilled")))
+    assert (e.verdict.phase, e.verdict.final, e.verdict.cause, e.verdict.reason, e.verdict.hint) == (
+        "Failed", False, "oom", "Cause_oom", "the container ran out of memory: raise its limit")
+    assert e.verdict.message == ("pod failed" if clauses else None)
