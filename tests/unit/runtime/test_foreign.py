@@ -121,3 +121,20 @@ def test_foreign_twice_is_refused(tmp_path: Path) -> None:
     [found] = [d for d in built.diagnostics if d.code == "R106"]
     assert (found.span.line, found.span.column) == (3, 5)
     assert "`foreign`" in found.message
+
+
+def test_a_foreign_clause_reads_the_clock_of_the_evaluation(tmp_path: Path) -> None:
+    """`age()` in the clause: the job (made at 13:00) is another controller's from 13:20 on."""
+    path = tmp_path / "j.rules"
+    path.write_text((RULES % "").replace(
+        "<<spec.managedBy && spec.managedBy != 'kubernetes.io/job-controller'>>",
+        "<<age(metadata.creationTimestamp) > `1200`>>"))
+    built = api.build([str(path)])
+    assert built.plan is not None, [str(d) for d in built.diagnostics]
+    [kind] = plan.loads(emit.dumps(built.plan)).kinds
+    early = datetime(2026, 12, 4, 13, 10, tzinfo=timezone.utc)
+    assert (evaluator.foreign(kind, job(None), early), evaluator.foreign(kind, job(None), NOW)) == (
+        False, True)
+    for now, status in ((early, "run"), (NOW, "audited")):
+        done = evaluator.evaluate(kind, job(None), [killed_pod()], None, now)
+        assert [(a.action, a.status) for a in done.actions] == [("restartJob", status)]
