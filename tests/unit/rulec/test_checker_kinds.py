@@ -1,7 +1,7 @@
 """The kinds check (rulec/checks/kinds.py): a kind's scope and `extend`, each finding whole."""
 from __future__ import annotations
 
-from tests.unit.rulec.said import said
+from tests.unit.rulec.said import job, said
 
 SCOPE = ("R407 a kind's scope is an `and` of `label` tests and `namespace` lists",
          '  help: it must be a Kubernetes label selector and the namespaces to watch: `where label '
@@ -98,3 +98,16 @@ def test_a_container_name_prefix_of_a_valid_name_is_fine() -> None:
         text = f'job j: batch/v1 Job {{\n    primary containers prefix "{prefix}"\n' \
                "    succeeded when all pods succeeded\n}\n"
         assert said(text) == [], prefix
+
+
+def test_a_verdicts_message_is_checked_for_placeholders_as_its_reason_is() -> None:
+    assert said(job('    failed when any pod failed message "{argv}"')) == [
+        "t.rules:3:41 R104 placeholder `{argv}` has no value in a verdict",
+        "  help: `{argv}` exists only in `wrap ... with shell`"]
+
+
+def test_the_primary_pods_filter_is_checked_against_the_kind_and_not_as_a_failure() -> None:
+    """A task term needs the kind's task; `exit 0` is no failure's exit here, so not R302."""
+    assert said(job('    primary pods task "m" and exit 0')) == [
+        "t.rules:3:18 R408 a task filter needs a task, but kind `j` declares no `task`",
+        '  help: add `task label "..."` or `task <<expr>>` to the kind']

@@ -260,3 +260,24 @@ def test_a_task_failure_policy_on_any_task_preempts_retries() -> None:
                        "    on pod failed -> restart pod max 2\n"
                        "    actions { abort job -> record\n"
                        '        restart pod -> delete pod, condition "Done" }\n}\n') == []
+
+
+def test_a_task_failure_policy_after_a_pod_policy_that_retries_is_found() -> None:
+    text = job("    on pod failed -> restart job max 2\n    on task failed -> fail job"
+               "\n    actions { fail job -> record }", TASKED)
+    assert said(text) == [
+        "t.rules:5:5 R411 a task fails with its first failed pod: this policy takes `fail job` "
+        "before any retry of the pod policy could help",
+        "  help: to act when the retries are spent, write it as the pod policy's fallback: "
+        "`... then fail job`",
+        "  note t.rules:4:5: the pod policy that retries"]
+
+
+def test_an_awaited_condition_and_a_created_objects_values_are_checked() -> None:
+    text = job("    actions {\n        terminate job -> await any task failed within 10s\n"
+               '        fail job -> create v1 ConfigMap { data: "{argv}" }\n    }')
+    assert said(text) == [
+        "t.rules:4:32 R408 a task condition needs a task, but kind `j` declares no `task`",
+        NO_TASK_HELP,
+        "t.rules:5:50 R104 placeholder `{argv}` has no value in a created object",
+        "  help: `{argv}` exists only in `wrap ... with shell`"]
