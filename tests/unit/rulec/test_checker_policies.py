@@ -281,3 +281,15 @@ def test_an_awaited_condition_and_a_created_objects_values_are_checked() -> None
         NO_TASK_HELP,
         "t.rules:5:50 R104 placeholder `{argv}` has no value in a created object",
         "  help: `{argv}` exists only in `wrap ... with shell`"]
+
+
+def test_each_task_failure_policy_is_held_to_the_pod_policies_of_its_own_task() -> None:
+    """Task "a" has no retrying pod policy (nothing said); task "b" has one."""
+    text = job('    on task "b" pod failed -> restart job max 2\n    on task "a" failed -> fail job\n'
+               '    on task "b" failed -> fail job\n    actions { fail job -> record }', TASKED)
+    assert said(text) == [
+        't.rules:6:5 R411 task "b" fails with its first failed pod: this policy takes `fail job` '
+        "before any retry of the pod policy could help",
+        "  help: to act when the retries are spent, write it as the pod policy's fallback: "
+        "`... then fail job`",
+        "  note t.rules:4:5: the pod policy that retries"]
