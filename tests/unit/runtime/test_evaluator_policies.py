@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from runtime import evaluator, pods, state, vocabulary
+from runtime import evaluator, functions, pods, state, templates, vocabulary
+from runtime.evaluation import verdicts
 from builders import (
-    T0, action, both, condition, evicted, exit_in, job, jp, load_kind, negate, pod, pods_cond, policy,
+    T0, action, at, both, condition, evicted, exit_in, job, jp, load_kind, negate, pod, pods_cond, policy,
     reason_in, running, span, terminated, verdict, waiting,
 )
 
@@ -112,6 +113,25 @@ def test_pending_for_fires_once_after_the_duration() -> None:
     assert ran(late) == [("failJob", "run")]
     assert (late.verdict.phase, late.verdict.reason, late.verdict.message) == ("Failed", "Unschedulable", "pod a pending")
     assert ran(run(pol, [pod("a", "Pending")], late.state, now=T0 + timedelta(hours=1))) == []
+
+
+def _started_pending(name: str, started: float) -> dict:
+    """A pod still Pending (pulling its image) that the kubelet started at `started`."""
+    p = pod(name, "Pending")
+    p["status"]["startTime"] = at(started)
+    return p
+
+
+def test_pending_for_counts_from_the_pods_creation_to_the_second() -> None:
+    """Not from its start (a pod pulling its image has one); at exactly D it fires, once per
+    pod, and the wake time is each pod's own."""
+    pol = [policy("podPending", action("count"), for_=600)]
+    e = run(pol, [_started_pending("a", 300), pod("b", "Pending", created=100)],
+            now=T0 + timedelta(seconds=600))
+    assert [(ev.pod, ev.uid, ev.task, ev.detail) for ev in e.events
+            if ev.event == "podPending" and ev.detail] == [("a", "uid-a", "worker", "for 600s")]
+    assert e.state.fired == {f"podPending>600 {pods.digest('uid-a')}"}
+    assert e.wake_at == T0 + timedelta(seconds=700)
 
 
 def test_plain_pod_pending_is_not_a_timer() -> None:
@@ -1300,3 +1320,39 @@ def test_a_delayed_restart_says_its_reason_and_message_while_it_waits() -> None:
     e = run(pol, [pod("a", "Failed")])
     assert ran(e) == [("restartPod", "scheduled")]
     assert (e.verdict.phase, e.verdict.reason, e.verdict.message) == ("Restarting", "Retrya", "pod a again")
+
+
+# -- what the evaluation keeps for next time ---------------------------------------------------
+
+def test_a_final_until_value_is_kept_as_compact_sorted_json() -> None:
+    """The stored run key is compared with the next evaluation's, written by any release:
+    its spelling is part of the stored state's format."""
+    until = {"expr": "spec.run", "span": span(1, 1)}
+    k = load_kind(RULES, [], final={"sticky": True, "until": until})
+    run_of = job(spec={"run": {"b": 1, "a": [1, "x"]}})
+    assert verdicts.run_key(k, run_of, templates.searcher(functions.options(NOW))) == \
+        '{"a":[1,"x"],"b":1}'
+
+
+def test_messages_name_the_jobs_kind_and_a_job_without_metadata_is_read() -> None:
+    pol = [policy("podFailed", action("failJob", message="{kind} {job}"))]
+    e = run(pol, [pod("a", "Failed")], verdicts=[verdict("Pending")])
+    assert e.verdict.message == "Job train"
+    bare = evaluator.evaluate(load_kind(RULES, pol), {"kind": "Job", "metadata": None},
+                              [pod("a", "Failed")], None, NOW)
+    assert bare.verdict.message == "Job "
+
+
+def test_a_tasks_end_is_remembered_only_when_a_policy_listens_for_it() -> None:
+    heard = [policy("taskCompleted", action("count"), task="worker")]
+    done = run(heard, [pod("a", "Succeeded")], verdicts=[verdict("Pending")])
+    assert done.state.tasks == {"worker": "succeeded"}
+    failed = run(heard, [pod("a", "Failed")], verdicts=[verdict("Pending")])
+    assert failed.state.tasks == {}
+
+
+def test_a_pending_timer_is_no_job_age_timer() -> None:
+    pol = [policy("podPending", action("count"), for_=600)]
+    e = run(pol, [pod("a")], now=T0 + timedelta(hours=1))
+    assert e.state.fired == frozenset()
+    assert [ev.event for ev in e.events if ev.event == "jobRunningLongerThan"] == []
