@@ -115,23 +115,31 @@ def test_pending_for_fires_once_after_the_duration() -> None:
     assert ran(run(pol, [pod("a", "Pending")], late.state, now=T0 + timedelta(hours=1))) == []
 
 
-def _started_pending(name: str, started: float) -> dict:
+def _started_pending(name: str, created: float, started: float) -> dict:
     """A pod still Pending (pulling its image) that the kubelet started at `started`."""
-    p = pod(name, "Pending")
+    p = pod(name, "Pending", created=created)
     p["status"]["startTime"] = at(started)
     return p
 
 
 def test_pending_for_counts_from_the_pods_creation_to_the_second() -> None:
     """Not from its start (a pod pulling its image has one); at exactly D it fires, once per
-    pod, and the wake time is each pod's own."""
-    pol = [policy("podPending", action("count"), for_=600)]
-    e = run(pol, [_started_pending("a", 300), pod("b", "Pending", created=100)],
-            now=T0 + timedelta(seconds=600))
+    pod (a fired timer is kept while the pod stays pending), and the wake time is the
+    earliest of each pod's and each duration's own."""
+    pol = [policy("podPending", action("ignore")),
+           policy("podPending", action("count"), for_=600),
+           policy("podPending", action("count"), for_=1200)]
+    pending = [_started_pending("a", 0, 300), _started_pending("b", 100, 200)]
+    e = run(pol, pending, now=T0 + timedelta(seconds=600))
     assert [(ev.pod, ev.uid, ev.task, ev.detail) for ev in e.events
             if ev.event == "podPending" and ev.detail] == [("a", "uid-a", "worker", "for 600s")]
+    assert [(a.action, a.target.task, a.target.pod, a.target.uid) for a in e.actions] == [
+        ("count", "worker", "a", "uid-a")]
     assert e.state.fired == {f"podPending>600 {pods.digest('uid-a')}"}
     assert e.wake_at == T0 + timedelta(seconds=700)
+    again = run(pol, pending, e.state, now=T0 + timedelta(seconds=650))
+    assert again.actions == () and again.state.fired == e.state.fired
+    assert run(pol, pending, again.state, now=T0 + timedelta(seconds=660)).actions == ()
 
 
 def test_plain_pod_pending_is_not_a_timer() -> None:
