@@ -10,6 +10,7 @@ import pytest
 
 from runtime import evaluator, functions, pods, state, templates, vocabulary
 from runtime.evaluation import verdicts
+from runtime.evaluation.outcomes import Target
 from builders import (
     T0, action, at, both, condition, evicted, exit_in, job, jp, load_kind, negate, pod, pods_cond, policy,
     reason_in, running, span, terminated, verdict, waiting,
@@ -391,6 +392,35 @@ def test_delayed_action_is_scheduled_then_fires_once_after_its_due_time() -> Non
     assert ran(due) == [("restartTask", "run")] and due.actions[0].due == a.due
     assert due.state.delayed == () and due.state.budgets == {"retry": 1}
     assert run(DELAYED, [pod("a", "Failed")], due.state, now=NOW + timedelta(minutes=5)).actions == ()
+
+
+def test_a_delayed_action_fires_on_its_pod_with_its_event_and_container() -> None:
+    pol = [policy("podFailed", action("restartPod", message="{event} {task} {pod} {phase} "
+                                      "{container} {exit_code}", delay=30), id="later")]
+    failed = [pod("a", "Failed", containers=[terminated("main", 3)])]
+    first = run(pol, failed)
+    due = run(pol, failed, first.state, now=NOW + timedelta(seconds=31))
+    assert [(a.action, a.status, a.event, a.message, a.target) for a in due.actions] == [
+        ("restartPod", "run", "podFailed", "podFailed worker a Failed main 3",
+         Target("train", "ml", "worker", "a", "uid-a"))]
+
+
+def _named(name: str) -> dict:
+    return jp(f"metadata.name == '{name}'")
+
+
+def test_delayed_actions_each_run_when_due_whatever_the_others_do() -> None:
+    """a's waits longer than b's and then its policy leaves the rules: b's runs all the same."""
+    pol = [policy("podFailed", action("restartPod", delay=60), id="slow", filter=_named("a")),
+           policy("podFailed", action("restartPod", delay=10), id="quick", filter=_named("b"))]
+    failed = [pod("a", "Failed"), pod("b", "Failed")]
+    first = run(pol, failed)
+    assert [d.policy for d in first.state.delayed] == ["slow", "quick"]
+    later = run(pol, failed, first.state, now=NOW + timedelta(seconds=20))
+    assert [(a.policy, a.status, a.target.pod) for a in later.actions] == [("quick", "run", "b")]
+    assert [d.policy for d in later.state.delayed] == ["slow"]
+    changed = run(pol[1:], failed, first.state, now=NOW + timedelta(seconds=20))
+    assert [(a.policy, a.status, a.target.pod) for a in changed.actions] == [("quick", "run", "b")]
 
 
 def test_delayed_action_is_cancelled_when_the_pod_recovers() -> None:
