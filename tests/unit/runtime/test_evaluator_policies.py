@@ -421,6 +421,10 @@ def test_delayed_actions_each_run_when_due_whatever_the_others_do() -> None:
     assert [d.policy for d in later.state.delayed] == ["slow"]
     changed = run(pol[1:], failed, first.state, now=NOW + timedelta(seconds=20))
     assert [(a.policy, a.status, a.target.pod) for a in changed.actions] == [("quick", "run", "b")]
+    # b is gone: its action runs on what the state kept of it
+    gone = run(pol, failed[:1], first.state, now=NOW + timedelta(seconds=20))
+    assert [(a.policy, a.status, a.target) for a in gone.actions] == [
+        ("quick", "run", Target("train", "ml", "worker", "b", pods.digest("uid-b")))]
 
 
 def test_delayed_action_is_cancelled_when_the_pod_recovers() -> None:
