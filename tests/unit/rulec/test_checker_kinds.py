@@ -111,3 +111,13 @@ def test_the_primary_pods_filter_is_checked_against_the_kind_and_not_as_a_failur
     assert said(job('    primary pods task "m" and exit 0')) == [
         "t.rules:3:18 R408 a task filter needs a task, but kind `j` declares no `task`",
         '  help: add `task label "..."` or `task <<expr>>` to the kind']
+
+
+def test_every_verdict_after_otherwise_is_said_to_be_unused() -> None:
+    text = ("job j: batch/v1 Job {\n    succeeded when all pods succeeded\n    pending otherwise\n"
+            "    failed when any pod failed\n    running when any pod running\n}\n")
+    assert said(text) == [
+        "t.rules:4:5 R404 this `failed` verdict is never used",
+        "  note t.rules:3:5: `otherwise` before it always holds",
+        "t.rules:5:5 R404 this `running` verdict is never used",
+        "  note t.rules:3:5: `otherwise` before it always holds"]
