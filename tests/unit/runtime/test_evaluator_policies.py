@@ -1398,3 +1398,17 @@ def test_a_pending_timer_is_no_job_age_timer() -> None:
     e = run(pol, [pod("a")], now=T0 + timedelta(hours=1))
     assert e.state.fired == frozenset()
     assert [ev.event for ev in e.events if ev.event == "jobRunningLongerThan"] == []
+
+
+def test_every_delayed_action_is_cancelled_when_the_job_itself_says_it_is_over() -> None:
+    rules = [verdict("Failed", jp("status.gone")), verdict("Running", pods_cond("any", "running")),
+             verdict("Pending")]
+    pol = [policy("podFailed", action("restartPod", delay=60), id="later")]
+    k = load_kind(rules, pol)
+    failed = [pod("a", "Failed"), pod("b", "Failed"), pod("c")]
+    first = evaluator.evaluate(k, job(), failed, None, NOW)
+    assert len(first.state.delayed) == 2
+    over = evaluator.evaluate(k, job(status={"gone": True}), failed, first.state,
+                              NOW + timedelta(seconds=5))
+    assert [(a.status, a.target.pod) for a in over.actions] == [("cancelled", "a"), ("cancelled", "b")]
+    assert over.state.delayed == ()
