@@ -1412,3 +1412,20 @@ def test_every_delayed_action_is_cancelled_when_the_job_itself_says_it_is_over()
                               NOW + timedelta(seconds=5))
     assert [(a.status, a.target.pod) for a in over.actions] == [("cancelled", "a"), ("cancelled", "b")]
     assert over.state.delayed == ()
+
+
+def test_each_action_given_up_falls_back_on_its_own_whatever_the_others() -> None:
+    """Given up at once: one of a policy no longer in the rules, one whose action is the last of
+    its chain, one whose action is none of its chain's, and the restart of pod a, since gone:
+    only the last falls back, on what the state kept of its pod."""
+    pol = [policy("podFailed", action("restartPod", max=3,
+                                      then=action("failJob", message="{task} {pod}")), id="retry")]
+    first = run(pol, [pod("a", "Failed")])
+    d = _digest(first)
+    released = [state.Released("gone", "restartPod", "worker", "z", "zz", ("zz",), "x"),
+                state.Released("retry", "failJob", "worker", "y", "yy", (), "x"),
+                state.Released("retry", "abortJob", "worker", "y", "yy", (), "x"),
+                state.Released("retry", "restartPod", "worker", "a", d, (d,), "refused")]
+    e = run(pol, [], replace(first.state, released=tuple(released)), now=NOW + timedelta(seconds=5))
+    assert [(a.action, a.status, a.message, a.target) for a in e.actions] == [
+        ("failJob", "run", "worker a", Target("train", "ml", "worker", "a", d))]
