@@ -1429,3 +1429,18 @@ def test_each_action_given_up_falls_back_on_its_own_whatever_the_others() -> Non
     e = run(pol, [], replace(first.state, released=tuple(released)), now=NOW + timedelta(seconds=5))
     assert [(a.action, a.status, a.message, a.target) for a in e.actions] == [
         ("failJob", "run", "worker a", Target("train", "ml", "worker", "a", d))]
+
+
+def test_a_restart_given_up_is_over_though_a_pod_it_stopped_is_still_ours() -> None:
+    """The release names only pod a among the pods the restart stopped: b stays ours (its end
+    is the restart's doing), but the restart the given-up action made is over all the same."""
+    pol = [policy("podFailed", action("restartJob", max=3), id="retry")]
+    objects = [pod("a", "Failed"), pod("b")]
+    first = run(pol, objects)
+    ours = sorted(d for d, r in first.state.pods.items() if r.ours)
+    assert len(ours) == 2 and first.state.restarting is not None
+    da = pods.digest("uid-a")
+    prior = replace(first.state, released=(state.Released("retry", "restartJob", "worker", "a", da, (da,), "x"),))
+    e = run(pol, objects, prior, now=NOW + timedelta(seconds=5))
+    assert e.state.restarting is None and e.verdict.phase != "Restarting"
+    assert [d for d, r in e.state.pods.items() if r.ours] == [pods.digest("uid-b")]
