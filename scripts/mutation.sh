@@ -49,6 +49,7 @@ ORDER=(evaluator conditions pods journal reconcile writeback mutator admission
 u=tests/unit
 rt=$u/runtime
 eval_tests="$rt/test_evaluator.py $rt/test_evaluator_holds.py $rt/test_evaluator_policies.py
+    $rt/test_evaluator_offers.py $rt/test_occurrences.py $rt/test_evaluator_causes.py $rt/test_foreign.py
     $rt/test_state.py $u/test_pod_failure_policy.py $u/test_rules_shipped_verdicts.py $u/test_examples.py"
 controller_tests="$rt/test_reconcile.py $rt/test_writeback.py $rt/test_journal.py $rt/test_actions.py
     $rt/controller/test_worker.py $rt/controller/test_replay.py"
