@@ -134,13 +134,15 @@ class WorkQueue(Generic[K]):
             if not self._shutting_down:
                 self._add(key, now)
 
-    def add_after(self, key: K, seconds: float) -> None:
-        """Add `key` once `seconds` have passed; at once when `seconds` <= 0."""
+    def add_after(self, key: K, seconds: float, *, retry: bool = True) -> None:
+        """Add `key` once `seconds` have passed; at once when `seconds` <= 0. Counted as a
+        retry (client-go's meaning) unless `retry` is False: a first add held back on purpose,
+        so that more changes of the key join it."""
         with self._cond:
             now = self._clock()
             self._promote(now)
             if not self._shutting_down:
-                self._add_after(key, seconds, now)
+                self._add_after(key, seconds, now, retry)
 
     def add_rate_limited(self, key: K, at_least: float = 0.0) -> None:
         """Add `key` after its backoff (see `Backoff`), or after `at_least` seconds if that is
@@ -268,8 +270,9 @@ class WorkQueue(Generic[K]):
             self._ready.append(key)
             self._cond.notify()
 
-    def _add_after(self, key: K, seconds: float, now: float) -> None:
-        self._metrics.retried()
+    def _add_after(self, key: K, seconds: float, now: float, retry: bool = True) -> None:
+        if retry:
+            self._metrics.retried()
         if seconds <= 0:
             self._add(key, now)
             return

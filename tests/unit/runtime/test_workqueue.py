@@ -486,6 +486,10 @@ def test_metrics_follow_client_go(clock: Clock) -> None:
     queue.add_after("c", 0.0)
     queue.add_rate_limited("d")
     assert metrics.retries == 3   # every add_after, add_rate_limited included, as client-go
+    queue.add_after("e", 1.0, retry=False)   # held back on purpose (a batch): no retry
+    assert metrics.retries == 3
+    clock.now += 1.0
+    assert "e" in drain(queue)
 
 
 # ---------------------------------------------------------------------------------------------
