@@ -174,6 +174,7 @@ class WorkQueue(Generic[K]):
         down and has nothing ready, or when `timeout` (real seconds) passed first."""
         with self._cond:
             give_up = None if timeout is None else time.monotonic() + timeout
+            watching = False   # this caller last slept until the earliest deadline
             try:
                 while True:
                     now = self._clock()
@@ -186,6 +187,7 @@ class WorkQueue(Generic[K]):
                     if self._shutting_down:
                         return None
                     wait = self._due_in(now)
+                    watching = wait is not None
                     if give_up is not None:
                         left = give_up - time.monotonic()
                         if left <= 0:
@@ -193,9 +195,12 @@ class WorkQueue(Generic[K]):
                         wait = left if wait is None else min(wait, left)
                     self._cond.wait(wait)
             finally:
-                # This caller may have been the one waiting for the earliest deadline: hand that
-                # over. (Every ready key already woke a waiter of its own when it became ready.)
-                if self._waiting:
+                # A caller that slept until the earliest deadline hands that watch over as it
+                # leaves. One that slept without a deadline (none was waiting then) leaves it to
+                # the waiter woken when the deadline came: waking another at every `get` cost a
+                # wake-up and a look per reconcile. (Every ready key already woke a waiter of
+                # its own when it became ready.)
+                if watching and self._waiting:
                     self._cond.notify()
 
     def done(self, key: K) -> None:
