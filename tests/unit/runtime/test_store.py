@@ -255,3 +255,12 @@ def test_a_version_that_is_not_a_plain_number_is_kept_as_it_came() -> None:
         o["metadata"]["resourceVersion"] = rv
         s.put(o)
         assert s.get(("ns", name))["metadata"]["resourceVersion"] == rv   # type: ignore[index]
+
+
+def test_an_object_larger_than_deflates_window_is_read_back_whole() -> None:
+    s = make()
+    s.put(obj("a", 1))
+    big = obj("b", 2, **{f"k{i}": f"{i * 7919:x}" * 8 for i in range(3000)})
+    assert len(str(big)) > 8 * (1 << store.WINDOW_BITS)
+    s.put(big)
+    assert s.get(("ns", "b")) == cut(big)
