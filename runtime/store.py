@@ -19,8 +19,9 @@ response to our own PATCH (written through at once) is not undone by the watch e
 follows it. The version is kept beside the bytes, not in them, and put back on reading: a new
 version whose projection is unchanged (a pod's finalizer removed, a Job's `status.ready` or
 managed fields written: most events a cache sees) moves the entry's version and nothing else,
-for a projection and one comparison, without encoding, digesting or indexing it again. A relist replaces the whole set and reports what disappeared, so a deletion missed
-while the watch was down is still seen.
+for a projection and one comparison, without encoding, digesting or indexing it again. A
+relist replaces the whole set and reports what disappeared, so a deletion missed while the
+watch was down is still seen.
 """
 
 from __future__ import annotations

@@ -257,7 +257,7 @@ def test_a_version_that_is_not_a_plain_number_is_kept_as_it_came() -> None:
         assert s.get(("ns", name))["metadata"]["resourceVersion"] == rv   # type: ignore[index]
 
 
-def test_an_object_larger_than_deflates_window_is_read_back_whole() -> None:
+def test_an_object_larger_than_the_deflate_window_is_read_back_whole() -> None:
     s = make()
     s.put(obj("a", 1))
     big = obj("b", 2, **{f"k{i}": f"{i * 7919:x}" * 8 for i in range(3000)})
