@@ -58,9 +58,8 @@ def job_store(kind: plan.Kind) -> storelib.Store:
 def pod_store(selector: str, kinds: Iterable[plan.Kind]) -> storelib.Store:
     """The cache of one pod watch (`selector`, see `pod_selector`) serving `kinds`: each pod cut
     to the projection they share (`projection.pod_tree`), indexed by `pod_indexes`."""
-    tree = projection.pod_tree(kinds)
-    return storelib.Store(lambda obj: projection.project(obj, tree), without_version,
-                          pod_indexes(selector))
+    tree = projection.pod_tree(kinds)   # every change of it matters (its version is kept apart)
+    return storelib.Store(lambda obj: projection.project(obj, tree), None, pod_indexes(selector))
 
 
 def pod_query(selector: str) -> list[tuple[str, str]]:
@@ -143,10 +142,3 @@ def significant(kind: plan.Kind) -> Significant:
                     c for c in conditions if not (isinstance(c, dict) and c.get("type") == ours)]}
         return out
     return cut
-
-
-def without_version(obj: Any) -> Any:
-    """A pod without its resourceVersion: a write that changed nothing else is not news."""
-    meta = dict(objects.meta(obj))
-    meta.pop("resourceVersion", None)
-    return {**obj, "metadata": meta}

@@ -134,13 +134,15 @@ class WorkQueue(Generic[K]):
             if not self._shutting_down:
                 self._add(key, now)
 
-    def add_after(self, key: K, seconds: float) -> None:
-        """Add `key` once `seconds` have passed; at once when `seconds` <= 0."""
+    def add_after(self, key: K, seconds: float, *, retry: bool = True) -> None:
+        """Add `key` once `seconds` have passed; at once when `seconds` <= 0. Counted as a
+        retry (client-go's meaning) unless `retry` is False: a first add held back on purpose,
+        so that more changes of the key join it."""
         with self._cond:
             now = self._clock()
             self._promote(now)
             if not self._shutting_down:
-                self._add_after(key, seconds, now)
+                self._add_after(key, seconds, now, retry)
 
     def add_rate_limited(self, key: K, at_least: float = 0.0) -> None:
         """Add `key` after its backoff (see `Backoff`), or after `at_least` seconds if that is
@@ -172,6 +174,7 @@ class WorkQueue(Generic[K]):
         down and has nothing ready, or when `timeout` (real seconds) passed first."""
         with self._cond:
             give_up = None if timeout is None else time.monotonic() + timeout
+            watching = False   # this caller last slept until the earliest deadline
             try:
                 while True:
                     now = self._clock()
@@ -184,6 +187,7 @@ class WorkQueue(Generic[K]):
                     if self._shutting_down:
                         return None
                     wait = self._due_in(now)
+                    watching = wait is not None
                     if give_up is not None:
                         left = give_up - time.monotonic()
                         if left <= 0:
@@ -191,9 +195,12 @@ class WorkQueue(Generic[K]):
                         wait = left if wait is None else min(wait, left)
                     self._cond.wait(wait)
             finally:
-                # This caller may have been the one waiting for the earliest deadline: hand that
-                # over. (Every ready key already woke a waiter of its own when it became ready.)
-                if self._waiting:
+                # A caller that slept until the earliest deadline hands that watch over as it
+                # leaves. One that slept without a deadline (none was waiting then) leaves it to
+                # the waiter woken when the deadline came: waking another at every `get` cost a
+                # wake-up and a look per reconcile. (Every ready key already woke a waiter of
+                # its own when it became ready.)
+                if watching and self._waiting:
                     self._cond.notify()
 
     def done(self, key: K) -> None:
@@ -268,8 +275,9 @@ class WorkQueue(Generic[K]):
             self._ready.append(key)
             self._cond.notify()
 
-    def _add_after(self, key: K, seconds: float, now: float) -> None:
-        self._metrics.retried()
+    def _add_after(self, key: K, seconds: float, now: float, retry: bool = True) -> None:
+        if retry:
+            self._metrics.retried()
         if seconds <= 0:
             self._add(key, now)
             return

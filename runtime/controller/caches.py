@@ -23,7 +23,9 @@ from runtime.controller import informer, kube, metrics
 log = logging.getLogger("jobrules.controller")
 
 Key = tuple[str, str, str]   # (kind name, namespace, name)
-Enqueue = Callable[[Key, "float | None"], None]   # (job, when a pod's change was received)
+# (job, when a pod's change was received; None for the job's own change, which may wait a
+# little for more: Worker.enqueue)
+Enqueue = Callable[[Key, "float | None"], None]
 
 
 @dataclass

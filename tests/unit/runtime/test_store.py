@@ -47,9 +47,8 @@ def test_an_older_version_never_replaces_a_newer_one() -> None:
     s.put(obj("a", 5))
     assert s.put(obj("a", 4)) is None and s.rv(("ns", "a")) == 5
     assert s.put(obj("a", 5)) is None           # the same again: nothing changed
-    later = obj("a", 6)
-    change = s.put(later)
-    assert change is not None and not change.matters   # only the version moved
+    assert s.put(obj("a", 6)) is None           # only the version moved: nothing to tell,
+    assert s.rv(("ns", "a")) == 6 and s.get(("ns", "a")) == cut(obj("a", 6))   # but it moved
     later = obj("a", 7)
     later["status"]["phase"] = "Failed"
     assert s.put(later).matters                   # type: ignore[union-attr]
@@ -221,3 +220,47 @@ def test_an_object_changed_while_it_was_decoded_is_not_kept(monkeypatch: pytest.
     monkeypatch.setattr(s, "_decode", decode_while_it_changes)
     assert [o["status"]["phase"] for o in s.lookup("owner", "u")] == ["Running"]
     assert [o["status"]["phase"] for o in s.lookup("owner", "u")] == ["Failed"]
+
+
+def test_a_new_version_of_the_same_projection_moves_the_version_alone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Most events change what the projection drops (a finalizer, managed fields, a Job's
+    `status.ready`): the entry's version moves, and every read gives the new one, without
+    encoding the object again."""
+    s = make()
+    s.put(obj("a", 5, owner="u"))
+    assert s.lookup("owner", "u")[0]["metadata"]["resourceVersion"] == "5"   # kept decoded
+    encoded: list[bytes] = []
+    real = s._encode
+    monkeypatch.setattr(s, "_encode", lambda text: encoded.append(text) or real(text))
+    later = obj("a", 6, owner="u")
+    later["metadata"]["managedFields"] = [{"big": "y" * 100}]
+    bytes_before = s.bytes
+    assert s.put(later) is None and encoded == [] and s.bytes == bytes_before
+    assert s.rv(("ns", "a")) == 6 and s.get(("ns", "a")) == cut(later)
+    assert [o["metadata"]["resourceVersion"] for o in s.lookup("owner", "u")] == ["6"]
+    assert s.put(obj("a", 6, owner="u")) is None       # that version is held
+    changed = obj("a", 7, owner="u")
+    changed["status"]["phase"] = "Failed"
+    change = s.put(changed)
+    assert change is not None and change.matters and len(encoded) == 1
+    assert change.old == cut(later)                   # the change says what it was before
+    assert s.get(("ns", "a")) == cut(changed)
+
+
+def test_a_version_that_is_not_a_plain_number_is_kept_as_it_came() -> None:
+    s = make()
+    for name, rv in (("a", "007"), ("b", "x")):
+        o = obj(name, 0)
+        o["metadata"]["resourceVersion"] = rv
+        s.put(o)
+        assert s.get(("ns", name))["metadata"]["resourceVersion"] == rv   # type: ignore[index]
+
+
+def test_an_object_larger_than_the_deflate_window_is_read_back_whole() -> None:
+    s = make()
+    s.put(obj("a", 1))
+    big = obj("b", 2, **{f"k{i}": f"{i * 7919:x}" * 8 for i in range(3000)})
+    assert len(str(big)) > 8 * (1 << store.WINDOW_BITS)
+    s.put(big)
+    assert s.get(("ns", "b")) == cut(big)

@@ -311,6 +311,22 @@ def test_a_retry_waits_at_least_what_it_is_told_and_still_counts(clock: Clock) -
     assert (queue.num_requeues("a"), queue.num_requeues("b")) == (2, 1)
 
 
+def test_only_a_caller_that_slept_until_the_earliest_deadline_wakes_another_as_it_leaves(
+        queue: WorkQueue[str], clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A waiting deadline is watched by one sleeping worker; a worker taking a key it did not
+    wait for leaves that one be (waking another at every `get` was a wake-up per reconcile)."""
+    woken: list[int] = []
+    real = queue._cond.notify
+    monkeypatch.setattr(queue._cond, "notify", lambda n=1: woken.append(n) or real(n))
+    queue.add_after("later", 10.0)
+    queue.add("now")
+    woken.clear()
+    assert queue.get() == "now" and woken == []    # taken at once: no watch to hand over
+    queue.done("now")
+    assert queue.get(timeout=0.01) is None         # slept until the deadline (or its timeout)
+    assert woken == [1]                            # so it hands the watch over as it leaves
+
+
 def test_the_token_bucket_refills_at_its_rate(clock: Clock) -> None:
     queue: WorkQueue[str] = WorkQueue(clock=clock, backoff=Backoff(rate=2.0, burst=2))
     start = clock.now
@@ -486,6 +502,10 @@ def test_metrics_follow_client_go(clock: Clock) -> None:
     queue.add_after("c", 0.0)
     queue.add_rate_limited("d")
     assert metrics.retries == 3   # every add_after, add_rate_limited included, as client-go
+    queue.add_after("e", 1.0, retry=False)   # held back on purpose (a batch): no retry
+    assert metrics.retries == 3
+    clock.now += 1.0
+    assert "e" in drain(queue)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -238,6 +238,22 @@ def ready(w: worker.Worker) -> list[Any]:
     return keys
 
 
+def test_a_jobs_own_changes_in_a_burst_are_one_pass_and_a_pods_change_is_queued_at_once() -> None:
+    w, _, _, _ = setup(pod("p-0"))
+    now = throttled_queue(w)
+    w.enqueue(KEY)                    # the job changed (the Job controller's FailureTarget)
+    assert ready(w) == []
+    now[0] = worker.JOB_BATCH / 2
+    w.enqueue(KEY)                    # and again (its Failed)
+    assert ready(w) == []
+    now[0] = worker.JOB_BATCH
+    assert ready(w) == [KEY]          # one pass reads both
+    now[0] = 10.0
+    assert ready(w) == []
+    w.enqueue(KEY, 9.5)               # a pod's change: at once, its time kept for the latency
+    assert ready(w) == [KEY] and w._pending[KEY] == 9.5
+
+
 @pytest.mark.parametrize("method, path", [("PATCH", r"/trainers/t$"),       # the commit
                                           ("DELETE", r"/pods/p-0$")])     # an action
 def test_a_write_throttled_with_429_waits_at_least_the_servers_retry_after(method: str,
