@@ -1444,3 +1444,53 @@ def test_a_restart_given_up_is_over_though_a_pod_it_stopped_is_still_ours() -> N
     e = run(pol, objects, prior, now=NOW + timedelta(seconds=5))
     assert e.state.restarting is None and e.verdict.phase != "Restarting"
     assert [d for d, r in e.state.pods.items() if r.ours] == [pods.digest("uid-b")]
+
+
+# -- task-scoped listening, pods of ours, `final until` -----------------------------------------
+
+def test_a_task_scoped_policy_hears_its_tasks_pods_come_and_go() -> None:
+    """Only `on task "worker" ...` listens: worker's pods are remembered, and one gone is
+    offered to it."""
+    pol = [policy("podDeleted", action("count"), task="worker")]
+    first = run(pol, [pod("a")], verdicts=[verdict("Pending")])
+    assert list(first.state.pods) == [pods.digest("uid-a")]
+    gone = run(pol, [], first.state, verdicts=[verdict("Pending")])
+    assert [(a.action, a.target.task, a.target.uid) for a in gone.actions] == [
+        ("count", "worker", pods.digest("uid-a"))]
+
+
+def test_a_tasks_event_is_offered_with_the_pods_of_that_task_only() -> None:
+    pol = [policy("taskFailed", action("count"), filter=exit_in(2))]
+    objects = [pod("a", "Failed", task="w", containers=[terminated("main", 1)]),
+               pod("b", "Failed", task="ps", containers=[terminated("main", 2)])]
+    e = run(pol, objects, verdicts=[verdict("Pending")])
+    assert [(a.target.task, a.target.pod) for a in e.actions] == [("ps", "b")]
+
+
+def test_a_pod_our_restart_stopped_stays_ours_when_it_changes() -> None:
+    pol = [policy("podFailed", action("restartJob", max=3))]
+    first = run(pol, [pod("a"), pod("b", "Failed")])
+    assert ran(first) == [("restartJob", "run")]
+    killed = run(pol, [pod("a", "Failed", containers=[terminated("main", 137)]), pod("b", "Failed")],
+                 first.state, now=NOW + timedelta(seconds=5))
+    assert ran(killed) == [] and all(r.ours for r in killed.state.pods.values())
+
+
+UNTIL = {"sticky": True, "until": {"expr": "spec.run", "span": span(1, 1)}}
+
+
+def test_a_verdict_the_job_itself_gives_is_final_for_its_run() -> None:
+    k = load_kind([verdict("Failed", jp("status.over")), *RULES], [], final=UNTIL)
+    e = evaluator.evaluate(k, job(spec={"run": 1}, status={"over": True}), [pod("a")], None, NOW)
+    assert e.verdict.final and e.state.final is not None and e.state.final.run == "1"
+
+
+def test_a_terminal_verdict_released_by_a_new_run_is_final_again_for_that_run() -> None:
+    """The run changed and the pods still say Failed: the same phase, final again, new run."""
+    k = load_kind(RULES, [], final=UNTIL)
+    failed = [pod("a", "Failed")]
+    first = evaluator.evaluate(k, job(spec={"run": 1}), failed, None, NOW)
+    assert first.verdict.final and first.state.final.run == "1"   # type: ignore[union-attr]
+    again = evaluator.evaluate(k, job(spec={"run": 2}), failed, first.state, NOW)
+    assert (again.verdict.phase, again.verdict.final) == ("Failed", True)
+    assert again.state.final is not None and again.state.final.run == "2"
