@@ -585,6 +585,11 @@ def test_nesting_limit_counts_levels(depth: int, bad: bool) -> None:
     assert ("R005" in codes(text)) == bad
 
 
+def test_a_declaration_too_deep_leaves_the_next_ones_checked() -> None:
+    text = kind("    failed when " + "not " * 150 + "any pod failed") + "define x = is nope\n"
+    assert codes(text) == ["R005", "R102"]
+
+
 def test_define_chains_count_as_the_filters_they_stand_for() -> None:
     chain = ["define d0 = exit 1"] + [f"define d{i} = is d{i - 1}" for i in range(1, 120)]
     text = "\n".join(chain) + "\n" + kind("    failed when any pod failed is d119")
