@@ -262,15 +262,19 @@ def test_a_task_failure_policy_on_any_task_preempts_retries() -> None:
                        '        restart pod -> delete pod, condition "Done" }\n}\n') == []
 
 
+def preempts(at: str, scope: str) -> list[str]:
+    """R411 at `at` for a `fail job` on `scope`'s failure, the retrying pod policy at line 4."""
+    return [f"t.rules:{at} R411 {scope} fails with its first failed pod: this policy takes "
+            "`fail job` before any retry of the pod policy could help",
+            "  help: to act when the retries are spent, write it as the pod policy's fallback: "
+            "`... then fail job`",
+            "  note t.rules:4:5: the pod policy that retries"]
+
+
 def test_a_task_failure_policy_after_a_pod_policy_that_retries_is_found() -> None:
     text = job("    on pod failed -> restart job max 2\n    on task failed -> fail job"
                "\n    actions { fail job -> record }", TASKED)
-    assert said(text) == [
-        "t.rules:5:5 R411 a task fails with its first failed pod: this policy takes `fail job` "
-        "before any retry of the pod policy could help",
-        "  help: to act when the retries are spent, write it as the pod policy's fallback: "
-        "`... then fail job`",
-        "  note t.rules:4:5: the pod policy that retries"]
+    assert said(text) == preempts("5:5", "a task")
 
 
 def test_an_awaited_condition_and_a_created_objects_values_are_checked() -> None:
@@ -287,9 +291,4 @@ def test_each_task_failure_policy_is_held_to_the_pod_policies_of_its_own_task() 
     """Task "a" has no retrying pod policy (nothing said); task "b" has one."""
     text = job('    on task "b" pod failed -> restart job max 2\n    on task "a" failed -> fail job\n'
                '    on task "b" failed -> fail job\n    actions { fail job -> record }', TASKED)
-    assert said(text) == [
-        't.rules:6:5 R411 task "b" fails with its first failed pod: this policy takes `fail job` '
-        "before any retry of the pod policy could help",
-        "  help: to act when the retries are spent, write it as the pod policy's fallback: "
-        "`... then fail job`",
-        "  note t.rules:4:5: the pod policy that retries"]
+    assert said(text) == preempts("6:5", 'task "b"')
