@@ -65,3 +65,14 @@ def test_each_later_write_is_said_once_against_the_first() -> None:
     assert said(text) == [
         't.rules:6:25 R501 annotation "n" is already set differently', "  note t.rules:5:25: set here",
         't.rules:7:25 R501 annotation "n" is already set differently', "  note t.rules:5:25: set here"]
+
+
+def test_an_annotation_an_injection_writes_proves_no_filters_disjoint() -> None:
+    """The webhook may be called again on a pod another injection annotated: `annotation "x"`
+    tests on x then prove nothing (as label tests on a label written)."""
+    two = (job("") + injection('annotate "n" = "1"', where=' where annotation "x" = "a"')
+           + injection('annotate "n" = "2"', where=' where annotation "x" = "b"'))
+    assert said(two) == []
+    assert said(two + injection('annotate "x" = "b"')) == [
+        't.rules:9:5 R501 annotation "n" is already set differently',
+        "  note t.rules:6:5: set here"]
