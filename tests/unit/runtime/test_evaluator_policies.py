@@ -1494,3 +1494,14 @@ def test_a_terminal_verdict_released_by_a_new_run_is_final_again_for_that_run() 
     again = evaluator.evaluate(k, job(spec={"run": 2}), failed, first.state, NOW)
     assert (again.verdict.phase, again.verdict.final) == ("Failed", True)
     assert again.state.final is not None and again.state.final.run == "2"
+
+
+def test_a_task_failed_by_a_policy_counts_in_the_same_evaluations_verdict() -> None:
+    """An evicted pod's failure fails no task by itself; `fail task` on it does, at once."""
+    verdicts = [verdict("Failed", {"op": "taskCount", "state": "failed", "cmp": ">",
+                                   "value": [{"expr": "`0`", "span": span(1, 1)}]}),
+                verdict("Running", pods_cond("any", "running")), verdict("Pending")]
+    pol = [policy("podFailed", action("failTask"), evicted=True)]
+    e = run(pol, [pod("a"), evicted("b")], verdicts=verdicts)
+    assert ran(e) == [("failTask", "run")] and e.state.failed_tasks == {"worker"}
+    assert e.verdict.phase == "Failed"
