@@ -143,6 +143,19 @@ def test_pending_for_counts_from_the_pods_creation_to_the_second() -> None:
     assert run(pol, pending, again.state, now=T0 + timedelta(seconds=660)).actions == ()
 
 
+def test_a_stopped_pods_fired_timers_stay_fired_when_a_shorter_one_is_added() -> None:
+    """A pod we stopped raises no timer, but those it fired stay fired while it is pending:
+    a shorter duration added to the rules meanwhile skips none of them."""
+    ten = [policy("podPending", action("restartPod"), for_=600)]
+    a = [pod("a", "Pending")]
+    first = run(ten, a, now=T0 + timedelta(seconds=700))
+    token = f"podPending>600 {pods.digest('uid-a')}"
+    assert ran(first) == [("restartPod", "run")] and first.state.fired == {token}
+    five = [policy("podPending", action("restartPod"), for_=300)] + ten
+    again = run(five, a, first.state, now=T0 + timedelta(seconds=710))
+    assert again.actions == () and again.state.fired == {token}
+
+
 def test_plain_pod_pending_is_not_a_timer() -> None:
     pol = [policy("podPending", action("abortJob"), for_=600), policy("podPending", action("ignore"))]
     e = run(pol, [pod("a", "Pending")], now=T0 + timedelta(seconds=700))
@@ -1505,3 +1518,31 @@ def test_a_task_failed_by_a_policy_counts_in_the_same_evaluations_verdict() -> N
     e = run(pol, [pod("a"), evicted("b")], verdicts=verdicts)
     assert ran(e) == [("failTask", "run")] and e.state.failed_tasks == {"worker"}
     assert e.verdict.phase == "Failed"
+
+
+def test_a_task_failed_by_a_delayed_action_whose_pods_are_gone_counts_at_once() -> None:
+    """No pod is stopped by the action (its task has none left): the verdict still sees the task
+    failed in the evaluation that ran it."""
+    verdicts = [verdict("Failed", {"op": "taskCount", "state": "failed", "cmp": ">",
+                                   "value": [{"expr": "`0`", "span": span(1, 1)}]}),
+                verdict("Running", pods_cond("any", "running")), verdict("Pending")]
+    pol = [policy("podFailed", action("failTask", delay=30), evicted=True, task="worker")]
+    first = run(pol, [pod("m", task="master"), evicted("b")], verdicts=verdicts)
+    assert ran(first) == [("failTask", "scheduled")] and first.verdict.phase == "Running"
+    due = run(pol, [pod("m", task="master")], first.state, now=NOW + timedelta(seconds=31),
+              verdicts=verdicts)
+    assert ran(due) == [("failTask", "run")] and due.state.failed_tasks == {"worker"}
+    assert due.verdict.phase == "Failed"
+
+
+def test_a_counts_value_may_use_the_jobs_placeholders() -> None:
+    """A plan may give a count's value as `{job}`, `{namespace}` or `{kind}` (rulec writes an
+    expression): the placeholder's value is compared as a number."""
+    k = load_kind([verdict("Failed", {"op": "count", "state": "failed", "cmp": ">=",
+                                      "value": [{"var": "job"}]}),
+                   verdict("Running")], [])
+    one = [pod("a", "Failed"), pod("b")]
+    assert evaluator.evaluate(k, job("2"), one, None, NOW).verdict.phase == "Running"
+    two = [pod("a", "Failed"), pod("b", "Failed")]
+    assert evaluator.evaluate(k, job("2"), two, None, NOW).verdict.phase == "Failed"
+    assert evaluator.evaluate(k, job("3"), two, None, NOW).verdict.phase == "Running"
