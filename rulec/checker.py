@@ -94,8 +94,7 @@ def _allowed(found: list[Diagnostic], files: list[nodes.File]) -> list[Diagnosti
     covered: defaultdict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
     for a in allows:
         line = a.span.line + 1 if a.own_line else a.span.line
-        ranges = [r for r in statements[a.span.path]
-                  if (r[0] == line if a.own_line else r[0] <= line <= r[1])]
+        ranges = [r for r in statements[a.span.path] if r[0] <= line <= r[1]]
         for name in a.names:
             covered[(a.span.path, name)].extend(ranges or [(line, line)])
     for d in found:

@@ -29,8 +29,13 @@ def test_an_allow_covers_the_whole_verdict_its_line_is_part_of() -> None:
                f"    failed when any pod failed {allow}\n"      # another verdict's line
                "    failed when any pod failed with exit in [0, 3]\n"
                "    failed when any pod failed with exit in [0, 4]\n"
-               f"        or any pod evicted  {allow}")             # its last line
-    assert said(text) == [f"t.rules:7:46 {EXIT_ZERO[0]}", EXIT_ZERO[1]]
+               f"        or any pod evicted  {allow}\n"           # its last line
+               "    failed when any pod failed with exit in [0, 5]\n"
+               f"        {allow}\n        or any pod evicted\n"      # alone, inside it
+               "    failed when any pod failed with exit in [0, 6]\n"
+               f"    {allow}\n    succeeded when all pods succeeded")  # alone, before another
+    assert said(text) == [f"t.rules:7:46 {EXIT_ZERO[0]}", EXIT_ZERO[1],
+                          f"t.rules:13:46 {EXIT_ZERO[0]}", EXIT_ZERO[1]]
 
 
 def test_an_allow_covers_its_own_file_only() -> None:

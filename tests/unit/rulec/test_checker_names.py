@@ -43,6 +43,15 @@ def test_each_kind_of_declaration_declared_twice_is_said_at_the_second() -> None
         f'{defaults}; name this one: `inject "name" into ...`', FIRST.format("t.rules:4:8")]
 
 
+def test_a_name_declared_twice_means_its_first_declaration() -> None:
+    """Uses of the name read the first: the second `d` would close a cycle through `e`, the
+    first does not, so only the duplicate is said."""
+    text = ("job j: batch/v1 Job {\n    succeeded when all pods succeeded\n}\n"
+            "define d = exit 1\ndefine d = is e\ndefine e = is d\n")
+    assert said(text, ends=True) == [
+        "t.rules:5:8-5:9 R105 define `d` is declared twice", FIRST.format("t.rules:4:8")]
+
+
 def test_a_cause_s_name_and_hint_are_said_whole() -> None:
     text = job("") + ('cause "none" when exit 1 hint ""\n'
                       'cause "Bad" when exit 1 hint " x"\n'
