@@ -103,6 +103,16 @@ def test_nesting_is_said_with_what_it_counts() -> None:
         "t.rules:1:416 R005 this nests 121 levels deep; at most 100 levels can be evaluated"]
 
 
+def test_a_name_not_declared_adds_no_level() -> None:
+    """At 100 levels an unknown define or cause is said as unknown, not as one level too deep:
+    kind 1, verdict 2, the nots 3..98, the quantifier 99, the term 100 and nothing for it."""
+    uses = "    failed when " + "not " * 96 + "any pod failed with {}"
+    assert said(job(uses.format("(is nope)"))) == ["t.rules:3:425 R102 no define is called `nope`"]
+    assert said(job(uses.format('cause "nope"'))) == [
+        't.rules:3:427 R109 expected the name of a declared cause, got "nope"',
+        '  help: declare it: `cause "name" when FILTER hint "..."`']
+
+
 def test_a_core_kind_s_versions_are_told_apart_without_a_group() -> None:
     assert said("job p: v1, v1 Pod {\n    succeeded when all pods succeeded\n}\n") == [
         "t.rules:1:12 R106 version `v1` is listed twice", "  note t.rules:1:8: first listed here"]
