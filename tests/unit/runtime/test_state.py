@@ -293,6 +293,7 @@ DUE = '"due": "2024-05-01T12:00:00Z"'
     ('{"v": 1, "final": {"phase": "F", "message": 3}}', "final.message"),
     ('{"v": 1, "final": {"phase": "F", "rule": 3}}', "final.rule"),
     ('{"v": 1, "final": {"phase": "F", "run": 3}}', "final.run"),
+    ('{"v": 1, "final": {"phase": "F", "cause": 3}}', "final.cause"),
     ('{"v": 1, "restarting": 3}', "restarting"),
     ('{"v": 1, "restarting": {"reason": 3}}', "restarting.reason"),
     ('{"v": 1, "restarting": {"message": 3}}', "restarting.message"),
