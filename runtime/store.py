@@ -103,6 +103,9 @@ class Store:
         self._terms: dict[tuple[str, Any], tuple[str, Any]] = {}   # each term, shared
         self._lock = threading.Lock()
         self._dictionary: bytes | None = None
+        # a compressor that has read the dictionary: each put copies it (a copy is a few
+        # memcpys; reading the dictionary again hashed every byte of it, half of each encoding)
+        self._deflate: Any = None
         # key -> its entry decoded, least recently read first; a put or delete drops it
         self._decoded: OrderedDict[Key, dict[str, Any]] = OrderedDict()
         self.bytes = 0
@@ -165,7 +168,9 @@ class Store:
         projected = self._project(obj)
         bare = _unversioned(projected, rv)
         text = orjson.dumps(bare if bare is not None else projected)
-        if held is not None and held.bare == (bare is not None) and self._text(held.data) == text:
+        # the held text, inflated once: compared here, and parsed below as the change's `old`
+        held_text = self._text(held.data) if held is not None else None
+        if held_text == text and held is not None and held.bare == (bare is not None):
             with self._lock:   # only the version moved (unless another put came meanwhile)
                 if self._items.get(key) is held:
                     self._items[key] = Entry(rv, held.data, held.digest, held.terms, held.bare)
@@ -188,7 +193,8 @@ class Store:
             for term in terms:
                 self._by.setdefault(term, set()).add(key)
             self.bytes += len(data) - (len(old.data) if old else 0)
-        previous = None if old is None else kept if kept is not None else self._decode(old)
+        previous = None if old is None else kept if kept is not None else \
+            self._decode(old, held_text if old is held else None)
         return Change(key, projected, previous, old is None or old.digest != digest)
 
     def delete(self, key: Key) -> Change | None:
@@ -224,12 +230,13 @@ class Store:
     def _encode(self, text: bytes) -> bytes:
         """`text` deflated with the store's dictionary (the first text encoded). Deflate is
         deterministic, so equal texts give equal bytes."""
-        if self._dictionary is None:
+        if self._deflate is None:
             with self._lock:
-                if self._dictionary is None:
+                if self._deflate is None:
                     self._dictionary = bytes(text)
-        deflate = zlib.compressobj(6, zlib.DEFLATED, -WINDOW_BITS, MEM_LEVEL,
-                                   zlib.Z_DEFAULT_STRATEGY, self._dictionary)
+                    self._deflate = zlib.compressobj(6, zlib.DEFLATED, -WINDOW_BITS, MEM_LEVEL,
+                                                     zlib.Z_DEFAULT_STRATEGY, self._dictionary)
+        deflate = self._deflate.copy()
         return deflate.compress(text) + deflate.flush()
 
     def _text(self, data: bytes) -> bytes:
@@ -238,8 +245,9 @@ class Store:
         inflate = zlib.decompressobj(-15, self._dictionary)
         return inflate.decompress(data) + inflate.flush()
 
-    def _decode(self, entry: Entry) -> dict[str, Any]:
-        decoded: dict[str, Any] = orjson.loads(self._text(entry.data))
+    def _decode(self, entry: Entry, text: bytes | None = None) -> dict[str, Any]:
+        """The entry's object (`text`: its JSON text, when already inflated)."""
+        decoded: dict[str, Any] = orjson.loads(self._text(entry.data) if text is None else text)
         if entry.bare:
             decoded["metadata"]["resourceVersion"] = str(entry.rv)
         return decoded

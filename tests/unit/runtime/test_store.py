@@ -248,6 +248,18 @@ def test_a_new_version_of_the_same_projection_moves_the_version_alone(
     assert s.get(("ns", "a")) == cut(changed)
 
 
+def test_a_change_says_what_the_object_was_though_nothing_read_it() -> None:
+    """The old object of a change comes from the entry held (no decoded copy kept): its
+    version, its content."""
+    s = make()
+    first = obj("a", 5, owner="u")
+    s.put(first)
+    changed = obj("a", 7, owner="u")
+    changed["status"]["phase"] = "Failed"
+    change = s.put(changed)
+    assert change is not None and change.old == cut(first) and change.obj == cut(changed)
+
+
 def test_a_version_that_is_not_a_plain_number_is_kept_as_it_came() -> None:
     s = make()
     for name, rv in (("a", "007"), ("b", "x")):
