@@ -49,7 +49,7 @@ class Writes:
         pod that still exists is not gone."""
         return any(i.pod is None and i.uid is not None for i in self.new)
 
-    def patches(self, job_path: str, status_path: str, together: bool = False,
+    def patches(self, job_path: str, status_path: str, together: bool,
                 ) -> tuple[tuple[str, dict[str, Any]], ...]:
         """(path, merge patch) to send in order, each guarded by the resourceVersion the job
         has when it is sent. One write where one path takes both: the job's own when the kind

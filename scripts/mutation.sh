@@ -52,11 +52,12 @@ eval_tests="$rt/test_evaluator.py $rt/test_evaluator_holds.py $rt/test_evaluator
     $rt/test_evaluator_offers.py $rt/test_occurrences.py $rt/test_evaluator_causes.py $rt/test_foreign.py
     $rt/test_state.py $u/test_pod_failure_policy.py $u/test_rules_shipped_verdicts.py $u/test_examples.py"
 controller_tests="$rt/test_reconcile.py $rt/test_writeback.py $rt/test_journal.py $rt/test_actions.py
-    $rt/controller/test_worker.py $rt/controller/test_replay.py"
+    $rt/controller/test_worker.py $rt/controller/test_replay.py $rt/controller/test_controller_causes.py
+    $rt/test_kueue_restart.py $rt/test_crashloop_oom.py"
 mutator_tests="$rt/mutator $rt/test_admission.py $rt/test_pod_reading.py"
 rulec_tests="$u/rulec/test_checker.py $u/rulec/test_checker_fuzz.py $u/rulec/test_diagnostics.py
     $u/rulec/test_syntax.py $u/rulec/test_emit.py $u/rulec/test_language_docs.py $u/test_rules_shipped.py
-    $u/test_readme.py"
+    $u/test_readme.py $u/rulec/test_guarded_recipes.py"
 # the checker's topic files: each finding said whole (tests/unit/rulec/said.py)
 checker_tests="$u/rulec/test_checker_policies.py $u/rulec/test_checker_schema_paths.py
     $u/rulec/test_checker_injections.py $u/rulec/test_checker_conflicts.py

@@ -189,6 +189,15 @@ def test_the_verdict_annotation_is_compact_sorted_json_without_nulls() -> None:
                     '"phase":"Failed","rule":"r.rules:3:5","since":"2024-05-01T12:00:00Z"}')
 
 
+def test_the_verdict_annotation_names_the_cause_and_its_hint() -> None:
+    failed = evaluator.Verdict("Failed", "CauseOom", "pod p", "r.rules:3:5", True, "oom",
+                               "raise the memory limit")
+    assert json.loads(writeback.verdict_annotation(failed, job(), NOW)) == {
+        "phase": "Failed", "reason": "CauseOom", "message": "pod p", "rule": "r.rules:3:5",
+        "final": True, "cause": "oom", "hint": "raise the memory limit",
+        "since": "2024-05-01T12:00:00Z", "observedGeneration": 3}
+
+
 @pytest.mark.parametrize("previous", [
     '{"phase":"Failed","since":"2024-04-01T00:00:00Z"}',   # another phase
     '{"phase":"Running","since":7}',                        # not a timestamp
@@ -292,6 +301,10 @@ def test_the_condition_message_is_bounded() -> None:
     (evaluator.Verdict("Failed", None, None, "f:1:1"), "verdict Failed (f:1:1)"),
     (evaluator.Verdict("Failed", "PodFailed", None, None), "verdict Failed"),
     (evaluator.Verdict("Failed", None, "pod p", None), "pod p"),
+    (evaluator.Verdict("Failed", None, "pod p", "f:1:1", True, "oom", "raise the limit"),
+     "pod p (cause oom: raise the limit) (f:1:1)"),
+    # a cause the rules no longer declare (kept from a final verdict) has no hint
+    (evaluator.Verdict("Failed", None, "pod p", "f:1:1", True, "gone", None), "pod p (cause gone) (f:1:1)"),
 ])
 def test_the_message_cites_the_reason_that_did_not_fit_and_the_rule(
         verdict_: evaluator.Verdict, message: str) -> None:
