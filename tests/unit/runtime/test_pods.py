@@ -656,3 +656,40 @@ def test_matches_answers_as_witness_does() -> None:
             assert pods.matches(loaded(f), facts(exit_1), OPTS, failure) is expected
     assert pods.matches(None, facts(exit_1), OPTS)
     assert not pods.matches(loaded(negate(exit_in(1))), facts(exit_1), OPTS, True)
+
+
+# -- a named container that did not fail, on a failure -------------------------------------------
+
+def test_a_named_container_that_did_not_fail_is_read_for_its_reason_alone() -> None:
+    """OOMKilled with exit 0 while another container failed: asked for by name and reason, it
+    is the deciding container, whole but for its exit code (an exit of 0 is no failure's)."""
+    obj = pod("p", "Failed", containers=[terminated("main", 0, "OOMKilled", finished=40, restarts=2),
+                                         terminated("side", 1, finished=50)])
+    main = pods.Container("main", 0, False, 2, "terminated", None, "OOMKilled", _at(40), None)
+    for f in (reason_in("OOMKilled", container="main"),
+              both(reason_in("OOMKilled", container="main"),
+                   {"op": "restarts", "cmp": ">", "value": 1, "container": "main"})):
+        assert pods.witness(loaded(f), facts(obj), OPTS, failure=True) == (True, main)
+    restarts_3 = both(reason_in("OOMKilled", container="main"),
+                      {"op": "restarts", "cmp": ">", "value": 2, "container": "main"})
+    assert pods.witness(loaded(restarts_3), facts(obj), OPTS, failure=True) == (False, None)
+
+
+def test_a_named_waiting_container_keeps_the_reason_of_the_termination_it_waits_after() -> None:
+    obj = pod("p", "Failed", containers=[waiting("main", "CrashLoopBackOff", 3, last_exit=0,
+                                                 last_reason="OOMKilled")])
+    main = pods.Container("main", 0, False, 3, "waiting", None, "CrashLoopBackOff", _at(30), "OOMKilled")
+    assert pods.witness(loaded(reason_in("OOMKilled", container="main")), facts(obj), OPTS,
+                        failure=True) == (True, main)
+
+
+@pytest.mark.parametrize("state", [
+    {"terminated": {"exitCode": 1, "reason": "Error"}},
+    {"terminated": {"exitCode": 1, "reason": "Error"}, "waiting": {"reason": "CrashLoopBackOff"}},
+], ids=["terminated", "terminated-and-waiting"])
+def test_a_container_terminated_now_has_only_its_own_reason(state: dict) -> None:
+    """Only a container waiting after a termination keeps that termination's reason."""
+    cs = {"name": "main", "restartCount": 1, "state": state,
+          "lastState": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}}
+    (main,) = facts(pod("p", "Failed", containers=[cs])).containers
+    assert (main.reason, main.reasons) == ("Error", ("Error",))
