@@ -53,7 +53,7 @@ eval_tests="$rt/test_evaluator.py $rt/test_evaluator_holds.py $rt/test_evaluator
     $rt/test_state.py $u/test_pod_failure_policy.py $u/test_rules_shipped_verdicts.py $u/test_examples.py"
 controller_tests="$rt/test_reconcile.py $rt/test_writeback.py $rt/test_journal.py $rt/test_actions.py
     $rt/controller/test_worker.py $rt/controller/test_replay.py $rt/controller/test_controller_causes.py
-    $rt/test_kueue_restart.py $rt/test_crashloop_oom.py"
+    $rt/test_kueue_restart.py $rt/test_crashloop_oom.py $rt/test_resize.py"
 mutator_tests="$rt/mutator $rt/test_admission.py $rt/test_pod_reading.py"
 rulec_tests="$u/rulec/test_checker.py $u/rulec/test_checker_fuzz.py $u/rulec/test_diagnostics.py
     $u/rulec/test_syntax.py $u/rulec/test_emit.py $u/rulec/test_language_docs.py $u/test_rules_shipped.py
@@ -69,7 +69,7 @@ declare -A TESTS=(
     [pods]="$rt/test_pods.py $rt/test_pod_reading.py $eval_tests"
     [state]="$eval_tests $controller_tests"
     [intents]="$rt/test_intents.py $controller_tests"
-    [reconcile]="$controller_tests $rt/test_shadow.py $rt/test_foreign.py $rt/test_resize.py"
+    [reconcile]="$controller_tests $rt/test_shadow.py $rt/test_foreign.py"
     [writeback]="$controller_tests"
     [actions]="$controller_tests"
     [journal]="$controller_tests"
@@ -81,7 +81,8 @@ declare -A TESTS=(
     [checker]="$rulec_tests $checker_tests"
     [lower]="$rulec_tests $u/rulec/test_fmt.py"
     [expr]="$rulec_tests"
-    [emit]="$rulec_tests $u/test_examples.py"
+    [emit]="$rulec_tests $u/test_examples.py $u/rulec/test_native_plan.py $u/rulec/test_native.py
+        $rt/test_evaluator_causes.py"
     [resources]="$rt/test_resources.py $rt/test_resize.py"
 )
 
