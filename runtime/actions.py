@@ -222,8 +222,9 @@ def _resize(step: plan.ResizeTemplate, intent: intents.Intent, job: Mapping[str,
     path = step.path
     if step.within is not None:
         entries = objects.at(job, step.path)
+        wanted = intent.task.lower() if intent.task else None   # no task, no entry
         key = next((k for k in (entries if isinstance(entries, dict) else {})
-                    if k.lower() == (intent.task or "").lower()), None)
+                    if k.lower() == wanted), None)
         if key is None:
             return Next(failed=f"no entry of {'.'.join(step.path)} for task {intent.task!r}")
         path = (*step.path, key, *step.within)

@@ -507,3 +507,70 @@ def _written(folder: Path, rules: str) -> Path:
     path = folder / "j.rules"
     path.write_text(rules)
     return path
+
+
+# -- guarded recipes and other objects: placeholders and the clock ---------------------------------
+
+TICKETS_RULES = """
+job trainer: batch.volcano.sh/v1alpha1 Job {
+    pods owned
+    failed     when any pod failed
+    running    when any pod running
+    pending    otherwise
+    on pod failed exit 4 -> restart job max 1
+    on pod failed exit 5 -> abort job
+    on pod failed exit 6 -> fail job
+    actions {
+        restart job when <<age(metadata.creationTimestamp) > `3600`>>
+                    -> set spec.hold = true on example.com/v1 Ticket
+                           label "example.com/for" = "{job}.{namespace}.{kind}"
+        restart job -> delete pods
+        abort job   -> set spec.hold = true on example.com/v1 Ticket
+                           label "example.com/old" = <<to_string(age(metadata.creationTimestamp) > `3600`)>>
+        fail job    -> record
+    }
+}
+"""
+TICKETS = "/apis/example.com/v1/namespaces/ml/tickets"
+
+
+@pytest.fixture(scope="module")
+def ticketing(tmp_path_factory: pytest.TempPathFactory) -> plan.Kind:
+    return compiled(tmp_path_factory.mktemp("tickets"), TICKETS_RULES)
+
+
+def created(ago: timedelta) -> dict:
+    out = job()
+    out["metadata"]["creationTimestamp"] = (NOW - ago).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return out
+
+
+def test_a_guarded_recipe_is_chosen_at_the_clock_of_the_decision(ticketing: plan.Kind) -> None:
+    old = created(timedelta(hours=2))
+    assert actions.variant(ticketing, "restartJob", old, NOW) == 0
+    assert actions.variant(ticketing, "restartJob", old, NOW - timedelta(hours=1, minutes=30)) is None
+    assert actions.variant(ticketing, "restartJob", created(timedelta(minutes=10)), NOW) is None
+
+
+def test_the_objects_of_a_step_are_listed_by_the_job_s_placeholders(ticketing: plan.Kind) -> None:
+    restart = intent("restartJob", recipe=0)
+    assert actions.lookups(ticketing, (restart,), created(timedelta(hours=2)), NOW) == (
+        (TICKETS, "example.com/for=train.ml.Job"),)
+
+
+def test_the_objects_of_a_step_are_listed_and_set_at_the_clock_of_the_pass(ticketing: plan.Kind) -> None:
+    """The label's expression reads the job's age now: the same job lists other objects an
+    hour later. The journal's intents are read past one whose recipe lists nothing."""
+    young = created(timedelta(minutes=10))
+    abort = intent("abortJob")
+    assert actions.lookups(ticketing, (intent("failJob"), abort), young, NOW) == (
+        (TICKETS, "example.com/old=false"),)
+    later = NOW + timedelta(hours=1)
+    where = (TICKETS, "example.com/old=true")
+    assert actions.lookups(ticketing, (abort,), young, later) == (where,)
+    ticket = {"apiVersion": "example.com/v1", "kind": "Ticket",
+              "metadata": {"name": "t1", "namespace": "ml", "labels": {"example.com/old": "true"}}}
+    step = actions.next_step(ticketing, abort, young, [], later, status_subresource=True,
+                             related={where: [ticket]})
+    assert [(r.method, r.path, r.body) for r in step.requests] == [
+        ("PATCH", f"{TICKETS}/t1", {"spec": {"hold": True}})]

@@ -184,6 +184,30 @@ def test_a_map_keyed_by_task_gets_the_size_in_that_entry_only(tmp_path: Path) ->
     assert nobody.failed == "no entry of spec.pytorchReplicaSpecs for task 'launcher'"
 
 
+def test_a_map_keyed_by_task_that_is_not_one_or_without_the_template(tmp_path: Path) -> None:
+    """A job whose replica specs are no map, an intent without a task, an entry without a
+    template: no request, and each said."""
+    (tmp_path / "pt.rules").write_text(PYTORCH)
+    built = api.build([str(tmp_path / "pt.rules")])
+    assert built.plan is not None, [str(d) for d in built.diagnostics]
+    [kind] = plan.loads(emit.dumps(built.plan)).kinds
+    worker = intents.Intent("abc", "restartJob", "oom", "r", None, None, task="worker", step=1,
+                            resize=(Resize("pytorch", "1Gi", "2Gi"),))
+
+    def step(specs: Any, intent: intents.Intent = worker) -> actions.Next:
+        job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+               "metadata": {"name": "train", "namespace": "ml", "uid": UID, "resourceVersion": "3"},
+               "spec": {"pytorchReplicaSpecs": specs}}
+        return actions.next_step(kind, intent, job, [], NOW, status_subresource=True)
+
+    listed = step([{"replicas": 1, "template": {}}])
+    assert (listed.requests, listed.failed) == ((), "no entry of spec.pytorchReplicaSpecs for task 'worker'")
+    taskless = step({"XXXX": {"template": {}}, "": {"template": {}}}, replace(worker, task=None))
+    assert (taskless.requests, taskless.failed) == ((), "no entry of spec.pytorchReplicaSpecs for task None")
+    bare = step({"Worker": {"replicas": 1}})
+    assert (bare.requests, bare.failed, bare.note) == ((), None, "already so")
+
+
 def test_a_map_keyed_by_task_needs_a_task(tmp_path: Path) -> None:
     (tmp_path / "pt.rules").write_text(PYTORCH.replace(
         '    task label "training.kubeflow.org/replica-type"\n', "").replace(
