@@ -140,6 +140,13 @@ def test_judge_and_the_event_name_both_decisions() -> None:
     assert "Failed (PodFailurePolicy, rule 1)" in spec.note
     assert "no failure by a native policy" in spec.note
     assert shadow.judge(KIND, carried, [], NOW) == ("wait", None)   # the failed pod not seen yet
+    # one Event per disagreement: named from the Job (its uid) and the Job controller's outcome
+    assert shadow.event(carried, found).name == spec.name and spec.name.startswith("foobar.")
+    other_job = copy.deepcopy(carried)
+    other_job["metadata"]["uid"] = "another-uid"
+    assert shadow.event(other_job, found).name != spec.name
+    other_outcome = dataclasses.replace(found, theirs=shadow.Outcome("Failed", "PodFailurePolicy", 2))
+    assert shadow.event(carried, other_outcome).name != spec.name
 
 
 def test_the_controllers_cache_keeps_what_shadow_mode_reads() -> None:
