@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import builders as b
 from rulec import api, emit
-from runtime import actions, intents, plan, reconcile
+from runtime import actions, intents, journal, plan, reconcile
 from runtime.resources import Resize
 
 NOW = datetime(2026, 1, 1, 0, 10, tzinfo=timezone.utc)
@@ -115,6 +115,19 @@ def test_a_journal_that_cannot_be_read_is_dropped_and_said(text: str, error: str
     decoded = intents.decode(text)
     assert decoded.intents == ()
     assert decoded.error is not None and error in decoded.error
+
+
+@pytest.mark.parametrize("field, value, error", [
+    ("resize", 3, "intent.resize: expected a list, got int"),
+    ("resize", [3], "intent.resize: expected a list, got int"),
+    ("resize", [[1, 2, 3]], "intent.resize: expected a string, got int"),
+    ("recipe", -1, "intent.recipe: expected a non-negative integer, got -1"),
+])
+def test_a_malformed_resize_or_recipe_is_named_by_its_exact_place(field: str, value: object,
+                                                                   error: str) -> None:
+    text = json.dumps({"v": 1, "open": [{"id": "x", "action": "restartJob", "policy": "p",
+                                         field: value}]})
+    assert intents.decode(text).error == f"intents ignored: {error}"
 
 
 def test_an_intent_is_named_by_its_decision() -> None:
@@ -523,7 +536,8 @@ job trainer: batch.volcano.sh/v1alpha1 Job {
     actions {
         restart job when <<age(metadata.creationTimestamp) > `3600`>>
                     -> set spec.hold = true on example.com/v1 Ticket
-                           label "example.com/for" = "{job}.{namespace}.{kind}"
+                           label "example.com/for" = "{job}.{namespace}.{kind}",
+                       set spec.paused = true
         restart job -> delete pods
         abort job   -> set spec.hold = true on example.com/v1 Ticket
                            label "example.com/old" = <<to_string(age(metadata.creationTimestamp) > `3600`)>>
@@ -574,3 +588,25 @@ def test_the_objects_of_a_step_are_listed_and_set_at_the_clock_of_the_pass(ticke
                              related={where: [ticket]})
     assert [(r.method, r.path, r.body) for r in step.requests] == [
         ("PATCH", f"{TICKETS}/t1", {"spec": {"hold": True}})]
+
+
+def test_the_recipe_chosen_at_the_decision_is_the_one_recorded_and_carried_out(
+        ticketing: plan.Kind) -> None:
+    """An old job's restart takes the guarded recipe (no pod to delete, two steps); a young
+    job's the plain one (its pods recorded). The journal goes through the recipe recorded."""
+    failed = [b.pod("w-0", "Failed", containers=[b.terminated("main", 4)]), b.pod("w-1")]
+    [old] = reconcile.reconcile(ticketing, created(timedelta(hours=2)), failed, NOW).new
+    assert (old.action, old.recipe, old.targets) == ("restartJob", 0, ())
+    [young] = reconcile.reconcile(ticketing, created(timedelta(minutes=10)), failed, NOW).new
+    assert (young.action, young.recipe, young.targets) == (
+        "restartJob", None, (("w-0", "uid-w-0"), ("w-1", "uid-w-1")))
+    at_second = intent("restartJob", recipe=0, step=1)
+    run = journal.Pass(ticketing, (), NOW, "/job", True, {})
+    _, todo, _ = journal.advance(run, journal.start((at_second,)), created(timedelta(hours=2)), None)
+    assert isinstance(todo, journal.Send) and todo.body["spec"] == {"paused": True}
+
+
+def test_the_journal_lists_the_objects_at_the_clock_of_the_pass(ticketing: plan.Kind) -> None:
+    young = created(timedelta(minutes=10))
+    assert journal.lookups(ticketing, (intent("abortJob"),), young, NOW + timedelta(hours=1)) == (
+        (TICKETS, "example.com/old=true"),)

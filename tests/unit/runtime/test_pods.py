@@ -693,3 +693,34 @@ def test_a_container_terminated_now_has_only_its_own_reason(state: dict) -> None
           "lastState": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}}
     (main,) = facts(pod("p", "Failed", containers=[cs])).containers
     assert (main.reason, main.reasons) == ("Error", ("Error",))
+
+
+# -- a container that ended cleanly, read for its reason on a failure ----------------------------
+
+WORKER = {"op": "task", "values": ["worker"], "negate": False}
+# `side` failed (exit 1, Error); `main` ended with exit 0 but was OOMKilled
+CLEAN_OOM = pod("p", "Failed", containers=[terminated("main", 0, "OOMKilled", finished=40, restarts=2),
+                                           terminated("side", 1, finished=50)])
+# `main` ended with exit 0, Completed
+CLEAN_DONE = pod("p", "Failed", containers=[terminated("main", 0, finished=40),
+                                            terminated("side", 1, finished=50)])
+
+
+@pytest.mark.parametrize("obj, kind, f, expected", [
+    # a reason asked for (positively, under any number of `not`) reads a clean container's
+    (CLEAN_OOM, KIND, reason_in("OOMKilled"), "main"),
+    (CLEAN_OOM, KIND, negate(reason_in("OOMKilled", negate=True)), "main"),
+    # with the terms beside it, which read the pod and the clock's search
+    (CLEAN_OOM, KIND, both(reason_in("OOMKilled"), WORKER, jp("metadata.name == 'p'")), "main"),
+    # a reason asked not to be, alone or under `not (... and ...)`, does not
+    (CLEAN_DONE, KIND, both(reason_in("Error", negate=True), WORKER), None),
+    (CLEAN_DONE, KIND, negate(both(reason_in("Error"), WORKER)), None),
+    # only the containers that count are read: the primary one here, `side` not
+    (CLEAN_OOM, PRIMARY_MAIN, reason_in("OOMKilled"), "main"),
+    # a named clean container is read for its reason only, not for its restarts
+    (CLEAN_OOM, KIND, {"op": "restarts", "cmp": ">", "value": 1, "container": "main"}, None),
+], ids=["reason", "not-not-in", "with-pod-terms", "not-in", "not-and", "primary", "named-restarts"])
+def test_a_failure_reads_a_clean_container_only_for_a_reason_asked_for(
+        obj: dict, kind: Any, f: dict, expected: str | None) -> None:
+    ok, container = pods.witness(loaded(f), facts(obj, kind), OPTS, failure=True)
+    assert (ok, container.name if container else None) == (expected is not None, expected)
