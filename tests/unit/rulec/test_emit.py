@@ -777,3 +777,15 @@ def test_foreign_with_and_without_verdict_writes(clause: str, foreign: dict | No
     got = _kind("job j: batch/v1 Job {\n    succeeded when all pods succeeded\n" + clause + "}\n")
     f = got["foreign"]
     assert (f if f is None else {"when": f["when"]["expr"], "verdicts": f["verdicts"]}) == foreign
+
+
+def test_a_policy_s_cause_is_its_filter_s_first_cause_term_not_under_not() -> None:
+    text = ('cause "oom" when reason "OOMKilled" hint "more memory"\n'
+            'cause "term" when exit 143 hint "asked to stop"\n'
+            'job j: batch/v1 Job {\n    failed when any pod failed\n'
+            '    on pod failed cause "oom" -> fail job\n'
+            '    on pod failed exit 1 or (exit 137 and cause "oom") -> fail job\n'
+            '    on pod failed not cause "term" and cause "oom" -> fail job\n'
+            '    on pod failed not cause "term" -> fail job\n'
+            '    actions { fail job -> record }\n}\n')
+    assert [p.get("cause") for p in _kind(text)["policies"]] == ["oom", "oom", "oom", None]
