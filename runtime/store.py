@@ -103,8 +103,8 @@ class Store:
         self._terms: dict[tuple[str, Any], tuple[str, Any]] = {}   # each term, shared
         self._lock = threading.Lock()
         self._dictionary: bytes | None = None
-        # a compressor that has read the dictionary: each put copies it (a copy is a few
-        # memcpys; reading the dictionary again hashed every byte of it, half of each encoding)
+        # a compressor that has read the dictionary: each put copies it (a few memcpys, where
+        # setting the dictionary again hashed each of its bytes: bench/RESULTS.md, Controller)
         self._deflate: Any = None
         # key -> its entry decoded, least recently read first; a put or delete drops it
         self._decoded: OrderedDict[Key, dict[str, Any]] = OrderedDict()
