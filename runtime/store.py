@@ -169,8 +169,9 @@ class Store:
         bare = _unversioned(projected, rv)
         text = orjson.dumps(bare if bare is not None else projected)
         # the held text, inflated once: compared here, and parsed below as the change's `old`
-        held_text = self._text(held.data) if held is not None else None
-        if held_text == text and held is not None and held.bare == (bare is not None):
+        held_text = self._text(held.data) \
+            if held is not None and held.bare == (bare is not None) else None
+        if held is not None and held_text == text:
             with self._lock:   # only the version moved (unless another put came meanwhile)
                 if self._items.get(key) is held:
                     self._items[key] = Entry(rv, held.data, held.digest, held.terms, held.bare)

@@ -77,16 +77,20 @@ inject "side" into pods of {kind} {{
 """
 
 
+def with_sidecar(tmp_path: Path) -> dict[str, Any]:
+    """The plan of the exit-codes example with an injection that adds a sidecar."""
+    injected = tmp_path / "inject.rules"
+    injected.write_text(SIDECAR.format(kind=compiled(EXAMPLES / "exit-codes")["kinds"][0]["name"]))
+    built = api.build([str(EXAMPLES / "exit-codes"), str(injected)])
+    assert built.plan is not None
+    return built.plan
+
+
 def test_a_sidecar_an_injection_adds_keeps_exit_code_policies_with_the_engine(tmp_path: Path) -> None:
     """The Job controller reads every container's exit code, the rules only theirs (N113): with
     the injections' sidecar in the pods, no exit-code policy goes native."""
-    alone = compiled(EXAMPLES / "exit-codes")
-    [kind] = alone["kinds"]
-    assert kind["native"]["policies"]
-    injected = tmp_path / "inject.rules"
-    injected.write_text(SIDECAR.format(kind=kind["name"]))
-    built = api.build([str(EXAMPLES / "exit-codes"), str(injected)])
-    assert built.plan is not None and "native" not in built.plan["kinds"][0]
+    assert compiled(EXAMPLES / "exit-codes")["kinds"][0]["native"]["policies"]
+    assert "native" not in with_sidecar(tmp_path)["kinds"][0]
 
 
 def test_the_plan_names_the_injections_the_api_server_can_do(tmp_path: Path) -> None:
@@ -94,13 +98,9 @@ def test_the_plan_names_the_injections_the_api_server_can_do(tmp_path: Path) -> 
     (rulec/native_admission.py decides); none without injections."""
     from rulec import native_admission
 
-    alone = compiled(EXAMPLES / "exit-codes")
-    assert "nativeInjections" not in alone
-    injected = tmp_path / "inject.rules"
-    injected.write_text(SIDECAR.format(kind=alone["kinds"][0]["name"]))
-    built = api.build([str(EXAMPLES / "exit-codes"), str(injected)])
-    assert built.plan is not None
+    assert "nativeInjections" not in compiled(EXAMPLES / "exit-codes")
+    injected = with_sidecar(tmp_path)
     decided = {d.injection: list(d.policies)
-               for d in native_admission.decide(plan.load(built.plan)) if d.native}
-    assert built.plan["nativeInjections"] == decided == {"side": ["jobrules-side"]}
-    assert plan.load(built.plan).native_injections == {"side": ("jobrules-side",)}
+               for d in native_admission.decide(plan.load(injected)) if d.native}
+    assert injected["nativeInjections"] == decided == {"side": ["jobrules-side"]}
+    assert plan.load(injected).native_injections == {"side": ("jobrules-side",)}

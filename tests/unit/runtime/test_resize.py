@@ -160,11 +160,16 @@ cause "oom" when reason "OOMKilled" hint "more memory"
 """
 
 
-def test_a_map_keyed_by_task_gets_the_size_in_that_entry_only(tmp_path: Path) -> None:
+def pytorch_kind(tmp_path: Path) -> plan.Kind:
     (tmp_path / "pt.rules").write_text(PYTORCH)
     built = api.build([str(tmp_path / "pt.rules")])
     assert built.plan is not None, [str(d) for d in built.diagnostics]
     [kind] = plan.loads(emit.dumps(built.plan)).kinds
+    return kind
+
+
+def test_a_map_keyed_by_task_gets_the_size_in_that_entry_only(tmp_path: Path) -> None:
+    kind = pytorch_kind(tmp_path)
     step = kind.recipe("restartJob")[1]   # type: ignore[index]
     assert step == plan.ResizeTemplate(step.span, ("spec", "pytorchReplicaSpecs"), ("template",))
 
@@ -187,10 +192,7 @@ def test_a_map_keyed_by_task_gets_the_size_in_that_entry_only(tmp_path: Path) ->
 def test_a_map_keyed_by_task_that_is_not_one_or_without_the_template(tmp_path: Path) -> None:
     """A job whose replica specs are no map, an intent without a task, an entry without a
     template: no request, and each said."""
-    (tmp_path / "pt.rules").write_text(PYTORCH)
-    built = api.build([str(tmp_path / "pt.rules")])
-    assert built.plan is not None, [str(d) for d in built.diagnostics]
-    [kind] = plan.loads(emit.dumps(built.plan)).kinds
+    kind = pytorch_kind(tmp_path)
     worker = intents.Intent("abc", "restartJob", "oom", "r", None, None, task="worker", step=1,
                             resize=(Resize("pytorch", "1Gi", "2Gi"),))
 
