@@ -345,10 +345,10 @@ def fail_pods(client: transport.Client, api: Any, controller: Controller, pods: 
                                daemon=True)
     watcher.start()
     time.sleep(1)
-    cpu0, writes0 = controller.cpu(), controller.metric(
-        "jobrules_controller_api_requests_total", verb="patch")
+    writes0 = controller.metric("jobrules_controller_api_requests_total", verb="patch")
     reconciles0 = controller.metric("jobrules_controller_reconcile_total")
     reconciling0 = controller.metric("jobrules_controller_reconcile_duration_seconds_sum")
+    cpu0 = controller.cpu()   # after the scrapes above: serving /metrics is not a pod event's
     began = time.monotonic()
     for i, (name, pod) in enumerate(owner.items()):
         due = began + i / rate
@@ -495,15 +495,16 @@ def stream(api: Any, controller: Controller, running: list[dict[str, Any]], rate
         apiserver.set_status(api, pod, {"conditions": apiserver.ready_conditions(i % 2 == 0)})
 
     def cpu_of(send: Callable[[int], None] | None) -> tuple[float, float]:
-        began, cpu0, writes0 = time.monotonic(), controller.cpu(), controller.writes()
-        written[0] = sum(writes0.values())
+        written[0] = sum(controller.writes().values())
+        began, cpu0 = time.monotonic(), controller.cpu()   # the scrapes of /metrics left out
         if send is None:
             time.sleep(seconds)
         else:
             _paced(send, count, rate)
         time.sleep(2)   # the last events handled
+        used, took = controller.cpu() - cpu0, time.monotonic() - began
         written[0] = sum(controller.writes().values()) - written[0]
-        return controller.cpu() - cpu0, time.monotonic() - began
+        return used, took
 
     written = [0.0]
     idle_cpu, idle_s = cpu_of(None)
