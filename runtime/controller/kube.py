@@ -9,8 +9,9 @@ HTTP stack was most of a request (urllib3 over `http.client`, whose header parsi
 `email` package alone was a sixth of it: bench/RESULTS.md), so a request goes through libcurl
 (pycurl: one handle per thread, each keeping its connections alive), where parsing, TLS and
 pooling cost no Python: a third of the CPU per request. Watches stay on the urllib3 pool: read
-through libcurl's multi interface, an event that comes alone cost more (more system calls per
-wake-up), and one of a burst about the same. Settings this module does not give libcurl (a
+through libcurl's multi interface (over TLS, bench/RESULTS.md), an event that comes alone cost
+more (more system calls per wake-up), though one of a burst cost less, and a controller's watch
+events mostly come alone; reading the chunked encoding ourselves saved nothing. Settings this module does not give libcurl (a
 proxy, `tls_server_name`, an `assert_hostname` naming another host) send requests through the
 urllib3 pool too. What this module adds to the client:
 
@@ -460,39 +461,6 @@ class Client:
         `read_timeout` seconds (the server sends BOOKMARKs about once a minute when asked),
         `Gone` for an ERROR event with code 410, the matching `ApiError` for other ERRORs."""
         query = [*query, ("watch", "true")]
-        if self._curl is not None:
-            return self._curl_watch(self._curl, path, query, read_timeout)
-        return self._pool_watch(path, query, read_timeout)
-
-    def _curl_watch(self, curl: _Curl, path: str, query: Query,
-                    read_timeout: float) -> Generator[Obj, None, None]:
-        """A watch through libcurl, which reads TLS and undoes the chunked encoding in C: what
-        came since the last wake is one piece of bytes, however many HTTP chunks carried it."""
-        url = self.host + path
-        queries = list(query)
-        headers = {"Content-Type": JSON, "Accept": JSON}
-        self._api.update_params_for_auth(headers, queries, ["BearerToken"], path, "GET", None)
-        stream = curl.stream(self._url(path, queries), headers, read_timeout)
-        began = time.monotonic()
-        code = 0
-        try:
-            try:
-                code = stream.open()
-            finally:
-                self._report("watch", describe("GET", path)[1], code, began)
-            if code != 200:
-                data = b"".join(stream.pieces())
-                raise api_error(code, _status_body(data), text=data.decode(errors="replace"),
-                                retry_header=stream.header(b"retry-after"), method="GET",
-                                path=path)
-            yield from _events(stream.pieces(), url, path)
-        except _CurlFailure as failure:
-            raise _curl_error(failure.curl, failure.code, failure.message, "GET", url) from None
-        finally:
-            stream.close()
-
-    def _pool_watch(self, path: str, query: Query, read_timeout: float) -> Generator[Obj, None, None]:
-        """A watch through the urllib3 pool (settings libcurl is not given)."""
         url = self.host + path
         began = time.monotonic()
         code = 0
@@ -510,10 +478,18 @@ class Client:
             raise self._error(response, data, "GET", path)
         complete = False
         try:
-            yield from _events(response.stream(_CHUNK), url, path)
+            for line in _lines(response.stream(_CHUNK)):
+                event = orjson.loads(line)
+                if event.get("type") == "ERROR":
+                    status = event.get("object") or {}
+                    raise api_error(int(status.get("code") or 500), status, method="GET",
+                                    path=path)
+                yield event
             complete = True
         except _TRANSPORT_ERRORS as error:
             raise _transport_error(error, "GET", url) from error
+        except orjson.JSONDecodeError as error:
+            raise TransportError(f"GET {url}: a watch line is not JSON: {error}") from error
         finally:
             if not complete:
                 response.close()   # bytes left unread: this connection cannot serve another
@@ -566,19 +542,6 @@ class Client:
     def _report(self, verb: str, resource: str, code: int, began: float) -> None:
         if self._on_response is not None:
             self._on_response(verb, resource, code, time.monotonic() - began)
-
-
-def _events(chunks: Iterable[bytes], url: str, path: str) -> Iterator[Obj]:
-    """The decoded events of a watch's bytes; an ERROR event raises its `ApiError`."""
-    for line in _lines(chunks):
-        try:
-            event = orjson.loads(line)
-        except orjson.JSONDecodeError as error:
-            raise TransportError(f"GET {url}: a watch line is not JSON: {error}") from error
-        if event.get("type") == "ERROR":
-            status = event.get("object") or {}
-            raise api_error(int(status.get("code") or 500), status, method="GET", path=path)
-        yield event
 
 
 def _lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
@@ -682,19 +645,11 @@ class _Curl:
         try:
             curl.perform()
         except pycurl.error as error:
-            raise _curl_error(curl, error.args[0], str(error.args[1]) if len(error.args) > 1 else "",
-                              method, url) from error
+            raise _curl_error(curl, error, method, url) from error
         status = curl.getinfo(pycurl.RESPONSE_CODE)
         retry_after = _header(lines, b"retry-after") if status >= 400 else None
         return _Answer(status, curl.getinfo(pycurl.CONTENT_TYPE) or "", b"".join(chunks),
                        retry_after)
-
-    def stream(self, url: str, headers: Mapping[str, str], read_timeout: float) -> _CurlStream:
-        """A GET whose answer is read as it comes, on a handle (and connection) of its own."""
-        curl = pycurl.Curl()
-        for option, value in self._options:
-            curl.setopt(option, value)
-        return _CurlStream(curl, url, headers, read_timeout)
 
     def close(self) -> None:
         with self._lock:
@@ -702,91 +657,6 @@ class _Curl:
             self._handles.clear()
         for curl in handles:
             curl.close()
-
-
-class _CurlFailure(Exception):
-    """libcurl ended a transfer with an error (`code`, `message`)."""
-
-    def __init__(self, curl: pycurl.Curl, code: int, message: str) -> None:
-        super().__init__(code, message)
-        self.curl, self.code, self.message = curl, code, message
-
-
-class _CurlStream:
-    """One streamed GET, driven by a multi handle from the thread that reads it: `open()` waits
-    for the status, `pieces()` yields the body as it comes. No byte for `read_timeout` seconds
-    ends it with a timeout (libcurl's low-speed limit would wait seconds more: it averages)."""
-
-    def __init__(self, curl: pycurl.Curl, url: str, headers: Mapping[str, str],
-                 read_timeout: float) -> None:
-        self._curl = curl
-        self._pieces: list[bytes] = []
-        self._lines: list[bytes] = []
-        curl.setopt(pycurl.URL, url)
-        curl.setopt(pycurl.HTTPGET, 1)
-        curl.setopt(pycurl.HTTPHEADER, [f"{k}: {v}" for k, v in headers.items()])
-        curl.setopt(pycurl.WRITEFUNCTION, self._pieces.append)
-        curl.setopt(pycurl.HEADERFUNCTION, self._lines.append)
-        self._multi = pycurl.CurlMulti()
-        self._multi.add_handle(curl)
-        self._ended = False
-        self._failure: _CurlFailure | None = None
-        self._read_timeout = read_timeout
-        self._heard = time.monotonic()   # when the last byte came (or the request went)
-
-    def open(self) -> int:
-        """The answer's status, once its headers came; `_CurlFailure` when none came."""
-        while not self._pieces and not self._ended and self._lines[-1:] != [b"\r\n"]:
-            self._pump()
-        if self._failure is not None and not self._lines:
-            raise self._failure
-        return int(self._curl.getinfo(pycurl.RESPONSE_CODE))
-
-    def header(self, name: bytes) -> str | None:
-        return _header(self._lines, name)
-
-    def pieces(self) -> Iterator[bytes]:
-        """The body as it comes, a piece per wake; `_CurlFailure` if the transfer failed."""
-        while True:
-            if self._pieces:
-                piece = self._pieces[0] if len(self._pieces) == 1 else b"".join(self._pieces)
-                self._pieces.clear()
-                yield piece
-            elif self._ended:
-                if self._failure is not None:
-                    raise self._failure
-                return
-            else:
-                self._pump()
-
-    def _pump(self) -> None:
-        """Wait for the socket (or libcurl's next timer, or the read timeout), then let libcurl
-        read what came."""
-        before = len(self._pieces) + len(self._lines)
-        left = self._heard + self._read_timeout - time.monotonic()
-        wait = self._multi.timeout()
-        if wait != 0 and left > 0:
-            self._multi.select(min(left, 1.0 if wait < 0 else wait / 1000))
-        while True:
-            status, running = self._multi.perform()
-            if status != pycurl.E_CALL_MULTI_PERFORM:
-                break
-        _, _, failed = self._multi.info_read()
-        if failed:
-            _, code, message = failed[0]
-            self._failure = _CurlFailure(self._curl, code, message)
-        elif len(self._pieces) + len(self._lines) > before:
-            self._heard = time.monotonic()
-        elif running and time.monotonic() - self._heard >= self._read_timeout:
-            self._failure = _CurlFailure(self._curl, pycurl.E_OPERATION_TIMEDOUT,
-                                         f"no byte for {self._read_timeout:g} s")
-        self._ended = not running or self._failure is not None
-
-    def close(self) -> None:
-        """Drop the transfer and its connection (a watch left unread cannot serve another)."""
-        self._multi.remove_handle(self._curl)
-        self._curl.close()
-        self._multi.close()
 
 
 def _keepalive(fd: int, purpose: int) -> int:
@@ -812,7 +682,8 @@ def _header(lines: list[bytes], name: bytes) -> str | None:
     return None
 
 
-def _curl_error(curl: pycurl.Curl, code: int, message: str, method: str, url: str) -> TransportError:
+def _curl_error(curl: pycurl.Curl, error: pycurl.error, method: str, url: str) -> TransportError:
+    code, message = error.args[0], str(error.args[1]) if len(error.args) > 1 else ""
     if code == pycurl.E_OPERATION_TIMEDOUT:
         return Timeout(f"{method} {url}: timed out ({message})")
     if code in (pycurl.E_COULDNT_CONNECT, pycurl.E_COULDNT_RESOLVE_HOST):

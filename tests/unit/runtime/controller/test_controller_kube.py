@@ -1,8 +1,8 @@
 """runtime.controller.kube without an API server: how requests are named, how answers become
 errors, how a watch stream is cut into events; and, against a tiny HTTP server on loopback,
 the answers a real API server does not give on demand (429, 5xx) and broken connections, each
-request and watch through both ways of sending (libcurl, and the urllib3 pool for settings
-libcurl is not given).
+request through both ways of sending (libcurl, and the urllib3 pool for settings libcurl is not
+given), and watches (always through the urllib3 pool).
 Everything an API server does answer is tested against a real one (tests/integration)."""
 from __future__ import annotations
 
@@ -492,6 +492,7 @@ def _event(kind: str, name: str) -> bytes:
     return orjson.dumps({"type": kind, "object": {"metadata": {"name": name}}}) + b"\n"
 
 
+@pytest.mark.parametrize("transport", ["urllib3"], indirect=True)
 def test_a_watch_yields_each_event_as_it_comes_until_the_server_ends_it(transport: str) -> None:
     first, second, third = _event("ADDED", "a"), _event("MODIFIED", "a"), _event("DELETED", "a")
     came: list[tuple[str, float]] = []
@@ -509,6 +510,7 @@ def test_a_watch_yields_each_event_as_it_comes_until_the_server_ends_it(transpor
     assert calls == [("watch", "pods", 200)]
 
 
+@pytest.mark.parametrize("transport", ["urllib3"], indirect=True)
 def test_a_watch_refused_raises_its_error_with_the_status(transport: str) -> None:
     body = status(403, "Forbidden", 'pods is forbidden: User "x" cannot watch resource "pods"')
     with serving(answer(403, body)) as (_, client, calls):
@@ -517,6 +519,7 @@ def test_a_watch_refused_raises_its_error_with_the_status(transport: str) -> Non
     assert raised.value.body == orjson.loads(body) and calls == [("watch", "pods", 403)]
 
 
+@pytest.mark.parametrize("transport", ["urllib3"], indirect=True)
 def test_an_error_event_in_a_watch_raises_gone_for_410(transport: str) -> None:
     expired = orjson.dumps({"type": "ERROR", "object": {
         "kind": "Status", "code": 410, "reason": "Expired", "message": "too old"}}) + b"\n"
@@ -527,6 +530,7 @@ def test_an_error_event_in_a_watch_raises_gone_for_410(transport: str) -> None:
             next(events)
 
 
+@pytest.mark.parametrize("transport", ["urllib3"], indirect=True)
 def test_a_watch_gone_silent_ends_with_a_timeout_after_the_read_timeout(transport: str) -> None:
     release = threading.Event()
     with serving(streaming(_event("ADDED", "a"), release=release)) as (_, client, _calls):
@@ -540,9 +544,10 @@ def test_a_watch_gone_silent_ends_with_a_timeout_after_the_read_timeout(transpor
     assert 0.4 < waited < 3.0
 
 
+@pytest.mark.parametrize("transport", ["urllib3"], indirect=True)
 def test_a_watch_whose_bytes_keep_coming_does_not_time_out(transport: str) -> None:
-    """The read timeout counts from the last byte, not from the request: five events 0.3 s
-    apart, 1.2 s in all, under a read timeout of 0.5 s."""
+    """The read timeout is for silence, not for the whole watch: five events 0.3 s apart, 1.2 s
+    in all, under a read timeout of 0.5 s."""
     parts: list[bytes | float] = [_event("ADDED", "a")]
     for name in "bcde":
         parts += [0.3, _event("ADDED", name)]
@@ -552,6 +557,7 @@ def test_a_watch_whose_bytes_keep_coming_does_not_time_out(transport: str) -> No
     assert names == list("abcde")
 
 
+@pytest.mark.parametrize("transport", ["urllib3"], indirect=True)
 def test_a_watch_that_cannot_connect_is_a_transport_error_reported_with_code_0(transport: str) -> None:
     configuration = k8s.Configuration()
     configuration.host = f"http://127.0.0.1:{_closed_port()}"
