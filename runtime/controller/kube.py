@@ -11,9 +11,9 @@ HTTP stack was most of a request (urllib3 over `http.client`, whose header parsi
 pooling cost no Python: a third of the CPU per request. Watches stay on the urllib3 pool: read
 through libcurl's multi interface (over TLS, bench/RESULTS.md), an event that comes alone cost
 more (more system calls per wake-up), though one of a burst cost less, and a controller's watch
-events mostly come alone; reading the chunked encoding ourselves saved nothing. Settings this module does not give libcurl (a
-proxy, `tls_server_name`, an `assert_hostname` naming another host) send requests through the
-urllib3 pool too. What this module adds to the client:
+events mostly come alone; reading the chunked encoding ourselves saved nothing. Settings this
+module does not give libcurl (a proxy, `tls_server_name`, an `assert_hostname` naming another
+host) send requests through the urllib3 pool too. What this module adds to the client:
 
 - explicit Content-Type and Accept headers (the client would silently send a dict meant as a JSON
   patch as a strategic-merge patch, which custom resources refuse);

@@ -385,7 +385,7 @@ def test_a_watch_whose_connection_goes_silent_ends_with_a_timeout(api: Client,
             api.create(CONFIG_MAPS.path(namespace), config_map(namespace, "before"))
             assert next(events)["object"]["metadata"]["name"] == "before"
             proxy.forwarding.clear()
-            silent = time.monotonic()   # the last byte came before this
+            silent = time.monotonic()   # no byte comes through from here on
             time.sleep(0.2)   # past any pump that was already forwarding
             api.create(CONFIG_MAPS.path(namespace), config_map(namespace, "unseen"))
             with pytest.raises(Timeout, match="timed out"):
