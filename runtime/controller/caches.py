@@ -65,9 +65,10 @@ class Caches:
 
     def __init__(self, client: kube.Client, enqueue: Enqueue, forget: Callable[[Key], None], *,
                  namespaces: tuple[str, ...] = (), read_timeout: float = 70.0,
-                 start: bool = True) -> None:
+                 start: bool = True, synced: Callable[[], None] = lambda: None) -> None:
         self.client = client
         self.enqueue = enqueue
+        self.synced = synced                 # an informer has filled its store from a list
         self.forget = forget                 # a job gone from its cache
         self.namespaces = namespaces
         self.read_timeout = read_timeout
@@ -234,7 +235,8 @@ class Caches:
         made = informer.Informer(self.client, name, path, store, on_change, selector=selector,
                                  namespace=namespace, read_timeout=self.read_timeout,
                                  shard_selector=self.shard_selector, on_event=observe,
-                                 on_sharded=self._sharded if tells_sharding else None)
+                                 on_sharded=self._sharded if tells_sharding else None,
+                                 on_synced=self.synced)
         return made.start() if self.start else made
 
 

@@ -37,6 +37,7 @@ class Informer:
                  read_timeout: float = 70.0, shard_selector: str = "",
                  on_event: Callable[[str, str], None] | None = None,
                  on_sharded: Callable[[bool], None] | None = None,
+                 on_synced: Callable[[], None] | None = None,
                  stream_lists: bool = True) -> None:
         self.client = client
         self.namespace = namespace   # the one namespace it lists (None: all of them)
@@ -48,6 +49,7 @@ class Informer:
         # The API server's `shardSelector` (runtime.shards.selector): "" asks for every shard.
         self.shard_selector = shard_selector
         self.on_sharded = on_sharded or (lambda honoured: None)
+        self.on_synced = on_synced or (lambda: None)   # after each (re)list has filled the store
         self.read_timeout = read_timeout
         self.on_event = on_event or (lambda what, reason: None)
         self.synced = threading.Event()
@@ -185,6 +187,7 @@ class Informer:
             self.on_change(change)
         self.missing, self.error = False, ""
         self.synced.set()
+        self.on_synced()
 
     def _watch(self, version: str) -> str:
         """One watch from `version`, until the server ends it or it goes quiet; the last version

@@ -65,7 +65,7 @@ class Worker:
         self.queue: WorkQueue[Key] = WorkQueue(metrics=metrics.WorkQueueMetrics("jobrules"))
         self.caches = cacheslib.Caches(client, self.enqueue, self.forget,
                                        namespaces=settings.namespaces,
-                                       read_timeout=settings.read_timeout)
+                                       read_timeout=settings.read_timeout, synced=self.resync)
         self._pending: dict[Key, float] = {}  # first pod event of a change not yet committed
         self._sent = 0                          # action requests sent (for the test hooks)
         self._intents_open: dict[Key, int] = {}
@@ -83,6 +83,11 @@ class Worker:
         own change (`received` None) after `JOB_BATCH`, collapsed with any that follow."""
         if self.gate is not None and not self.gate.owns(key[1]):
             return   # another replica's shard: taking the shard enqueues every job of it
+        if not self._synced(key[0]):
+            # Its caches are still filling: each pod listed would queue its job again, and each
+            # pass would only find them unsynced (65,000 passes while 100,000 pods were listed,
+            # bench/RESULTS.md, "Scale curve"). The list's end enqueues every job (`resync`).
+            return
         if received is None:
             self.queue.add_after(key, JOB_BATCH, retry=False)
             return
@@ -95,11 +100,22 @@ class Worker:
 
     def resync(self) -> None:
         """Enqueue every cached job of this replica's (periodically, when rules change, when
-        shards are taken)."""
+        shards are taken, when a cache has filled from a list), but those of kinds whose
+        caches are still filling: the last of them to fill enqueues them."""
         gate = self.gate
+        synced: dict[str, bool] = {}
         for key in self.caches.keys():
-            if gate is None or gate.owns(key[1]):
+            if gate is not None and not gate.owns(key[1]):
+                continue
+            if (ready := synced.get(key[0])) is None:
+                ready = synced[key[0]] = self._synced(key[0])
+            if ready:
                 self.queue.add(key)
+
+    def _synced(self, kind_name: str) -> bool:
+        """Whether every cache a kind's reconcile reads has filled from a list."""
+        kind, watch = self.caches.get(kind_name)
+        return kind is not None and watch is not None and kind.synced and watch.synced
 
     def work(self) -> None:
         """Take keys until the queue shuts down (one thread per worker)."""

@@ -53,8 +53,10 @@ def test_a_streamed_list_fills_the_store_and_reports_what_is_gone() -> None:
                      {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "20"}}},
                      {"type": "ADDED", "object": cm("b", 11)}, END,
                      {"type": "ADDED", "object": cm("after-the-end", 95)}])
-    made_, changes = made(client, selector="app=x")
+    filled: list[int] = []
+    made_, changes = made(client, selector="app=x", on_synced=lambda: filled.append(len(changes)))
     assert made_._list() == "90"
+    assert filled == [3]   # told once, after every change of the list (the deletion included)
     assert sorted(made_.store.keys()) == [("ns", "a"), ("ns", "b")]
     assert [(c.key[1], c.obj is None) for c in changes] == [("a", False), ("b", False),
                                                             ("gone", True)]
@@ -66,10 +68,11 @@ def test_a_streamed_list_fills_the_store_and_reports_what_is_gone() -> None:
 
 def test_a_stream_cut_before_its_end_loses_nothing_and_pages_next() -> None:
     client = Client([{"type": "ADDED", "object": cm("a", 10)}])
-    made_, changes = made(client)
+    filled: list[bool] = []
+    made_, changes = made(client, on_synced=lambda: filled.append(True))
     with pytest.raises(kube.TransportError):
         made_._list()
-    assert ("ns", "gone") in made_.store.keys() and not made_.synced.is_set()
+    assert ("ns", "gone") in made_.store.keys() and not made_.synced.is_set() and not filled
     assert made_._list() == "70" and [verb for verb, _ in client.asked] == ["watch", "list"]
 
 

@@ -296,6 +296,28 @@ def test_a_refused_deletion_is_tried_again_then_given_up_and_said_why() -> None:
     assert annotation(api, vocabulary.INTENTS_ANNOTATION) is None
 
 
+def test_a_job_is_queued_once_its_caches_have_synced_not_at_each_change_before() -> None:
+    w, _, _, _ = setup(pod("p-0"))
+    informers = w.caches.informers()
+    for informer in informers:
+        informer.synced.clear()
+    for _ in range(3):   # pods listed while the caches fill: their job is not queued
+        w.enqueue(KEY, 0.0)
+        w.enqueue(KEY, None)
+    assert len(w.queue) == 0 and w.queue.get(timeout=0.1) is None
+    for informer in informers[:-1]:
+        informer.synced.set()
+        informer.on_synced()
+    w.enqueue(KEY, 0.0)
+    assert len(w.queue) == 0, "queued while one of its caches was still filling"
+    informers[-1].synced.set()
+    informers[-1].on_synced()   # the last list's end: every job is queued once
+    assert w.queue.get(timeout=1) == KEY
+    w.queue.done(KEY)
+    w.enqueue(KEY, 0.0)   # from now on, at each change
+    assert w.queue.get(timeout=1) == KEY
+
+
 def test_a_job_whose_caches_have_not_synced_waits() -> None:
     w, api, _, _ = setup(pod("p-0"))
     for informer in w.caches.informers():
