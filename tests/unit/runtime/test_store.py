@@ -276,3 +276,15 @@ def test_an_object_larger_than_the_deflate_window_is_read_back_whole() -> None:
     assert len(str(big)) > 8 * (1 << store.WINDOW_BITS)
     s.put(big)
     assert s.get(("ns", "b")) == cut(big)
+
+
+def test_a_dictionary_larger_than_the_deflate_window_reads_back_what_follows() -> None:
+    """The first object put is the dictionary: the next, which repeats its start and its end,
+    reads back whole although only its last window's worth can be referred to."""
+    s = make()
+    labels = {f"k{i}": f"{i * 7919:x}" * 8 for i in range(3000)}
+    s.put(obj("first", 1, **labels))
+    assert len(str(labels)) > 4 * (1 << store.WINDOW_BITS)
+    after = obj("after", 2, **labels)
+    s.put(after)
+    assert s.get(("ns", "after")) == cut(after) and s.get(("ns", "first")) == cut(obj("first", 1, **labels))
