@@ -68,7 +68,7 @@ class Caches:
                  start: bool = True, synced: Callable[[], None] = lambda: None) -> None:
         self.client = client
         self.enqueue = enqueue
-        self.synced = synced                 # an informer has filled its store from a list
+        self.synced = synced                 # an informer's first list has filled its store
         self.forget = forget                 # a job gone from its cache
         self.namespaces = namespaces
         self.read_timeout = read_timeout

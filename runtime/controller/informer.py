@@ -49,7 +49,7 @@ class Informer:
         # The API server's `shardSelector` (runtime.shards.selector): "" asks for every shard.
         self.shard_selector = shard_selector
         self.on_sharded = on_sharded or (lambda honoured: None)
-        self.on_synced = on_synced or (lambda: None)   # after each (re)list has filled the store
+        self.on_synced = on_synced or (lambda: None)   # once the first list has filled the store
         self.read_timeout = read_timeout
         self.on_event = on_event or (lambda what, reason: None)
         self.synced = threading.Event()
@@ -186,8 +186,9 @@ class Informer:
         for change in self.store.replace(items, self.namespace):
             self.on_change(change)
         self.missing, self.error = False, ""
-        self.synced.set()
-        self.on_synced()
+        if not self.synced.is_set():   # a relist tells its changes, as the watch does
+            self.synced.set()
+            self.on_synced()
 
     def _watch(self, version: str) -> str:
         """One watch from `version`, until the server ends it or it goes quiet; the last version

@@ -100,7 +100,7 @@ class Worker:
 
     def resync(self) -> None:
         """Enqueue every cached job of this replica's (periodically, when rules change, when
-        shards are taken, when a cache has filled from a list), but those of kinds whose
+        shards are taken, when a cache has first filled from a list), but those of kinds whose
         caches are still filling: the last of them to fill enqueues them."""
         gate = self.gate
         synced: dict[str, bool] = {}

@@ -64,6 +64,8 @@ def test_a_streamed_list_fills_the_store_and_reports_what_is_gone() -> None:
     [(verb, query)] = client.asked
     assert verb == "watch" and query["sendInitialEvents"] == "true"
     assert query["resourceVersionMatch"] == "NotOlderThan" and query["labelSelector"] == "app=x"
+    made_._list()
+    assert filled == [3]   # a relist tells its changes only
 
 
 def test_a_stream_cut_before_its_end_loses_nothing_and_pages_next() -> None:
