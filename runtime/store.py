@@ -3,10 +3,13 @@
 Each watch (a kind's jobs, or the pods under one label key) fills one Store. Objects are cut to
 their projection (runtime.projection) and kept as JSON bytes, so memory grows with what the plan
 reads rather than with object size, and the cyclic garbage collector has nothing to walk.
-Readers decode the few objects a reconcile needs, and the last `KEEP_DECODED` objects read stay
-decoded: a job's pods are read again at each of its reconciles (every change of any of its
-pods), and decoding a 400-pod job on each was half the controller's CPU at 30,000 pods
-(bench/RESULTS.md, "Scale curve"). Decoded objects are shared between readers: read-only.
+Readers decode the few objects a reconcile needs, each reader its own. The last `KEEP_TEXTS`
+objects read stay inflated (their JSON text): a job's pods are read again at each of
+its reconciles (every change of any of its pods), and inflating is a call into zlib that lets
+go of the GIL, which costs a hand-off between threads whenever another one is runnable (with 4
+workers reading pods, inflating cost 4 times the CPU per pod; decoding, which holds the GIL,
+the same: bench/RESULTS.md, "Scale curve"). Texts rather than decoded objects, because a
+decoded pod takes about four times the memory of its text.
 
 The bytes are deflated with a preset dictionary, the first object the store projected: the
 objects of one watch share their field names, label keys and most values, so a pod's 1.2 KB of
@@ -37,7 +40,7 @@ import orjson
 
 Key = tuple[str, str]   # (namespace, name); namespace "" for cluster-scoped objects
 IndexFn = Callable[[Mapping[str, Any]], Iterable[Any]]
-KEEP_DECODED = 4096   # objects a store keeps decoded (each a few KB): ten jobs of 400 pods
+KEEP_TEXTS = 16384   # objects a store keeps inflated (a projected pod: 0.6 to 1 KB of JSON)
 # Deflate's window and memory level for an object: an 8 KiB window and a 4,096-entry hash
 # rather than zlib's largest (32 KiB, 65,536 entries) gave the same bytes for the bench's jobs
 # and pods, whole (4 to 5 KB) or projected (1.1 to 1.3 KB), and each put no longer allocates
@@ -105,8 +108,9 @@ class Store:
         # a compressor that has read the dictionary: each put copies it (a few memcpys, where
         # setting the dictionary again hashed each of its bytes: bench/RESULTS.md, Controller)
         self._deflate: Any = None
-        # key -> its entry decoded, least recently read first; a put or delete drops it
-        self._decoded: OrderedDict[Key, dict[str, Any]] = OrderedDict()
+        # key -> its entry's JSON text, least recently used first: every put and delete
+        # replaces or drops it, under the lock, so a text here is always the entry's
+        self._texts: OrderedDict[Key, bytes] = OrderedDict()
         self.bytes = 0
 
     def __len__(self) -> int:
@@ -114,7 +118,7 @@ class Store:
 
     def get(self, key: Key) -> dict[str, Any] | None:
         entry = self._items.get(key)
-        return None if entry is None else self._decode(entry)
+        return None if entry is None else self._decode(entry, self._held_text(key, entry))
 
     def rv(self, key: Key) -> int | None:
         entry = self._items.get(key)
@@ -126,26 +130,45 @@ class Store:
 
     def lookup(self, index: str, value: Any) -> list[dict[str, Any]]:
         """The objects listed under `value` in `index`, decoded."""
-        out: list[dict[str, Any] | None] = []
-        missed: list[tuple[int, Key, Entry]] = []   # (place in out, key, its entry)
+        found: list[tuple[Key, Entry, bytes | None]] = []   # the text, when kept
         with self._lock:
             for key in self._by.get((index, value), ()):
-                held = self._decoded.get(key)
-                if held is None:
-                    missed.append((len(out), key, self._items[key]))
-                else:
-                    self._decoded.move_to_end(key)
-                out.append(held)
+                text = self._texts.get(key)
+                if text is not None:
+                    self._texts.move_to_end(key)
+                found.append((key, self._items[key], text))
+        missed = [(key, entry, _exact(self._text(entry.data)))
+                  for key, entry, text in found if text is None]
         if missed:
-            decoded = [self._decode(entry) for _, _, entry in missed]
             with self._lock:
-                for (i, key, entry), obj in zip(missed, decoded):
-                    out[i] = obj
-                    if self._items.get(key) is entry:   # not changed meanwhile
-                        self._decoded[key] = obj
-                while len(self._decoded) > KEEP_DECODED:
-                    self._decoded.popitem(last=False)
-        return out  # type: ignore[return-value]   # every None replaced above
+                for key, entry, text in missed:
+                    self._keep(key, entry, text)
+            inflated = {key: text for key, _, text in missed}
+            found = [(key, entry, inflated[key] if text is None else text)
+                     for key, entry, text in found]
+        return [self._decode(entry, text) for _, entry, text in found]
+
+    def _held_text(self, key: Key, entry: Entry) -> bytes:
+        """The entry's JSON text: kept from an earlier read or put, else inflated (and kept)."""
+        with self._lock:
+            held = self._texts.get(key) if self._items.get(key) is entry else None
+            if held is not None:
+                self._texts.move_to_end(key)
+                return held
+        text = _exact(self._text(entry.data))
+        with self._lock:
+            self._keep(key, entry, text)
+        return text
+
+    def _keep(self, key: Key, entry: Entry, text: bytes) -> None:
+        """Keep `text` as the key's if `entry` is still its entry (a put may have come while
+        it was inflated); the least recently used go beyond KEEP_TEXTS. Called with the lock
+        held."""
+        if self._items.get(key) is entry:
+            self._texts[key] = text
+            self._texts.move_to_end(key)
+            while len(self._texts) > KEEP_TEXTS:
+                self._texts.popitem(last=False)
 
     def lookup_keys(self, index: str, value: Any) -> list[Key]:
         with self._lock:
@@ -168,13 +191,14 @@ class Store:
         bare = _unversioned(projected, rv)
         text = orjson.dumps(bare if bare is not None else projected)
         # the held text, inflated once: compared here, and parsed below as the change's `old`
-        held_text = self._text(held.data) \
+        held_text = self._held_text(key, held) \
             if held is not None and held.bare == (bare is not None) else None
         if held is not None and held_text == text:
             with self._lock:   # only the version moved (unless another put came meanwhile)
                 if self._items.get(key) is held:
-                    self._items[key] = Entry(rv, held.data, held.digest, held.terms, held.bare)
-                    self._decoded.pop(key, None)
+                    moved = self._items[key] = Entry(rv, held.data, held.digest, held.terms,
+                                                     held.bare)
+                    self._keep(key, moved, held_text)   # the same text: the version is apart
                     return None
         significant = self._significant
         digest = hash(orjson.dumps(significant(bare if bare is not None else projected))
@@ -187,14 +211,13 @@ class Store:
             if old is not None and (rv < old.rv or (rv == old.rv and old.data == data)):
                 return None
             self._unindex(key, old)
-            kept = self._decoded.pop(key, None)
             terms = tuple(self._terms.setdefault(term, term) for term in found)
             self._items[key] = Entry(rv, data, digest, terms, bare is not None)
+            self._texts.pop(key, None)
             for term in terms:
                 self._by.setdefault(term, set()).add(key)
             self.bytes += len(data) - (len(old.data) if old else 0)
-        previous = None if old is None else kept if kept is not None else \
-            self._decode(old, held_text if old is held else None)
+        previous = None if old is None else self._decode(old, held_text if old is held else None)
         return Change(key, projected, previous, old is None or old.digest != digest)
 
     def delete(self, key: Key) -> Change | None:
@@ -203,9 +226,9 @@ class Store:
             if old is None:
                 return None
             self._unindex(key, old)
-            kept = self._decoded.pop(key, None)
+            kept = self._texts.pop(key, None)
             self.bytes -= len(old.data)
-        previous = kept if kept is not None else self._decode(old)
+        previous = self._decode(old, kept)
         return Change(key, None, previous, True)
 
     def replace(self, objs: Iterable[Mapping[str, Any]],
@@ -266,6 +289,12 @@ class Store:
                 if not keys:
                     del self._by[term]
                     del self._terms[term]
+
+
+def _exact(text: bytes) -> bytes:
+    """`text` in a buffer of its own size: orjson's and zlib's outputs keep a larger one, and
+    texts held that way took 2.4 times their size in RSS."""
+    return bytes(memoryview(text))
 
 
 def _unversioned(projected: Any, rv: int) -> dict[str, Any] | None:

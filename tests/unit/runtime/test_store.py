@@ -172,52 +172,84 @@ def test_the_objects_of_one_owner_share_their_index_terms() -> None:
     assert s._terms == {} and s._by == {}
 
 
-def test_objects_read_again_are_decoded_once_and_never_stale(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A job's pods are read at each of its reconciles: each is decoded once, until it changes
+def test_objects_read_again_are_inflated_once_and_never_stale(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job's pods are read at each of its reconciles: each is inflated once, until it changes
     (then the new version is read, never the one kept), is deleted, or falls out of the last
-    KEEP_DECODED read."""
+    KEEP_TEXTS read. Every read is a decoded object of the reader's own."""
     s = make()
     for name in "abc":
         s.put(obj(name, 1, owner="u"))
-    decoded: list[bytes] = []
-    real = s._decode
-    monkeypatch.setattr(s, "_decode", lambda data: decoded.append(data) or real(data))
+    s._texts.clear()   # as if read long ago
+    inflated: list[bytes] = []
+    real = s._text
+    monkeypatch.setattr(s, "_text", lambda data: inflated.append(data) or real(data))
 
     def names() -> list[str]:
         return sorted(o["metadata"]["name"] for o in s.lookup("owner", "u"))
 
-    assert names() == ["a", "b", "c"] and len(decoded) == 3
-    assert names() == ["a", "b", "c"] and len(decoded) == 3       # kept
+    assert names() == ["a", "b", "c"] and len(inflated) == 3
+    assert names() == ["a", "b", "c"] and len(inflated) == 3       # kept
+    first, again = s.lookup("owner", "u"), s.lookup("owner", "u")
+    assert first == again and all(x is not y for x, y in zip(first, again))
+    first[0]["status"]["phase"] = "Scribbled"   # a reader's own object: no other reader sees it
+    assert s.lookup("owner", "u") == again
+    assert s.get(("ns", "a")) == cut(obj("a", 1, owner="u")) and len(inflated) == 3
     changed = obj("b", 2, owner="u")
     changed["status"]["phase"] = "Failed"
-    s.put(changed)                                # the old "b" was given to the change as it was
+    assert s.put(changed).old == cut(obj("b", 1, owner="u"))   # type: ignore[union-attr]
     assert {o["metadata"]["name"]: o["status"]["phase"] for o in s.lookup("owner", "u")} == {
         "a": "Running", "b": "Failed", "c": "Running"}
-    assert len(decoded) == 4                      # only the new "b"
+    assert len(inflated) == 4                     # only the new "b"
+    moved = obj("b", 3, owner="u")
+    moved["status"]["phase"] = "Failed"
+    assert s.put(moved) is None                   # the version alone moved: the text is kept
+    assert s.get(("ns", "b"))["metadata"]["resourceVersion"] == "3"   # type: ignore[index]
+    assert len(inflated) == 4
     s.delete(("ns", "c"))
-    assert names() == ["a", "b"] and len(decoded) == 4
-    monkeypatch.setattr(store, "KEEP_DECODED", 1)
+    assert names() == ["a", "b"] and len(inflated) == 4 and ("ns", "c") not in s._texts
+    older = s._items[("ns", "a")]
+    newer = obj("a", 4, owner="u")
+    newer["status"]["phase"] = "Failed"
+    s.put(newer)   # between a reader's look-up of "a" and its reading of the text
+    assert s.get(("ns", "a"))["status"]["phase"] == "Failed"   # type: ignore[index]
+    assert s._decode(older, s._held_text(("ns", "a"), older))["status"]["phase"] == "Running"
+    inflated.clear()
+    monkeypatch.setattr(store, "KEEP_TEXTS", 1)
     s.put(obj("d", 1, owner="u"))
-    assert names() == ["a", "b", "d"]             # "d" decoded; only the last one kept
-    before = len(decoded)
-    assert names() == ["a", "b", "d"] and len(decoded) == before + 2
+    assert names() == ["a", "b", "d"]             # each inflated; only the last one kept
+    before = len(inflated)
+    assert names() == ["a", "b", "d"] and len(inflated) == before + 2   # only one kept
+    monkeypatch.setattr(store, "KEEP_TEXTS", 2)
+    s.get(("ns", "a")), s.get(("ns", "b")), s.get(("ns", "a"))   # "b" is now the least recent
+    s.get(("ns", "d"))
+    before = len(inflated)
+    s.get(("ns", "a"))
+    assert len(inflated) == before and ("ns", "b") not in s._texts
+    s.put(obj("e", 1, owner="v"))
+    s._texts.clear()
+    s.lookup("owner", "v"), s.get(("ns", "a")), s.lookup("owner", "v")   # "a" the least recent
+    s.get(("ns", "b"))
+    assert list(s._texts) == [("ns", "e"), ("ns", "b")]
 
 
-def test_an_object_changed_while_it_was_decoded_is_not_kept(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A put between a reader's look-up and the end of its decoding: the reader gets what it
+def test_an_object_changed_while_it_was_inflated_is_not_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A put between a reader's look-up and the end of its inflating: the reader gets what it
     looked up, and the next reader the new version."""
     s = make()
     s.put(obj("a", 1, owner="u"))
-    real = s._decode
+    s._texts.clear()
+    real = s._text
     newer = obj("a", 2, owner="u")
     newer["status"]["phase"] = "Failed"
 
-    def decode_while_it_changes(data: bytes) -> dict[str, Any]:
-        monkeypatch.setattr(s, "_decode", real)
+    def inflate_while_it_changes(data: bytes) -> bytes:
+        monkeypatch.setattr(s, "_text", real)
+        s._texts.clear()   # so that the put inflates nothing itself
         s.put(newer)
+        s._texts.clear()   # and the next reader finds nothing kept but what the first kept
         return real(data)
 
-    monkeypatch.setattr(s, "_decode", decode_while_it_changes)
+    monkeypatch.setattr(s, "_text", inflate_while_it_changes)
     assert [o["status"]["phase"] for o in s.lookup("owner", "u")] == ["Running"]
     assert [o["status"]["phase"] for o in s.lookup("owner", "u")] == ["Failed"]
 
