@@ -148,16 +148,19 @@ class Store:
                      for key, entry, text in found]
         return [self._decode(entry, text) for _, entry, text in found]
 
-    def _held_text(self, key: Key, entry: Entry) -> bytes:
-        """The entry's JSON text: kept from an earlier read or put, else inflated (and kept)."""
+    def _held_text(self, key: Key, entry: Entry, keep: bool = True) -> bytes:
+        """The entry's JSON text: kept from an earlier read, else inflated (and kept, if
+        `keep`)."""
         with self._lock:
             held = self._texts.get(key) if self._items.get(key) is entry else None
             if held is not None:
                 self._texts.move_to_end(key)
                 return held
-        text = _exact(self._text(entry.data))
-        with self._lock:
-            self._keep(key, entry, text)
+        text = self._text(entry.data)
+        if keep:
+            text = _exact(text)
+            with self._lock:
+                self._keep(key, entry, text)
         return text
 
     def _keep(self, key: Key, entry: Entry, text: bytes) -> None:
@@ -191,14 +194,13 @@ class Store:
         bare = _unversioned(projected, rv)
         text = orjson.dumps(bare if bare is not None else projected)
         # the held text, inflated once: compared here, and parsed below as the change's `old`
-        held_text = self._held_text(key, held) \
+        held_text = self._held_text(key, held, keep=False) \
             if held is not None and held.bare == (bare is not None) else None
         if held is not None and held_text == text:
             with self._lock:   # only the version moved (unless another put came meanwhile)
                 if self._items.get(key) is held:
-                    moved = self._items[key] = Entry(rv, held.data, held.digest, held.terms,
-                                                     held.bare)
-                    self._keep(key, moved, held_text)   # the same text: the version is apart
+                    # the same text, whether kept or not: the version is kept apart
+                    self._items[key] = Entry(rv, held.data, held.digest, held.terms, held.bare)
                     return None
         significant = self._significant
         digest = hash(orjson.dumps(significant(bare if bare is not None else projected))

@@ -230,6 +230,10 @@ def test_objects_read_again_are_inflated_once_and_never_stale(monkeypatch: pytes
     s.lookup("owner", "v"), s.get(("ns", "a")), s.lookup("owner", "v")   # "a" the least recent
     s.get(("ns", "b"))
     assert list(s._texts) == [("ns", "e"), ("ns", "b")]
+    changed = obj("a", 5, owner="u")
+    changed["status"]["phase"] = "Pending"
+    s.put(changed)   # "a", not kept, is inflated to compare: nothing kept is pushed out
+    assert list(s._texts) == [("ns", "e"), ("ns", "b")]
 
 
 def test_an_object_changed_while_it_was_inflated_is_not_kept(monkeypatch: pytest.MonkeyPatch) -> None:
