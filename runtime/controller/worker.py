@@ -3,9 +3,10 @@
 Everything a reconcile writes is decided by pure code (runtime.reconcile: the patches and
 Events; runtime.journal: each request of the actions, and the journal's own patches); a worker
 only sends it, guarded by the resourceVersion it holds, feeds the answers back, and requeues
-the job for when time alone may change its verdict. Conflicts, errors and caches that have not
-synced yet retry with client-go's backoff; an answer with a Retry-After (a 429 from API Priority
-and Fairness) waits at least that long.
+the job for when time alone may change its verdict. A kind's jobs are queued once its caches
+have filled (the end of their first lists queues them all), not at each change before;
+conflicts and errors retry with client-go's backoff; an answer with a Retry-After (a 429 from
+API Priority and Fairness) waits at least that long.
 """
 
 from __future__ import annotations
