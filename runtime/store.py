@@ -137,16 +137,15 @@ class Store:
                 if text is not None:
                     self._texts.move_to_end(key)
                 found.append((key, self._items[key], text))
-        missed = [(key, entry, _exact(self._text(entry.data)))
-                  for key, entry, text in found if text is None]
+        texts = [held if held is not None else _exact(self._text(entry.data))
+                 for _, entry, held in found]
+        missed = [(key, entry, text) for (key, entry, held), text in zip(found, texts)
+                  if held is None]
         if missed:
             with self._lock:
                 for key, entry, text in missed:
                     self._keep(key, entry, text)
-            inflated = {key: text for key, _, text in missed}
-            found = [(key, entry, inflated[key] if text is None else text)
-                     for key, entry, text in found]
-        return [self._decode(entry, text) for _, entry, text in found]
+        return [self._decode(entry, text) for (_, entry, _), text in zip(found, texts)]
 
     def _held_text(self, key: Key, entry: Entry, keep: bool = True) -> bytes:
         """The entry's JSON text: kept from an earlier read, else inflated (and kept, if

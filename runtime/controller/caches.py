@@ -65,10 +65,10 @@ class Caches:
 
     def __init__(self, client: kube.Client, enqueue: Enqueue, forget: Callable[[Key], None], *,
                  namespaces: tuple[str, ...] = (), read_timeout: float = 70.0,
-                 start: bool = True, synced: Callable[[], None] = lambda: None) -> None:
+                 start: bool = True, on_synced: Callable[[], None] = lambda: None) -> None:
         self.client = client
         self.enqueue = enqueue
-        self.synced = synced                 # an informer's first list has filled its store
+        self.on_synced = on_synced           # an informer's first list has filled its store
         self.forget = forget                 # a job gone from its cache
         self.namespaces = namespaces
         self.read_timeout = read_timeout
@@ -236,7 +236,7 @@ class Caches:
                                  namespace=namespace, read_timeout=self.read_timeout,
                                  shard_selector=self.shard_selector, on_event=observe,
                                  on_sharded=self._sharded if tells_sharding else None,
-                                 on_synced=self.synced)
+                                 on_synced=self.on_synced)
         return made.start() if self.start else made
 
 

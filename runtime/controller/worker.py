@@ -66,7 +66,8 @@ class Worker:
         self.queue: WorkQueue[Key] = WorkQueue(metrics=metrics.WorkQueueMetrics("jobrules"))
         self.caches = cacheslib.Caches(client, self.enqueue, self.forget,
                                        namespaces=settings.namespaces,
-                                       read_timeout=settings.read_timeout, synced=self.resync)
+                                       read_timeout=settings.read_timeout,
+                                       on_synced=self.resync)
         self._pending: dict[Key, float] = {}  # first pod event of a change not yet committed
         self._sent = 0                          # action requests sent (for the test hooks)
         self._intents_open: dict[Key, int] = {}
