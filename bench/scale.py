@@ -27,7 +27,10 @@ shipped rules (`rules/`), watching the namespace `bench`. For each size, in incr
    bucket bounds), the rate actually sent, and the requests per pod event of the controller
    (`jobrules_controller_api_requests_total`, every verb) and of the Job controller (its writes
    to Jobs and its pod deletions from the API server's audit log, the pods it created and the
-   tracking finalizers it removed, counted from the pods: its reads are shared watches).
+   tracking finalizers it removed, counted from the pods: its reads are shared watches), and
+   what the machine did meanwhile: the CPU seconds of kube-apiserver, etcd,
+   kube-controller-manager, the controller and this bench, from the stream's start until every
+   first verdict was seen, beside how busy the machine's cores were (from /proc).
 
 Targets at 100,000 pods: RSS <= 200 MiB, initial sync < 60 s, verdict p99 <= 1 s at 500 events
 a second, requests per pod event no more than the Job controller's. Exits 1 when one is missed
@@ -68,6 +71,8 @@ P99_LIMIT_S = 1.0
 TARGET_PODS = 100_000
 JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
 TRACKING = "batch.kubernetes.io/job-tracking"
+# The control plane's processes whose CPU is read beside the controller's (from /proc).
+PROCESSES = ("kube-apiserver", "etcd", "kube-controller-manager")
 UID_LABEL = "batch.kubernetes.io/controller-uid"
 
 
@@ -136,6 +141,26 @@ def shipped_plan(work: Path) -> Path:
 def parallel(fn: Any, items: list[Any], threads: int) -> list[Any]:
     with concurrent.futures.ThreadPoolExecutor(threads) as pool:
         return list(pool.map(fn, items))
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user and system) a process has spent so far; 0 once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy() -> float:
+    """CPU seconds the whole machine spent not idle so far (every core)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_by_process(pids: dict[str, list[int]]) -> dict[str, float]:
+    return {name: sum(process_cpu(p) for p in ps) for name, ps in pids.items()}
 
 
 def _pods(api: transport.Client) -> list[dict[str, Any]]:
@@ -322,6 +347,9 @@ def drive(api: transport.Client, plane: Any, controller: Any, jobs: list[dict[st
     audit0 = _audit_lines(plane.audit_log)
     requests0 = controller.metric("jobrules_controller_api_requests_total")
     hist0 = _histogram(controller, "jobrules_controller_verdict_latency_seconds")
+    everyone = {name: cluster.processes_using(plane.root, (name,)) for name in PROCESSES}
+    everyone.update({"controller": [controller.process.pid], "this bench": [os.getpid()]})
+    by_process0, busy0 = cpu_by_process(everyone), machine_busy()
     cpu0 = controller.cpu()
     done_at: list[float] = []
     began = time.monotonic()
@@ -342,6 +370,13 @@ def drive(api: transport.Client, plane: Any, controller: Any, jobs: list[dict[st
     parallel(send, list(range(len(plan))), threads)
     sent_s = max(done_at) - began
     apiserver.wait_for("every first verdict", lambda: len(seen) >= len(firsts), 300)
+    # What the machine did for the stream: each process's CPU from its start until every first
+    # verdict was seen (the events sent by then too).
+    first_round_s = max(seen.values()) - began
+    by_process = {name: round(used - by_process0[name], 1)
+                  for name, used in cpu_by_process(everyone).items()}
+    busy = machine_busy() - busy0
+    busy_s = time.monotonic() - began
     time.sleep(5)   # the Job controller's syncs (each Job at most once a second) and ours
     stop.set()
     requests = controller.metric("jobrules_controller_api_requests_total") - requests0
@@ -373,7 +408,9 @@ def drive(api: transport.Client, plane: Any, controller: Any, jobs: list[dict[st
             "ours_per_event": requests / len(plan), "cpu_per_1000": cpu / len(plan) * 1000,
             "jc_per_event": job_controller / len(plan),
             "jc_parts": {"job writes": logged["jobs"], "pod deletes": logged["pod_deletes"],
-                         "pods created": made, "finalizers removed": unfinalized}}
+                         "pods created": made, "finalizers removed": unfinalized},
+            "first_round_s": first_round_s, "window_s": busy_s, "window_cpu": by_process,
+            "window_busy": busy / (busy_s * (os.cpu_count() or 1))}
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -397,7 +434,12 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"| {r['cpu_per_1000']:.2f} s |")
     parts = "; ".join(f"{r['held']:,}: " + ", ".join(f"{k} {v}" for k, v in r["jc_parts"].items())
                       for r in rows)
-    return "\n".join(lines) + f"\n\nJob controller's requests, by kind: {parts}"
+    window = "; ".join(
+        f"{r['held']:,}: {r['window_s']:.1f} s (the last first verdict at "
+        f"{r['first_round_s']:.1f} s), the machine {r['window_busy']:.0%} busy, CPU s "
+        + ", ".join(f"{k} {v}" for k, v in r["window_cpu"].items()) for r in rows)
+    return ("\n".join(lines) + f"\n\nJob controller's requests, by kind: {parts}"
+            f"\n\nThe stream, until every first verdict was seen: {window}")
 
 
 def misses(r: dict[str, Any]) -> list[str]:

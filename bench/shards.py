@@ -60,7 +60,6 @@ TARGET = 1.6
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
 LEASE_NAME = "jobrules-controller"
 ALL_JOBS = "/apis/batch/v1/jobs"
-PROCESSES = ("kube-apiserver", "etcd", "kube-controller-manager")
 
 
 def main() -> int:
@@ -100,7 +99,7 @@ def run(jobs: int, namespaces: int, rounds: int, threads: int, profile: Path | N
                "JOBRULES_LEADER_ELECT": "true", "JOBRULES_LEASE_NAMESPACE": "default",
                "JOBRULES_LEASE_DURATION": "6", "JOBRULES_RENEW_DEADLINE": "4",
                "JOBRULES_RETRY_PERIOD": "1", "JOBRULES_LOG_LEVEL": "warning"}
-        pids = {name: cluster.processes_using(plane.root, (name,)) for name in PROCESSES}
+        pids = {name: cluster.processes_using(plane.root, (name,)) for name in scale.PROCESSES}
         for r in range(rounds):
             for replicas in (1, 2):
                 row = {"round": r + 1, "replicas": replicas}
@@ -140,21 +139,6 @@ def make_jobs(api: transport.Client, jobs: int, namespaces: int,
     apiserver.wait_for(f"the pods of {jobs} Jobs",
                        lambda: sum(len(apiserver.list_pods(api, ns)) for ns in spaces) >= jobs, 600)
     return names
-
-
-def _cpu(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except FileNotFoundError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _machine_busy() -> float:
-    """CPU seconds the whole machine spent not idle so far (every core)."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = fields[3] + fields[4]
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 def _holders(api: transport.Client) -> dict[str, str]:
@@ -208,8 +192,8 @@ def burst(api: transport.Client, env: dict[str, str], work: Path, replicas: int,
         everyone = {name: [p for p in ps] for name, ps in pids.items()}
         everyone.update({f"replica {i + 1}": [c.process.pid] for i, c in enumerate(started)})
         everyone["this bench"] = [os.getpid()]
-        cpu0 = {name: sum(_cpu(p) for p in ps) for name, ps in everyone.items()}
-        busy0 = _machine_busy()
+        cpu0 = scale.cpu_by_process(everyone)
+        busy0 = scale.machine_busy()
         began = time.monotonic()
         profiler = concurrent.futures.ThreadPoolExecutor(1)
         taken = profiler.submit(api.request, "GET", "/debug/pprof/profile", query=[
@@ -223,8 +207,8 @@ def burst(api: transport.Client, env: dict[str, str], work: Path, replicas: int,
         apiserver.wait_for("every Running verdict", lambda: len(seen) >= len(names), 600)
         ended = max(seen.values())
         stop.set()
-        cpu = {name: sum(_cpu(p) for p in ps) - cpu0[name] for name, ps in everyone.items()}
-        busy = _machine_busy() - busy0
+        cpu = {name: used - cpu0[name] for name, used in scale.cpu_by_process(everyone).items()}
+        busy = scale.machine_busy() - busy0
         window = time.monotonic() - began
         if taken is not None and profile is not None:
             profile.write_bytes(taken.result())
