@@ -573,6 +573,28 @@ def test_a_pod_with_no_namespace_and_a_job_with_none_belong() -> None:
 def test_a_selector_that_renders_nothing_selects_nothing() -> None:
     kind = load_kind(owned=False, labels={"app": "<<metadata.labels.app>>"})
     assert pods.pods_of(kind, job(), [pod("a", labels={"app": "x"})], T0) == []
+    assert pods.pods_of(kind, job(), [pod("b")], T0) == []   # nor a pod without the label
+
+
+@pytest.mark.parametrize("owned, labels", [(True, {}), (False, {"app": "<<metadata.name>>"}),
+                                            (True, {"app": "<<metadata.name>>"})])
+@pytest.mark.parametrize("where, malformed", [
+    ("metadata", ["not", "an", "object"]), ("labels", "app=train"),
+    ("ownerReferences", {"uid": "uid-train"}), ("ownerReferences", ["uid-train", None])])
+def test_a_malformed_candidate_belongs_to_no_job_that_reads_it(
+        owned: bool, labels: dict, where: str, malformed: Any) -> None:
+    """A pod whose metadata, labels or owner references are not what Kubernetes writes is
+    no member of a job selecting on them, and reading it raises nothing."""
+    kind = load_kind(owned=owned, labels=labels)
+    candidate = pod("a", labels={"app": "train"})
+    if where == "metadata":
+        candidate["metadata"] = malformed
+    else:
+        candidate["metadata"][where] = malformed
+    assert pods.pods_of(kind, job(), [pod("b", labels={"app": "train"})], T0) != []
+    reads = where == "metadata" or (where == "labels" and labels) or (
+        where == "ownerReferences" and owned)
+    assert (pods.pods_of(kind, job(), [candidate], T0) == []) == bool(reads)
 
 
 def test_membership_reads_the_clock_only_for_now() -> None:
