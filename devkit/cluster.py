@@ -373,7 +373,8 @@ def start(*, crds: bool = True, detached: bool = False, binaries: Binaries | Non
           timeout: float = 90.0, nodes: int = DEFAULT_NODES, scheduler: bool = True,
           training_operator: bool = True, profiling: bool = False,
           priority_and_fairness: bool = False, kueue: bool = False,
-          feature_gates: Sequence[str] = (), controller_manager_qps: int = 100) -> ControlPlane:
+          feature_gates: Sequence[str] = (), controller_manager_qps: int = 100,
+          max_requests_inflight: int | None = None) -> ControlPlane:
     """Start etcd, kube-apiserver and, when present, kube-controller-manager, kube-scheduler
     (``scheduler``), KWOK with ``nodes`` fake nodes (with the scheduler) and (``training_operator``,
     with the CRDs) the training operator; wait until usable.
@@ -388,7 +389,9 @@ def start(*, crds: bool = True, detached: bool = False, binaries: Binaries | Non
     default: its webhooks sit in front of every Job's creation). ``feature_gates`` are passed to
     kube-apiserver (``ShardedListAndWatch=true``). ``controller_manager_qps`` is
     kube-controller-manager's request rate to the API server (burst twice that): the scale bench
-    raises it so that the Job controller makes 100,000 pods at the API server's pace. An
+    raises it so that the Job controller makes 100,000 pods at the API server's pace.
+    ``max_requests_inflight`` lowers kube-apiserver's seats (``--max-requests-inflight``, and half
+    as many mutating), for tests of a server busier than its clients: fewer seats fill sooner. An
     attached control plane dies with this process (atexit, and the kernel's parent-death signal as
     a last resort); a detached one runs until stop() or ``down``.
     """
@@ -405,7 +408,8 @@ def start(*, crds: bool = True, detached: bool = False, binaries: Binaries | Non
     try:
         plane = _launch(root, binaries, crd_folder, detached, time.monotonic() + timeout,
                         nodes, training_operator and crds, profiling, priority_and_fairness,
-                        kueue and crds, tuple(feature_gates), controller_manager_qps)
+                        kueue and crds, tuple(feature_gates), controller_manager_qps,
+                        max_requests_inflight)
     except BaseException:
         _terminate(root)
         _release_rotator_check()
@@ -458,7 +462,8 @@ def _stop_attached() -> None:
 def _launch(root: Path, binaries: Binaries, crd_folder: Path | None, detached: bool,
             deadline: float, nodes: int, training_operator: bool, profiling: bool,
             priority_and_fairness: bool = False, kueue: bool = False,
-            feature_gates: tuple[str, ...] = (), controller_manager_qps: int = 100) -> ControlPlane:
+            feature_gates: tuple[str, ...] = (), controller_manager_qps: int = 100,
+            max_requests_inflight: int | None = None) -> ControlPlane:
     pki = root / "pki"
     pki.mkdir()
     etcd_client, etcd_peer, secure_port = free_ports(3)
@@ -531,6 +536,9 @@ def _launch(root: Path, binaries: Binaries, crd_folder: Path | None, detached: b
         "--audit-log-format=json", "--audit-log-maxsize=0",
         f"--profiling={str(profiling).lower()}",
         *([f"--feature-gates={','.join(feature_gates)}"] if feature_gates else []),
+        *([f"--max-requests-inflight={max_requests_inflight}",
+           f"--max-mutating-requests-inflight={max(1, max_requests_inflight // 2)}"]
+          if max_requests_inflight else []),
     ])
 
     def wait(what: str, ready: Callable[[], T]) -> T:

@@ -7,15 +7,19 @@ own) under them, and those of another account of the same namespace under the bu
 API Priority and Fairness answers every request it classified with the uids of the FlowSchema
 and priority level it chose (`X-Kubernetes-PF-FlowSchema-UID`, `X-Kubernetes-PF-PriorityLevel-
 UID`), before authorization: a request the account is not allowed is classified too. Its
-`/metrics` count the requests dispatched per schema. The shared control plane runs without APF
-(it costs CPU and buys nothing there), so these tests start one of their own with it on: etcd
-and kube-apiserver alone, which is all classification needs.
+`/metrics` count the requests dispatched per schema, and how long each level's requests waited
+for a seat. The shared control plane runs without APF (it costs CPU and buys nothing there), so
+these tests start one of their own with it on: etcd and kube-apiserver alone, which is all
+classification needs, with few seats, so that another account's flood makes it busy.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import re
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,6 +43,12 @@ RESOURCES = {"FlowSchema": SCHEMAS, "PriorityLevelConfiguration": LEVELS}
 SCHEMA_HEADER = "X-Kubernetes-PF-FlowSchema-UID"
 LEVEL_HEADER = "X-Kubernetes-PF-PriorityLevel-UID"
 PLAN = Path(__file__).resolve().parents[2] / "tests" / "golden" / "plans" / "rules.json"
+# The server's read seats (and half as many for writes): few, so that one client's flood of
+# reads fills its level's share on this small machine, as a busy cluster's would.
+SEATS = 10
+CONFIG_MAPS = apiserver.Resource("v1", "configmaps")
+ROLES = apiserver.Resource("rbac.authorization.k8s.io/v1", "roles")
+ROLE_BINDINGS = apiserver.Resource("rbac.authorization.k8s.io/v1", "rolebindings")
 
 
 def rendered(namespace: str) -> list[dict[str, Any]]:
@@ -62,7 +72,8 @@ def api() -> Iterator[Client]:
     binaries = dataclasses.replace(cluster.find_binaries(), kube_controller_manager=None,
                                    kube_scheduler=None, kwok=None, training_operator=None)
     with cluster.running(crds=False, binaries=binaries, nodes=0, scheduler=False,
-                         training_operator=False, priority_and_fairness=True) as plane:
+                         training_operator=False, priority_and_fairness=True,
+                         max_requests_inflight=SEATS) as plane:
         with plane.client() as client:
             apiserver.wait_for("the built-in FlowSchemas", lambda: apiserver.exists(
                 client, SCHEMAS.path(name="service-accounts")))
@@ -194,3 +205,87 @@ def test_the_level_is_weighed_against_the_built_in_workload_levels(api: Client) 
     assert 0.06 < share / (total + share) < 0.09, total
     system = apiserver.get(api, LEVELS.path(name="system"))["spec"]["limited"]
     assert ours["spec"]["limited"]["limitResponse"] == system["limitResponse"]
+
+
+def waited(api: Client, level: str) -> tuple[float, float]:
+    """(seconds, requests) that requests of a priority level waited in its queues for a seat,
+    from `apiserver_flowcontrol_request_wait_duration_seconds`, those that ran."""
+    response = api.api.rest_client.pool_manager.request(
+        "GET", api.host + "/metrics", timeout=30.0, retries=False)
+    text = response.data.decode()
+    out = []
+    for part in ("sum", "count"):
+        pattern = re.compile(r'^apiserver_flowcontrol_request_wait_duration_seconds_' + part
+                             + r'\{([^}]*)\} (\S+)$', re.M)
+        out.append(sum(float(v) for labels, v in pattern.findall(text)
+                       if f'priority_level="{level}"' in labels and 'execute="true"' in labels))
+    return out[0], out[1]
+
+
+def test_a_flood_of_another_account_leaves_the_controllers_requests_served(
+        api: Client, namespace: str, flow_control: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    """Another service account of the namespace lists 300 ConfigMaps of 10 KB from 32 threads
+    at once, which fills its level (`workload-low`, the built-in `service-accounts` schema)
+    on this server's few seats: its requests wait in the level's queues. Meanwhile the
+    controller's account asks what the controller asks: every request is answered (none
+    refused with 429), each under our FlowSchema and level (the answer's headers and the
+    server's metrics), and waits for a seat a small part of what the flood's requests wait."""
+    schema, level = flow_control
+    ours = (schema["metadata"]["uid"], level["metadata"]["uid"])
+    for i in range(300):
+        apiserver.create(api, CONFIG_MAPS, {
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": f"load-{i:03d}", "namespace": namespace},
+            "data": {"blob": "x" * 10_000}})
+    # Both may read the namespace (a Role of our own: the built-in `view` is aggregated by
+    # kube-controller-manager, which this plane does not run).
+    apiserver.create(api, ROLES, {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "reader", "namespace": namespace},
+        "rules": [{"apiGroups": ["", "batch", "coordination.k8s.io"],
+                   "resources": ["configmaps", "pods", "jobs", "leases"],
+                   "verbs": ["get", "list"]}]})
+    tokens = {}
+    for who in ("flooder", manifests.CONTROLLER):
+        tokens[who] = account(api, namespace, who)
+        apiserver.create(api, ROLE_BINDINGS, {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": f"{who}-reads", "namespace": namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                        "name": "reader"},
+            "subjects": [{"kind": "ServiceAccount", "name": who, "namespace": namespace}]})
+    flood_path = CONFIG_MAPS.path(namespace)
+    apiserver.wait_for("the flooder allowed to list", lambda: classified(
+        api, tokens["flooder"], flood_path)[0] == 200)
+    theirs0, ours0 = waited(api, "workload-low"), waited(api, level["metadata"]["name"])
+    dispatched0 = dispatched(api, schema["metadata"]["name"])
+    stop = threading.Event()
+    flood_answers: list[int] = []
+
+    def flood() -> None:
+        while not stop.is_set():
+            flood_answers.append(classified(api, tokens["flooder"], flood_path)[0])
+
+    answers: list[tuple[int, str, str, float]] = []
+    with concurrent.futures.ThreadPoolExecutor(32) as pool:
+        floods = [pool.submit(flood) for _ in range(32)]
+        try:
+            apiserver.wait_for("the flood under way", lambda: len(flood_answers) >= 32, 120)
+            for n in range(30):
+                path = PATHS[n % len(PATHS)].format(ns=namespace)
+                began = time.monotonic()
+                status, *uids = classified(api, tokens[manifests.CONTROLLER], path)
+                answers.append((status, *uids, time.monotonic() - began))
+        finally:
+            stop.set()
+            for f in floods:
+                f.result()
+    theirs, mine = waited(api, "workload-low"), waited(api, level["metadata"]["name"])
+    assert all(status in (200, 403) for status, *_ in answers), answers
+    assert all((a[1], a[2]) == ours for a in answers), answers
+    assert dispatched(api, schema["metadata"]["name"]) >= dispatched0 + len(answers)
+    their_wait = (theirs[0] - theirs0[0]) / max(1.0, theirs[1] - theirs0[1])
+    my_wait = (mine[0] - ours0[0]) / max(1.0, mine[1] - ours0[1])
+    assert set(flood_answers) <= {200, 429}, set(flood_answers)
+    assert their_wait > 0.05, f"the flood's requests waited {their_wait:.3f} s each: not busy"
+    assert my_wait < their_wait / 5, (my_wait, their_wait)
