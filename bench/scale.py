@@ -1,7 +1,7 @@
 """The controller's scale curve: what it holds and how fast it answers at 10,000 to 100,000 pods.
 
     .venv/bin/python bench/scale.py [--sizes 10000,30000,100000] [--shapes 5,20,400] [--rate 500]
-                                    [--seconds 10] [--quick] [--no-fail]
+                                    [--seconds 10] [--hot SHARE] [--quick] [--no-fail]
 
 One control plane (docs/cluster.md) without scheduler or KWOK, with kube-controller-manager's
 Job controller; the controller (`python -m runtime.controller`) on a plan compiled from the
@@ -30,7 +30,10 @@ shipped rules (`rules/`), watching the namespace `bench`. For each size, in incr
    tracking finalizers it removed, counted from the pods: its reads are shared watches), and
    what the machine did meanwhile: the CPU seconds of kube-apiserver, etcd,
    kube-controller-manager, the controller and this bench, from the stream's start until every
-   first verdict was seen, beside how busy the machine's cores were (from /proc).
+   first verdict was seen, beside how busy the machine's cores were (from /proc). With
+   `--hot SHARE` that share of the events goes to one Job, the largest, each one of its pods
+   reported Running again (a change the controller reads: a reconcile of the whole Job), spread
+   evenly through the stream: how the other Jobs' verdicts fare beside a Job that never rests.
 
 Targets at 100,000 pods: RSS <= 200 MiB, initial sync < 60 s, verdict p99 <= 1 s at 500 events
 a second, requests per pod event no more than the Job controller's. Exits 1 when one is missed
@@ -87,6 +90,8 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=P99_AT_RATE, help="pod events a second")
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--threads", type=int, default=32, help="concurrent creates and patches")
+    parser.add_argument("--hot", type=float, default=0.0,
+                        help="the share of the stream's events that go to one Job (the largest)")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--no-fail", action="store_true")
     args = parser.parse_args()
@@ -94,7 +99,8 @@ def main() -> int:
         args.sizes, args.shapes, args.rate, args.seconds = "2000", "20", 100.0, 5.0
     sizes = sorted(int(s) for s in args.sizes.split(","))
     shapes = [int(s) for s in args.shapes.split(",")]
-    rows = run(sizes, shapes, args.rate, args.seconds, args.threads, args.controller_manager_qps)
+    rows = run(sizes, shapes, args.rate, args.seconds, args.threads, args.controller_manager_qps,
+               args.hot)
     print(table(rows))
     missed = misses(rows[-1])
     print("MISSED: " + "; ".join(missed) if missed else "all targets met (at the largest size)")
@@ -102,7 +108,8 @@ def main() -> int:
 
 
 def run(sizes: list[int], shapes: list[int], rate: float, seconds: float,
-        threads: int = 32, controller_manager_qps: int = 1000) -> list[dict[str, Any]]:
+        threads: int = 32, controller_manager_qps: int = 1000,
+        hot: float = 0.0) -> list[dict[str, Any]]:
     work = Path(tempfile.mkdtemp(prefix="jobrules-bench-scale-"))
     plan_path = shipped_plan(work)
     rows = []
@@ -122,7 +129,7 @@ def run(sizes: list[int], shapes: list[int], rate: float, seconds: float,
             controller = row.pop("controller")
             print(json.dumps(row, default=str), file=sys.stderr)   # kept if the drive fails
             try:
-                row.update(drive(api, plane, controller, jobs, rate, seconds, threads))
+                row.update(drive(api, plane, controller, jobs, rate, seconds, threads, hot))
             finally:
                 controller.stop()
             rows.append(row)
@@ -306,14 +313,26 @@ def _job_controller_writes(path: Path, skip: int) -> dict[str, int]:
 
 
 def drive(api: transport.Client, plane: Any, controller: Any, jobs: list[dict[str, Any]],
-          rate: float, seconds: float, threads: int) -> dict[str, Any]:
+          rate: float, seconds: float, threads: int, hot: float = 0.0) -> dict[str, Any]:
     count = int(rate * seconds)
     pods = _live_pods(api)
+    owner = "batch.kubernetes.io/job-name"
+    # `hot`: that share of the events goes to the Job with most pods, each a pod of it reported
+    # Running again (new start times: a change the controller reads, a reconcile of the whole
+    # Job), spread evenly through the stream; that Job's verdict is not timed.
+    sizes: dict[str, int] = {}
+    for p in pods:
+        sizes[p["metadata"]["labels"][owner]] = sizes.get(p["metadata"]["labels"][owner], 0) + 1
+    hot_name = max(sizes, key=lambda n: (sizes[n], n)) if hot > 0 else None
+    hot_pods = [p for p in pods if p["metadata"]["labels"][owner] == hot_name]
+    hot_count = int(count * hot)
+    count -= hot_count
     before_names = {p["metadata"]["name"] for p in pods}
     pending: dict[str, list[dict[str, Any]]] = {}
     for p in sorted(pods, key=lambda p: p["metadata"]["name"]):
-        if (p.get("status") or {}).get("phase", "Pending") == "Pending":
-            pending.setdefault(p["metadata"]["labels"]["batch.kubernetes.io/job-name"], []).append(p)
+        if (p.get("status") or {}).get("phase", "Pending") == "Pending" \
+                and p["metadata"]["labels"][owner] != hot_name:
+            pending.setdefault(p["metadata"]["labels"][owner], []).append(p)
     # Jobs with a verdict still pending come first, so that each round's first event is new.
     names = sorted(pending, key=lambda n: (n not in {j["metadata"]["name"] for j in jobs}, n))
     plan: list[tuple[str, dict[str, Any], str]] = []   # (job, pod, what)
@@ -331,6 +350,11 @@ def drive(api: transport.Client, plane: Any, controller: Any, jobs: list[dict[st
                 plan.append((name, pending[name].pop(0), what))
         round_ += 1
     firsts = {name for name, _, what in plan[:len(names)] if name in fresh and what == "running"}
+    if hot_count:   # the hot events spread evenly among the others
+        total, cold = len(plan) + hot_count, iter(plan)
+        plan = [(str(hot_name), hot_pods[i % len(hot_pods)], "hot")
+                if (i + 1) * hot_count // total > i * hot_count // total else next(cold)
+                for i in range(total)]
     t0: dict[str, float] = {}
     seen: dict[str, float] = {}
     stop = threading.Event()
@@ -358,7 +382,7 @@ def drive(api: transport.Client, plane: Any, controller: Any, jobs: list[dict[st
     def send(i: int) -> None:
         time.sleep(max(0.0, began + i / rate - time.monotonic()))
         name, pod, what = plan[i]
-        if what == "running":
+        if what in ("running", "hot"):
             apiserver.report_running(api, pod)
         elif what == "succeeded":
             apiserver.report_succeeded(api, pod)
@@ -410,6 +434,7 @@ def drive(api: transport.Client, plane: Any, controller: Any, jobs: list[dict[st
             "jc_per_event": job_controller / len(plan),
             "jc_parts": {"job writes": logged["jobs"], "pod deletes": logged["pod_deletes"],
                          "pods created": made, "finalizers removed": unfinalized},
+            "hot": hot, "hot_job": f"{hot_name} ({sizes[hot_name]} pods)" if hot_name else None,
             "first_round_s": first_round_s, "window_s": busy_s, "window_cpu": by_process,
             "window_busy": busy / (busy_s * (os.cpu_count() or 1))}
 
@@ -423,12 +448,13 @@ def table(rows: list[dict[str, Any]]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
+        hot = f" ({r['hot']:.0%} to {r['hot_job']})" if r.get("hot") else ""
         lines.append(
             f"| {r['held']:,} | {r['jobs']:,} | {r['create_rate']:.0f}/s ({r['create_s']:.0f} s) "
             f"| {r['sync_s']:.1f} s, {r['catch_up_s']:.1f} s "
             f"| {r['rss_peak']:.0f} / {r['rss_settled']:.0f} MiB "
             f"| {r['store_mib']:.1f} MiB ({r['store_pods']:,.0f} pods) "
-            f"| {r['events']:,} at {r['sent_rate']:.0f}/s "
+            f"| {r['events']:,} at {r['sent_rate']:.0f}/s{hot} "
             f"| {r['p50']:.3f} / {r['p99']:.3f} s ({r['verdicts']} verdicts; <= {r['hist_p50']} / "
             f"<= {r['hist_p99']} s) "
             f"| {r['ours_per_event']:.2f} / {r['jc_per_event']:.2f} "
