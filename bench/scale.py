@@ -44,6 +44,7 @@ second for 5 s.
 from __future__ import annotations
 
 import argparse
+import collections
 import concurrent.futures
 import json
 import os
@@ -320,9 +321,7 @@ def drive(api: transport.Client, plane: Any, controller: Any, jobs: list[dict[st
     # `hot`: that share of the events goes to the Job with most pods, each a pod of it reported
     # Running again (new start times: a change the controller reads, a reconcile of the whole
     # Job), spread evenly through the stream; that Job's verdict is not timed.
-    sizes: dict[str, int] = {}
-    for p in pods:
-        sizes[p["metadata"]["labels"][owner]] = sizes.get(p["metadata"]["labels"][owner], 0) + 1
+    sizes = collections.Counter(p["metadata"]["labels"][owner] for p in pods)
     hot_name = max(sizes, key=lambda n: (sizes[n], n)) if hot > 0 else None
     hot_pods = [p for p in pods if p["metadata"]["labels"][owner] == hot_name]
     hot_count = int(count * hot)

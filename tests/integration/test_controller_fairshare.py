@@ -135,14 +135,19 @@ def classified(api: Client, token: str, path: str) -> tuple[int, str, str]:
             response.headers.get(LEVEL_HEADER, ""))
 
 
-def dispatched(api: Client, schema: str) -> float:
-    """`apiserver_flowcontrol_dispatched_requests_total` summed over the schema's series."""
-    response = api.api.rest_client.pool_manager.request(   # the admin's client certificate
+def server_metrics(api: Client) -> str:
+    """The API server's `/metrics`, read with the admin's client certificate."""
+    response = api.api.rest_client.pool_manager.request(
         "GET", api.host + "/metrics", timeout=30.0, retries=False)
     assert response.status == 200, response.data[:200]
+    return str(response.data.decode())
+
+
+def dispatched(api: Client, schema: str) -> float:
+    """`apiserver_flowcontrol_dispatched_requests_total` summed over the schema's series."""
     pattern = re.compile(r'^apiserver_flowcontrol_dispatched_requests_total\{[^}]*flow_schema="'
                          + re.escape(schema) + r'"[^}]*\} (\S+)$', re.M)
-    return sum(float(v) for v in pattern.findall(response.data.decode()))
+    return sum(float(v) for v in pattern.findall(server_metrics(api)))
 
 
 # What the controller sends: discovery (non-resource), a namespaced read in its own namespace
@@ -210,9 +215,7 @@ def test_the_level_is_weighed_against_the_built_in_workload_levels(api: Client) 
 def waited(api: Client, level: str) -> tuple[float, float]:
     """(seconds, requests) that requests of a priority level waited in its queues for a seat,
     from `apiserver_flowcontrol_request_wait_duration_seconds`, those that ran."""
-    response = api.api.rest_client.pool_manager.request(
-        "GET", api.host + "/metrics", timeout=30.0, retries=False)
-    text = response.data.decode()
+    text = server_metrics(api)
     out = []
     for part in ("sum", "count"):
         pattern = re.compile(r'^apiserver_flowcontrol_request_wait_duration_seconds_' + part
