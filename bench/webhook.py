@@ -3,17 +3,19 @@
     .venv/bin/python bench/webhook.py [--rounds 5] [--duration 5] [--rate 300] [--no-fail]
     .venv/bin/python bench/webhook.py --hostile [--rounds 3] [--duration 10] [--no-fail]
 
-Both servers run `gunicorn -c python:runtime.webhook.gunicorn_conf` on 127.0.0.1 with the same settings
-and the same TLS certificate; the baseline app only reads the body and returns a fixed allow
-answer. Each round starts both afresh and runs them side by side: throughput in a closed loop
-(keep-alive connections sending as fast as answers come back), alternating between the two
-servers in one-second slices (baseline, webhook, webhook, baseline, ...) from the same client
-processes, so that load from elsewhere on the machine falls on both alike; then each in turn gets
-an open-loop run at a fixed rate (requests scheduled at fixed times; latency counted from the
-scheduled time, so a stall is not hidden). Medians over rounds are reported. Bodies are
-~8 KB AdmissionReviews of batch Job pods with several containers, which the webhook patches
-(native sidecar, volume, mounts, env, annotations). Peak memory is the summed RSS of the gunicorn
-master and its workers, sampled from /proc. Targets: the webhook's throughput is at least 85%
+All servers run `gunicorn -c python:runtime.webhook.gunicorn_conf` on 127.0.0.1 with the same
+settings and the same TLS certificate. The baseline app only reads the body and returns a fixed
+allow answer; a second reference ("decoding") also decodes the review as the webhook does, so
+the webhook's cost splits into reading the request and deciding. Each round starts all afresh
+and runs them side by side: throughput in a closed loop (keep-alive connections sending as fast
+as answers come back), the servers taking turns in one-second slices (baseline, decoding,
+webhook, then backwards, ...) from the same client processes, so that load from elsewhere on
+the machine falls on all alike; then each in turn gets an open-loop run at a fixed rate
+(requests scheduled at fixed times; latency counted from the scheduled time, so a stall is not
+hidden). Medians over rounds are reported. Bodies are ~8 KB AdmissionReviews of batch Job pods
+with several containers, which the webhook patches (native sidecar, volume, mounts, env,
+annotations). Peak memory is the summed RSS of the gunicorn master and its workers, sampled
+from /proc. Targets: the webhook's throughput is at least 85%
 of the baseline's, and its p99 at the fixed rate is under 10 ms; exit 1 when missed.
 
 With --hostile only the webhook runs: for each kind of client in devkit/hostile.py (hundreds of
@@ -71,8 +73,29 @@ def _allow() -> flask.Response:
 
 
 @baseline.get("/readyz")
-def _ready() -> str:
+def _readyz() -> str:
     return "ok\n"
+
+
+def decoding() -> flask.Flask:
+    """The second reference: the baseline that also decodes the review as the webhook does
+    (`admission.decode` with the plan's injector: the pod's view only) and answers allow. Its
+    gap to the baseline is what reading the request costs; the webhook's gap to it is what
+    deciding costs (the mutation, the answer's encoding, the metrics)."""
+    from runtime import admission
+
+    injector = admission.load_file(os.environ["JOBRULES_PLAN"])
+    app = flask.Flask("decoding")
+
+    @app.post(MUTATE)
+    def _decode() -> flask.Response:
+        request = admission.decode(flask.request.get_data(), injector)
+        answer = admission.encode({"apiVersion": admission.API_VERSION, "kind": admission.KIND,
+                                   "response": {"uid": request["uid"], "allowed": True}})
+        return app.response_class(answer, mimetype="application/json")
+
+    app.get("/readyz")(_readyz)
+    return app
 
 
 RULES = """
@@ -643,8 +666,10 @@ def main(argv: list[str] | None = None) -> int:
               f"bodies {size / 1024:.1f} KiB; {args.rounds} rounds, each: closed loop {args.clients} x "
               f"{args.connections} connections for {args.duration:.0f} s per server in {SLICE:.0f} s "
               f"slices taking turns, then {args.rate:.0f}/s for {args.duration:.0f} s each", flush=True)
-        rounds: dict[str, list[Round]] = {"baseline": [], "jobrules": []}
-        peaks = {"baseline": 0, "jobrules": 0}
+        apps = {"baseline": "webhook:baseline", "decoding": "webhook:decoding()",
+                "jobrules": None}
+        rounds: dict[str, list[Round]] = {name: [] for name in apps}
+        peaks = {name: 0 for name in apps}
         with multiprocessing.get_context("spawn").Pool(args.clients) as pool:
             for number in range(args.rounds):
                 # Fresh servers each round: how a process happens to be laid out in memory shows
@@ -653,8 +678,8 @@ def main(argv: list[str] | None = None) -> int:
                 folder.mkdir()
                 servers: list[Server] = []
                 try:
-                    servers.append(start("baseline", "webhook:baseline", env, cafile, folder))
-                    servers.append(start("jobrules", None, env, cafile, folder))
+                    for name, app in apps.items():
+                        servers.append(start(name, app, env, cafile, folder))
                     for server in servers:   # warm up: connections, caches, first requests
                         closed_loop(pool, args.clients, server.port, cafile, server.requests,
                                     args.connections, 0.5)
@@ -664,12 +689,12 @@ def main(argv: list[str] | None = None) -> int:
                     for server in servers:
                         server.stop()
                         peaks[server.name] = max(peaks[server.name], server.memory.peak)
-    return report(rounds["baseline"], rounds["jobrules"], peaks["baseline"], peaks["jobrules"], args)
+    return report(rounds, peaks, args)
 
 
-def report(base: list[Round], ours: list[Round], base_rss: int, our_rss: int,
-           args: argparse.Namespace) -> int:
+def report(rounds: dict[str, list[Round]], peaks: dict[str, int], args: argparse.Namespace) -> int:
     """Medians over rounds, side by side; the targets checked on the webhook's."""
+    base, ours = rounds["baseline"], rounds["jobrules"]
     def median(rounds: list[Round], value: Callable[[Round], float]) -> float:
         return statistics.median(value(r) for r in rounds)
 
@@ -684,12 +709,16 @@ def report(base: list[Round], ours: list[Round], base_rss: int, our_rss: int,
         (f"{args.rate:.0f}/s: max ms", lambda r: 1000 * max(r.fixed.latencies, default=0), "{:.2f}"),
         ("errors (non-200)", lambda r: r.closed.errors + r.fixed.errors, "{:.0f}"),
     ]
-    print(f"\n{'median of ' + str(len(base)) + ' rounds':32}{'baseline':>12}{'jobrules':>12}")
+    print(f"\n{'median of ' + str(len(base)) + ' rounds':32}"
+          + "".join(f"{name:>12}" for name in rounds))
     for label, value, style in rows:
-        print(f"{label:32}{style.format(median(base, value)):>12}{style.format(median(ours, value)):>12}")
-    print(f"{'peak RSS MiB (master+workers)':32}{base_rss / 2**20:>12.1f}{our_rss / 2**20:>12.1f}")
+        print(f"{label:32}" + "".join(f"{style.format(median(each, value)):>12}"
+                                      for each in rounds.values()))
+    print(f"{'peak RSS MiB (master+workers)':32}"
+          + "".join(f"{peaks[name] / 2**20:>12.1f}" for name in rounds))
     ratios = [o.closed.rate / b.closed.rate for b, o in zip(base, ours)]
     ratio = statistics.median(ratios)
+    decoding = [d.closed.rate / b.closed.rate for b, d in zip(base, rounds["decoding"])]
     p99 = median(ours, lambda r: r.fixed.percentile(99))
     achieved = median(ours, lambda r: r.fixed.rate)
     misses = []
@@ -704,6 +733,8 @@ def report(base: list[Round], ours: list[Round], base_rss: int, our_rss: int,
     print(f"\nthroughput ratio {ratio:.0%} (rounds: {', '.join(f'{r:.0%}' for r in ratios)}; "
           f"target >= {THROUGHPUT_RATIO:.0%}); p99 at {args.rate:.0f}/s {p99:.2f} ms "
           f"(rounds: {', '.join(f'{r.fixed.percentile(99):.1f}' for r in ours)}; target < {P99_LIMIT_MS:.0f} ms)")
+    print(f"decoding alone {statistics.median(decoding):.0%} of the baseline "
+          f"(rounds: {', '.join(f'{r:.0%}' for r in decoding)})")
     for miss in misses:
         print(f"MISSED: {miss}")
     return 1 if misses and not args.no_fail else 0
