@@ -1,6 +1,6 @@
 """bench/hearing.py, the floor under bench/controller.py's CPU figure, hears what the controller's
 watches hear: every change of the namespace's batch Jobs and of its pods with the label key, and
-nothing of other pods or other namespaces. Never timed here: the bench measures; this keeps the
+nothing of its other pods. Never timed here: the bench measures; this keeps the
 floor honest (a listener that missed events would make it low)."""
 
 from __future__ import annotations
@@ -45,14 +45,12 @@ class Hearing:
 
 def test_hearing_counts_the_jobs_and_the_labelled_pods_of_its_namespace(
         control_plane: Any, api: Any, namespace: str) -> None:
-    elsewhere = "default"
     hearing = Hearing(control_plane, namespace)
     try:
-        apiserver.create(api, apiserver.PODS, apiserver.pod_manifest(
-            namespace, "labelled", labels={LABEL: "u"}))
-        apiserver.create(api, apiserver.PODS, apiserver.pod_manifest(namespace, "other"))
-        apiserver.create(api, apiserver.PODS, apiserver.pod_manifest(
-            elsewhere, f"hearing-{namespace}", labels={LABEL: "u"}))
+        for name, labels in (("labelled", {LABEL: "u"}), ("other", {})):
+            pod = apiserver.pod_manifest(namespace, name, labels=labels)
+            pod["spec"]["schedulerName"] = "nobody"   # left alone: no scheduler's events
+            apiserver.create(api, apiserver.PODS, pod)
         job = apiserver.job_manifest(namespace, "job")
         job["spec"]["suspend"] = True   # no pod of its own: the pods counted are ours alone
         apiserver.create(api, apiserver.JOBS, job)
@@ -69,4 +67,3 @@ def test_hearing_counts_the_jobs_and_the_labelled_pods_of_its_namespace(
         apiserver.wait_for("the deletion heard", lambda: hearing.heard()["pods"] > 4, 120)
     finally:
         hearing.stop()
-        apiserver.delete(api, apiserver.PODS.path(elsewhere, f"hearing-{namespace}"))
