@@ -161,9 +161,11 @@ def main() -> int:
         wait_verdicts(client, args.jobs, "Running")
         figures["rss_jobs"] = controller.rss()
         n = args.failures
-        figures.update(fail_pods(client, api, controller, hearing, pods[:n], args.rate,
-                                 args.kwok))
-        hearing.stop()
+        try:
+            figures.update(fail_pods(client, api, controller, hearing, pods[:n], args.rate,
+                                     args.kwok))
+        finally:
+            hearing.stop()
         figures["fail_job"] = act(client, api, controller, pods[n:2 * n], args.rate, args.kwok,
                                   "exit-code")
         figures["restart_pod"] = act(client, api, controller, pods[2 * n:3 * n], args.rate,

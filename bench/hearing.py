@@ -28,17 +28,23 @@ from runtime.controller import kube  # noqa: E402
 
 def hear(client: kube.Client, name: str, path: str, query: list[tuple[str, str]],
          heard: Counter[str], opened: threading.Barrier) -> None:
-    """List, then watch from the list's version for ever, counting the events and no more."""
-    version = client.list(path, query=query)["metadata"]["resourceVersion"]
-    opened.wait()
-    while True:
-        try:
-            for event in client.watch(path, [*query, ("resourceVersion", version),
-                                             ("allowWatchBookmarks", "true")], read_timeout=90):
-                version = event["object"]["metadata"]["resourceVersion"]
-                heard[name] += event["type"] != "BOOKMARK"
-        except kube.Timeout:
-            continue
+    """List, then watch from the list's version for ever, counting the events and no more.
+    Any error but a quiet watch ends the process: a floor that missed events would be low."""
+    try:
+        version = client.list(path, query=query)["metadata"]["resourceVersion"]
+        opened.wait()
+        while True:
+            try:
+                for event in client.watch(path, [*query, ("resourceVersion", version),
+                                                 ("allowWatchBookmarks", "true")],
+                                          read_timeout=90):
+                    version = event["object"]["metadata"]["resourceVersion"]
+                    heard[name] += event["type"] != "BOOKMARK"
+            except kube.Timeout:
+                continue
+    except BaseException as error:
+        print(f"hearing {name}: {error}", file=sys.stderr, flush=True)
+        os._exit(1)
 
 
 def main() -> None:

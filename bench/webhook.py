@@ -15,8 +15,8 @@ the machine falls on all alike; then each in turn gets an open-loop run at a fix
 hidden). Medians over rounds are reported. Bodies are ~8 KB AdmissionReviews of batch Job pods
 with several containers, which the webhook patches (native sidecar, volume, mounts, env,
 annotations). Peak memory is the summed RSS of the gunicorn master and its workers, sampled
-from /proc. Targets: the webhook's throughput is at least 85%
-of the baseline's, and its p99 at the fixed rate is under 10 ms; exit 1 when missed.
+from /proc. Targets: the webhook's throughput is at least 85% of the baseline's, and its p99 at
+the fixed rate is under 10 ms; exit 1 when missed.
 
 With --hostile only the webhook runs: for each kind of client in devkit/hostile.py (hundreds of
 slow headers, slow bodies, stalled TLS handshakes; thousands of silent connections, once within
