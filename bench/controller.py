@@ -246,8 +246,11 @@ WRITE_VERBS = {"create", "update", "patch", "delete"}
 
 
 def cpu_seconds(pid: int) -> float:
-    """A process's user + system CPU seconds so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    """CPU seconds (user and system) a process has spent so far; 0 once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 

@@ -152,15 +152,6 @@ def parallel(fn: Any, items: list[Any], threads: int) -> list[Any]:
         return list(pool.map(fn, items))
 
 
-def process_cpu(pid: int) -> float:
-    """CPU seconds (user and system) a process has spent so far; 0 once it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except FileNotFoundError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def machine_busy() -> float:
     """CPU seconds the whole machine spent not idle so far (every core)."""
     fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
@@ -169,7 +160,7 @@ def machine_busy() -> float:
 
 
 def cpu_by_process(pids: dict[str, list[int]]) -> dict[str, float]:
-    return {name: sum(process_cpu(p) for p in ps) for name, ps in pids.items()}
+    return {name: sum(bench_controller.cpu_seconds(p) for p in ps) for name, ps in pids.items()}
 
 
 def _pods(api: transport.Client) -> list[dict[str, Any]]:
