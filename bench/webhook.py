@@ -220,7 +220,10 @@ class Connection:
         while (end := self.buffer.find(b"\r\n\r\n")) < 0:
             self._fill()
         head, self.buffer = self.buffer[:end], self.buffer[end + 4:]
-        length = int(re.search(rb"(?i)\r\ncontent-length: *(\d+)", head)[1])
+        found = re.search(rb"(?i)\r\ncontent-length: *(\d+)", head)
+        if found is None:   # chunked or unbounded: not an answer this client can frame
+            raise ConnectionError(f"answer without Content-Length: {head[:200]!r}")
+        length = int(found[1])
         while len(self.buffer) < length:
             self._fill()
         body, self.buffer = self.buffer[:length], self.buffer[length:]
